@@ -1,0 +1,45 @@
+# The two commands a newcomer needs: `make run` and `make test` (both install what they need).
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
+
+export LITELLM_LOCAL_MODEL_COST_MAP := True
+
+.PHONY: run test lint types unit install model bench clean
+
+run: install model   ## start the local model and overspill on :4000 with config.yaml
+	scripts/run-local.sh
+
+test: install model   ## lint, types, and every test (end-to-end against the real local model)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/pytest -q -p no:cacheprovider
+
+lint: install
+	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+
+types: install
+	$(BIN)/mypy
+
+unit: install   ## the tests that need no local model
+	$(BIN)/pytest -q -m "not e2e"
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+model:   ## build llama-server and fetch SmolLM2 (cached in ~/.cache/overspill)
+	PYTHON=$(BIN)/python scripts/local-model.sh > /dev/null
+
+bench: install   ## gateway overhead: direct, litellm, passthrough, overspill (writes var/bench/)
+	scripts/bench.sh
+
+clean:
+	rm -rf $(VENV) var .mypy_cache .ruff_cache .pytest_cache .hypothesis

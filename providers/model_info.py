@@ -1,0 +1,49 @@
+"""Context windows from litellm's bundled model map, read as data (litellm is not imported).
+
+litellm ships `model_prices_and_context_window_backup.json`; reading it directly gives every
+known model's `max_input_tokens` without paying for litellm's import on the fast path.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from proxy.config import ModelEntry
+
+_MAP_FILE = "model_prices_and_context_window_backup.json"
+
+
+@functools.cache
+def _model_map() -> dict[str, Any]:
+    spec = importlib.util.find_spec("litellm")
+    if spec is None or not spec.submodule_search_locations:
+        return {}
+    path = Path(next(iter(spec.submodule_search_locations))) / _MAP_FILE
+    try:
+        data = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def known_window(model: str) -> int | None:
+    """litellm's `max_input_tokens` for a litellm model string (`anthropic/claude-...`)."""
+    table = _model_map()
+    _, _, bare = model.partition("/")
+    for key in (model, bare):
+        info = table.get(key) if key else None
+        if isinstance(info, dict):
+            value = info.get("max_input_tokens") or info.get("max_tokens")
+            if isinstance(value, int) and value > 0:
+                return value
+    return None
+
+
+def context_window(entry: ModelEntry) -> int | None:
+    """The window to use: config first, then litellm's map; None when nobody knows."""
+    return entry.context_window() or known_window(entry.litellm_params.model)

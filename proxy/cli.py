@@ -1,0 +1,102 @@
+"""The `overspill` command: `serve` and `check-config`."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from proxy.config import ConfigError, LoadedConfig, load_config
+
+CONFIG_ENV = "OVERSPILL_CONFIG"
+EXIT_BAD_CONFIG = 2
+
+log = logging.getLogger("overspill")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the exit status."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command == "check-config":
+        return check_config(args.config)
+    return serve(args)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="overspill",
+        description="OpenAI-compatible proxy that keeps long conversations inside the window.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve_cmd = commands.add_parser("serve", help="run the proxy")
+    serve_cmd.add_argument("--config", default=os.environ.get(CONFIG_ENV, "config.yaml"))
+    serve_cmd.add_argument("--host", help="bind address (default: general_settings.host)")
+    serve_cmd.add_argument("--port", type=int, help="port (default: general_settings.port)")
+    serve_cmd.add_argument("--workers", type=int, default=1, help="worker processes")
+    check = commands.add_parser("check-config", help="validate a config file and exit")
+    check.add_argument("config", nargs="?", default=os.environ.get(CONFIG_ENV, "config.yaml"))
+    return parser
+
+
+def _load(path: str) -> LoadedConfig | None:
+    try:
+        loaded = load_config(path)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            print(f"{exc.path}: {problem}", file=sys.stderr)
+        return None
+    return loaded
+
+
+def check_config(path: str) -> int:
+    """Validate the config (and the layers it names) without serving."""
+    loaded = _load(path)
+    if loaded is None:
+        return EXIT_BAD_CONFIG
+    from proxy.app import LAYER_REGISTRY
+    from proxy.pipeline import UnknownLayer, build_layers
+
+    try:
+        build_layers(loaded.settings, LAYER_REGISTRY)
+    except UnknownLayer as exc:
+        print(f"{path}: {exc}", file=sys.stderr)
+        return EXIT_BAD_CONFIG
+    for warning in loaded.warnings:
+        print(f"{path}: warning: {warning}", file=sys.stderr)
+    names = ", ".join(loaded.settings.model_names())
+    print(f"{path}: ok ({len(loaded.settings.model_list)} deployments: {names})")
+    return 0
+
+
+def serve(args: argparse.Namespace) -> int:
+    """Validate the config, then run uvicorn with the app factory."""
+    loaded = _load(args.config)
+    if loaded is None:
+        return EXIT_BAD_CONFIG
+    import uvicorn
+
+    from proxy import logs
+
+    general = loaded.settings.general_settings
+    logs.configure(general.log_level)
+    for warning in loaded.warnings:
+        log.warning(warning)
+    if general.master_key is None:
+        log.warning(
+            "no general_settings.master_key: any client that can reach overspill may use it"
+        )
+    os.environ[CONFIG_ENV] = os.path.abspath(args.config)
+    uvicorn.run(
+        "proxy.server:app_from_env",
+        factory=True,
+        host=args.host or general.host,
+        port=args.port or general.port,
+        workers=args.workers,
+        access_log=False,
+        log_config=None,
+        timeout_graceful_shutdown=10,
+    )
+    return 0

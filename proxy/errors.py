@@ -1,0 +1,216 @@
+"""The one error tree: every failure a client can see, with its HTTP status and OpenAI body.
+
+    OverspillError                      500  internal_error
+    ├── InvalidChatRequest              400  invalid_request_error (param names the field)
+    │   ├── ForbiddenParameter          400  a connection/credential field in the body
+    │   └── ContextWindowExceeded       400  code=context_length_exceeded, carries the Overflow
+    ├── AuthError                       401  missing or wrong key
+    ├── NotFound                        404  unknown route
+    ├── MethodNotAllowed                405  known route, wrong method
+    ├── ModelNotFound                   404  code=model_not_found, lists the configured names
+    ├── PayloadTooLarge                 413  body over general_settings.max_body_bytes
+    ├── ModelUnavailable                503  the model's secret is unset
+    └── UpstreamError                   502  the provider failed; keeps status, body, provider
+        ├── UpstreamTimeout             504
+        ├── UpstreamRateLimited         429  Retry-After passed on
+        └── UpstreamRejected            4xx  the provider refused the request (status kept)
+
+Nothing here imports other project modules; providers translate their exceptions into these
+classes in one place each, and `proxy/app.py` renders them with one handler.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import orjson
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+
+class OverspillError(Exception):
+    """Base of every error overspill reports to a client."""
+
+    status: ClassVar[int] = 500
+    type: ClassVar[str] = "internal_error"
+    code: ClassVar[str | None] = None
+
+    def __init__(self, message: str, *, param: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+
+    def error_code(self) -> str | None:
+        """The OpenAI `code` field for this error."""
+        return self.code
+
+    def http_status(self) -> int:
+        """The HTTP status to answer with."""
+        return self.status
+
+    def headers(self) -> Mapping[str, str]:
+        """Extra response headers (e.g. Retry-After)."""
+        return {}
+
+    def body(self) -> dict[str, Any]:
+        """The OpenAI-style error body."""
+        return {
+            "error": {
+                "message": self.message,
+                "type": self.type,
+                "param": self.param,
+                "code": self.error_code(),
+            }
+        }
+
+    def body_bytes(self) -> bytes:
+        """The error body as JSON bytes."""
+        return orjson.dumps(self.body())
+
+
+class InvalidChatRequest(OverspillError):
+    """The client's request is malformed or ill-typed; the message says what to fix."""
+
+    status = 400
+    type = "invalid_request_error"
+    code = "invalid_request"
+
+
+class ForbiddenParameter(InvalidChatRequest):
+    """The body carries a connection or credential setting; only config may set those."""
+
+    code = "forbidden_parameter"
+
+
+class AuthError(OverspillError):
+    """The request has no key or the wrong key."""
+
+    status = 401
+    type = "authentication_error"
+    code = "invalid_api_key"
+
+
+class NotFound(OverspillError):
+    """No such route."""
+
+    status = 404
+    type = "invalid_request_error"
+    code = "not_found"
+
+
+class MethodNotAllowed(OverspillError):
+    """The route exists but not for this HTTP method."""
+
+    status = 405
+    type = "invalid_request_error"
+    code = "method_not_allowed"
+
+
+class ModelNotFound(OverspillError):
+    """The requested model name is not in config.yaml."""
+
+    status = 404
+    type = "invalid_request_error"
+    code = "model_not_found"
+
+
+class PayloadTooLarge(OverspillError):
+    """The request body is larger than the configured limit."""
+
+    status = 413
+    type = "invalid_request_error"
+    code = "payload_too_large"
+
+
+class ModelUnavailable(OverspillError):
+    """The model is configured but cannot be used (e.g. its secret is unset)."""
+
+    status = 503
+    type = "service_unavailable_error"
+    code = "model_unavailable"
+
+
+class UpstreamError(OverspillError):
+    """The provider failed; keeps what the overflow classifier and operators need."""
+
+    status = 502
+    type = "upstream_error"
+    code = "upstream_error"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str | None = None,
+        upstream_status: int | None = None,
+        upstream_body: object = None,
+        param: str | None = None,
+    ) -> None:
+        super().__init__(message, param=param)
+        self.provider = provider
+        self.upstream_status = upstream_status
+        self.upstream_body = upstream_body
+
+
+class UpstreamTimeout(UpstreamError):
+    """The provider did not answer in time."""
+
+    status = 504
+    type = "timeout_error"
+    code = "upstream_timeout"
+
+
+class UpstreamRateLimited(UpstreamError):
+    """The provider rate-limited the request; Retry-After is passed on when given."""
+
+    status = 429
+    type = "rate_limit_error"
+    code = "rate_limit_exceeded"
+
+    def __init__(self, message: str, *, retry_after: str | None = None, **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.retry_after = retry_after
+
+    def headers(self) -> Mapping[str, str]:
+        """Retry-After, when the provider gave one."""
+        return {"retry-after": self.retry_after} if self.retry_after else {}
+
+
+class UpstreamRejected(UpstreamError):
+    """The provider refused the request as invalid; its 4xx status is passed on."""
+
+    type = "invalid_request_error"
+    code = "upstream_rejected"
+
+    def http_status(self) -> int:
+        """The provider's own 4xx status (400, 403, 404, 422...)."""
+        status = self.upstream_status
+        return status if status is not None and 400 <= status < 500 else 400
+
+
+class ContextWindowExceeded(InvalidChatRequest):
+    """The conversation does not fit the model's context window.
+
+    Raised by providers when the upstream says so (the classifier's `requested` and `limit`
+    when the error stated them), and by layers that know it up front (Ollama's pre-flight).
+    """
+
+    code = "context_length_exceeded"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        requested: int | None = None,
+        limit: int | None = None,
+        provider: str | None = None,
+        upstream_status: int | None = None,
+        upstream_body: object = None,
+    ) -> None:
+        super().__init__(message, param="messages")
+        self.requested = requested
+        self.limit = limit
+        self.provider = provider
+        self.upstream_status = upstream_status
+        self.upstream_body = upstream_body

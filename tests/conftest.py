@@ -1,0 +1,61 @@
+"""Shared fixtures: offline settings for litellm and an in-process app client."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence  # noqa: E402
+
+import httpx  # noqa: E402
+import pytest  # noqa: E402
+
+from proxy.app import create_app  # noqa: E402
+from proxy.config import Settings, parse_config  # noqa: E402
+from proxy.pipeline import LayerFactory  # noqa: E402
+from proxy.types import Provider  # noqa: E402
+
+BASIC_CONFIG = """
+model_list:
+  - model_name: local
+    litellm_params: {model: openai/smollm2, api_base: "http://upstream.test/v1"}
+    context: {window: 2048}
+  - model_name: other
+    litellm_params: {model: openai/other, api_base: "http://other.test/v1", api_key: sk-up}
+general_settings:
+  master_key: sk-master
+"""
+
+
+def settings_from(text: str = BASIC_CONFIG, env: Mapping[str, str] | None = None) -> Settings:
+    """Validated settings from YAML text."""
+    return parse_config(text, "config.yaml", env or {}).settings
+
+
+AppClient = Callable[..., httpx.AsyncClient]
+
+
+@pytest.fixture
+async def app_client() -> AsyncIterator[AppClient]:
+    """Builds an in-process client for an app with injected providers/layers."""
+    clients: list[httpx.AsyncClient] = []
+
+    def make(
+        providers: Mapping[str, Sequence[Provider]] | None = None,
+        *,
+        settings: Settings | None = None,
+        registry: Mapping[str, LayerFactory] | None = None,
+        key: str | None = "sk-master",
+    ) -> httpx.AsyncClient:
+        app = create_app(settings or settings_from(), providers=providers, registry=registry)
+        headers = {"authorization": f"Bearer {key}"} if key else {}
+        client = httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://overspill.test", headers=headers
+        )
+        clients.append(client)
+        return client
+
+    yield make
+    for client in clients:
+        await client.aclose()

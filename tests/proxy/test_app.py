@@ -1,0 +1,257 @@
+"""The HTTP surface: OpenAI-shaped answers and errors, streams, auth, limits, health, models."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import orjson
+import pytest
+
+from providers.fake import ScriptedProvider, json_response, sse_events, stream_response
+from proxy.app import create_app
+from proxy.errors import (
+    ContextWindowExceeded,
+    UpstreamError,
+    UpstreamRateLimited,
+    UpstreamRejected,
+    UpstreamTimeout,
+)
+from proxy.types import ChatRequest, ChatResponse, RequestContext
+from tests.conftest import AppClient, settings_from
+
+USER = {"role": "user", "content": "hi"}
+CHAT = {"model": "local", "messages": [USER]}
+
+
+def error_of(response: Any) -> dict[str, Any]:
+    payload = response.json()
+    assert set(payload["error"]) == {"message", "type", "param", "code"}
+    return payload["error"]  # type: ignore[no-any-return]
+
+
+async def test_json_chat_passes_the_upstream_answer(app_client: AppClient) -> None:
+    """A non-stream answer comes back as the upstream sent it, with a request id."""
+    client = app_client({"local": [ScriptedProvider([json_response("hello", prompt_tokens=7)])]})
+    response = await client.post("/v1/chat/completions", json=CHAT)
+    assert response.status_code == 200
+    assert response.json()["choices"][0]["message"]["content"] == "hello"
+    assert response.json()["usage"]["prompt_tokens"] == 7
+    assert len(response.headers["x-request-id"]) == 32
+
+
+async def test_client_request_id_is_kept(app_client: AppClient) -> None:
+    """A well-formed x-request-id from the client is echoed; a malformed one is replaced."""
+    client = app_client({"local": [ScriptedProvider([json_response("x")])]})
+    kept = await client.post("/v1/chat/completions", json=CHAT, headers={"x-request-id": "abc-1"})
+    assert kept.headers["x-request-id"] == "abc-1"
+    replaced = await client.post("/v1/chat/completions", json=CHAT, headers={"x-request-id": "a b\x01"})
+    assert replaced.headers["x-request-id"] != "a b\x01"
+
+
+async def test_stream_relays_events_and_done(app_client: AppClient) -> None:
+    """A streamed answer is SSE, event by event, ending with [DONE]."""
+    events = sse_events(["Hel", "lo"])
+    client = app_client({"local": [ScriptedProvider([stream_response(events)])]})
+    response = await client.post("/v1/chat/completions", json={**CHAT, "stream": True})
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/event-stream")
+    assert response.content == b"".join(events)
+
+
+async def test_failure_after_first_byte_ends_with_an_error_event(app_client: AppClient) -> None:
+    """A mid-stream upstream failure is an SSE error event, never a silent normal end."""
+    events = sse_events(["a"])[:-1]
+    failing = stream_response(events, error=UpstreamError("connection reset by upstream"))
+    client = app_client({"local": [ScriptedProvider([failing])]})
+    response = await client.post("/v1/chat/completions", json={**CHAT, "stream": True})
+    assert response.content.startswith(events[0])
+    last = response.content.split(b"\n\n")[-2]
+    assert orjson.loads(last[len(b"data: ") :])["error"]["message"] == "connection reset by upstream"
+    assert b"[DONE]" not in response.content
+
+
+@pytest.mark.parametrize(
+    ("error", "status", "code"),
+    [
+        (ContextWindowExceeded("This model's maximum context length is 2048 tokens"), 400, "context_length_exceeded"),
+        (UpstreamRateLimited("slow down", retry_after="7"), 429, "rate_limit_exceeded"),
+        (UpstreamTimeout("upstream did not answer"), 504, "upstream_timeout"),
+        (UpstreamError("upstream openai failed (500): boom"), 502, "upstream_error"),
+        (UpstreamRejected("bad tool schema", upstream_status=422), 422, "upstream_rejected"),
+    ],
+)  # fmt: skip
+async def test_upstream_errors_map_to_fitting_statuses(
+    app_client: AppClient, error: Exception, status: int, code: str
+) -> None:
+    """Each upstream failure has its status, OpenAI error body and the provider's message."""
+    client = app_client({"local": [ScriptedProvider([error])]})
+    for stream in (False, True):
+        response = await client.post("/v1/chat/completions", json={**CHAT, "stream": stream})
+        assert response.status_code == status
+        body = error_of(response)
+        assert body["code"] == code
+        assert body["message"] == str(error)
+    if status == 429:
+        assert response.headers["retry-after"] == "7"
+
+
+@pytest.mark.parametrize(
+    ("headers", "message"),
+    [({}, "missing API key"), ({"authorization": "Bearer sk-wrong"}, "invalid API key")],
+)
+async def test_keys_are_required(app_client: AppClient, headers: dict[str, str], message: str) -> None:
+    """With a master key, a missing or wrong key is a 401 and the provider is not called."""
+    fake = ScriptedProvider([json_response("x")])
+    client = app_client({"local": [fake]}, key=None)
+    response = await client.post("/v1/chat/completions", json=CHAT, headers=headers)
+    assert response.status_code == 401
+    assert message in error_of(response)["message"]
+    assert fake.requests == []
+    assert (await client.get("/v1/models", headers=headers)).status_code == 401
+
+
+async def test_unknown_model_lists_the_configured_names(app_client: AppClient) -> None:
+    """An unknown model is a 404 model_not_found naming every configured model."""
+    client = app_client({"local": [ScriptedProvider([json_response("x")])]})
+    response = await client.post("/v1/chat/completions", json={**CHAT, "model": "gpt-9"})
+    assert response.status_code == 404
+    error = error_of(response)
+    assert error["code"] == "model_not_found"
+    assert "available models: local, other" in error["message"]
+
+
+async def test_body_over_the_limit_is_413(app_client: AppClient) -> None:
+    """A body larger than general_settings.max_body_bytes is refused before parsing."""
+    settings = settings_from(
+        "model_list:\n  - {model_name: local, litellm_params: {model: openai/a}}\n"
+        "general_settings: {max_body_bytes: 100}\n"
+    )
+    client = app_client({"local": [ScriptedProvider([json_response("x")])]}, settings=settings, key=None)
+    big = {**CHAT, "messages": [{"role": "user", "content": "x" * 200}]}
+    response = await client.post("/v1/chat/completions", json=big)
+    assert response.status_code == 413
+    assert "general_settings.max_body_bytes" in error_of(response)["message"]
+
+
+async def test_unset_secret_makes_only_that_model_unavailable(app_client: AppClient) -> None:
+    """A model whose env secret is unset answers 503 naming the variable; others still work."""
+    text = (
+        "model_list:\n"
+        "  - {model_name: ok, litellm_params: {model: openai/a, api_base: 'http://a.test/v1'}}\n"
+        "  - {model_name: keyless, litellm_params: {model: openai/b, api_key: os.environ/B_KEY}}\n"
+    )
+    app = create_app(settings_from(text))
+    import httpx
+
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client:
+        response = await client.post("/v1/chat/completions", json={**CHAT, "model": "keyless"})
+        assert response.status_code == 503
+        assert "B_KEY" in error_of(response)["message"]
+        ready = (await client.get("/health/readiness")).json()
+        assert ready["unavailable_models"] == {"keyless": "environment variable(s) unset: B_KEY"}
+
+
+async def test_models_lists_names_and_windows(app_client: AppClient) -> None:
+    """/v1/models is OpenAI's list format with each model's context window."""
+    client = app_client({"local": [ScriptedProvider([json_response("x")])]})
+    payload = (await client.get("/v1/models")).json()
+    assert payload["object"] == "list"
+    assert [(m["id"], m["object"], m["context_window"]) for m in payload["data"]] == [
+        ("local", "model", 2048),
+        ("other", "model", None),
+    ]
+
+
+async def test_health_never_needs_a_key(app_client: AppClient) -> None:
+    """Liveness and readiness answer without auth and without calling a model."""
+    fake = ScriptedProvider([json_response("x")])
+    client = app_client({"local": [fake]}, key=None)
+    assert (await client.get("/health/liveness")).json() == {"status": "alive"}
+    ready = await client.get("/health/readiness")
+    assert ready.json()["status"] == "ready"
+    assert fake.requests == []
+
+
+async def test_unknown_routes_are_openai_shaped(app_client: AppClient) -> None:
+    """404 and 405 come back in OpenAI's error shape."""
+    client = app_client({"local": [ScriptedProvider([json_response("x")])]})
+    assert error_of(await client.get("/v1/nothing"))["code"] == "not_found"
+    wrong = await client.get("/v1/chat/completions")
+    assert wrong.status_code == 405
+    assert error_of(wrong)["code"] == "method_not_allowed"
+
+
+async def test_a_bug_is_a_500_with_the_request_id(app_client: AppClient, caplog: pytest.LogCaptureFixture) -> None:
+    """An unexpected exception is logged and answered 500 in OpenAI's shape, not a crash."""
+    client = app_client({"local": [ScriptedProvider([RuntimeError("bug")])]})
+    with caplog.at_level(logging.ERROR):
+        response = await client.post("/v1/chat/completions", json=CHAT)
+    assert response.status_code == 500
+    assert response.headers["x-request-id"] in error_of(response)["message"]
+
+
+async def test_one_log_line_per_request_without_the_key(app_client: AppClient, caplog: pytest.LogCaptureFixture) -> None:
+    """Each request logs one structured line; the client's key never appears in logs."""
+    client = app_client({"local": [ScriptedProvider([json_response("x")])]})
+    with caplog.at_level(logging.INFO, logger="overspill.request"):
+        await client.post("/v1/chat/completions", json=CHAT)
+    (record,) = [r for r in caplog.records if r.name == "overspill.request"]
+    assert record.__dict__["status"] == 200
+    assert record.__dict__["model"] == "local"
+    assert "sk-master" not in caplog.text
+
+
+class Hanging:
+    """A provider that waits until cancelled, recording the cancellation."""
+
+    name = "hanging"
+
+    def __init__(self) -> None:
+        self.started = asyncio.Event()
+        self.cancelled = False
+
+    async def complete(self, request: ChatRequest, ctx: RequestContext) -> ChatResponse:
+        self.started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.cancelled = True
+            raise
+        raise AssertionError("unreachable")
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def test_client_disconnect_cancels_the_upstream_call() -> None:
+    """When the client goes away, the pending upstream call is cancelled."""
+    hanging = Hanging()
+    app = create_app(settings_from(), providers={"local": [hanging]})
+    disconnect = asyncio.Event()
+    body = orjson.dumps(CHAT)
+    messages = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def receive() -> dict[str, Any]:
+        if messages:
+            return messages.pop()
+        await disconnect.wait()
+        return {"type": "http.disconnect"}
+
+    sent: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+        "scheme": "http", "path": "/v1/chat/completions", "raw_path": b"/v1/chat/completions",
+        "query_string": b"", "root_path": "", "server": ("t", 80), "client": ("c", 1),
+        "headers": [(b"authorization", b"Bearer sk-master"), (b"content-type", b"application/json")],
+    }  # fmt: skip
+    call = asyncio.ensure_future(app(scope, receive, send))
+    await hanging.started.wait()
+    disconnect.set()
+    await call
+    assert hanging.cancelled

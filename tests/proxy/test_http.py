@@ -1,0 +1,139 @@
+"""Parsing a chat request: precise 400s, forbidden connection fields, byte-exact pass-through."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from proxy.errors import AuthError, ForbiddenParameter, InvalidChatRequest
+from proxy.http import authenticate, parse_chat_request, tenant_of
+
+USER = {"role": "user", "content": "hi"}
+
+
+def body(**fields: Any) -> bytes:
+    return orjson.dumps({"model": "local", "messages": [USER], **fields})
+
+
+def refusal(raw: bytes) -> InvalidChatRequest:
+    with pytest.raises(InvalidChatRequest) as caught:
+        parse_chat_request(raw)
+    return caught.value
+
+
+@pytest.mark.parametrize(
+    ("raw", "message", "param"),
+    [
+        (b"{not json", "request body is not valid JSON", None),
+        (b"[1, 2]", "request body must be a JSON object", None),
+        (orjson.dumps({"messages": [USER]}), "'model' is required: expected a model name", "model"),
+        (orjson.dumps({"model": 3, "messages": [USER]}), "'model' must be a model name, got a number", "model"),
+        (orjson.dumps({"model": "m"}), "'messages' is required", "messages"),
+        (orjson.dumps({"model": "m", "messages": []}), "'messages' must be a non-empty array", "messages"),
+        (orjson.dumps({"model": "m", "messages": ["hi"]}), "'messages[0]' must be an object, got a string", "messages[0]"),
+        (orjson.dumps({"model": "m", "messages": [USER, {"role": "robot"}]}), "'messages[1].role' must be one of", "messages[1]"),
+        (orjson.dumps({"model": "m", "messages": [{"role": "user", "content": 5}]}), "'messages[0].content' must be a string, an array of parts, or null", "messages[0]"),
+        (orjson.dumps({"model": "m", "messages": [{"role": "user", "content": ["x"]}]}), "'messages[0].content[0]' must be an object with a \"type\"", "messages[0]"),
+        (body(stream="yes"), "'stream' must be true or false, got a string", "stream"),
+        (body(overspill=[1]), "'overspill' must be an object of overspill options", "overspill"),
+    ],
+)
+def test_bad_requests_name_the_field(raw: bytes, message: str, param: str | None) -> None:
+    """Each malformed body is a 400 whose message and param say what to fix."""
+    error = refusal(raw)
+    assert error.http_status() == 400
+    assert message in error.message
+    assert error.param == param
+
+
+@pytest.mark.parametrize(
+    "field",
+    ["api_base", "base_url", "api_key", "api_version", "custom_llm_provider", "organization",
+     "extra_headers", "aws_access_key_id", "aws_region_name", "vertex_project", "azure_ad_token",
+     "litellm_params", "mock_response", "success_callback"],
+)  # fmt: skip
+def test_connection_fields_are_refused(field: str) -> None:
+    """A body field that would redirect traffic or borrow credentials is a 400 naming it."""
+    error = refusal(body(**{field: "x"}))
+    assert isinstance(error, ForbiddenParameter)
+    assert error.param == field
+    assert "config.yaml" in error.message
+
+
+@pytest.mark.parametrize("container", ["extra_body", "metadata"])
+def test_connection_fields_are_refused_when_nested(container: str) -> None:
+    """The same fields hidden in extra_body or metadata are refused too."""
+    error = refusal(body(**{container: {"api_base": "http://evil"}}))
+    assert error.param == f"{container}.api_base"
+
+
+def test_unchanged_request_keeps_its_bytes() -> None:
+    """With nothing changed, the upstream receives the client's exact bytes."""
+    raw = b'{"model":"local",  "messages":[{"role":"user","content":"hi"}],"seed":7}'
+    request = parse_chat_request(raw)
+    assert request.render("local") is raw
+
+
+def test_renamed_model_changes_only_the_model() -> None:
+    """When the upstream knows the model by another name, only `model` differs."""
+    request = parse_chat_request(body(temperature=0, tools=[{"type": "function"}]))
+    sent = orjson.loads(request.render("smollm2"))
+    assert sent == {**orjson.loads(body(temperature=0, tools=[{"type": "function"}])), "model": "smollm2"}
+
+
+def test_extension_fields_are_stripped() -> None:
+    """`overspill` options are kept for the layers and never sent upstream."""
+    request = parse_chat_request(body(overspill={"skip_history": True}))
+    assert request.extensions == {"overspill": {"skip_history": True}}
+    assert "overspill" not in orjson.loads(request.render("local"))
+
+
+def test_copies_never_mutate_the_original() -> None:
+    """with_messages and with_params return new requests and leave the original intact."""
+    request = parse_chat_request(body(max_tokens=5))
+    changed = request.with_messages([{"role": "user", "content": "other"}]).with_params(max_tokens=None, seed=1)
+    assert request.messages == (USER,)
+    assert request.body["max_tokens"] == 5
+    assert request.raw is not None
+    assert orjson.loads(changed.render("local")) == {
+        "model": "local", "messages": [{"role": "user", "content": "other"}], "seed": 1,
+    }  # fmt: skip
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=10,
+)
+
+
+@given(extra=st.dictionaries(st.sampled_from(["temperature", "seed", "tools", "user", "stop", "n", "x_custom"]), json_values))
+def test_render_of_parse_is_the_body(extra: dict[str, Any]) -> None:
+    """Any body with fields we do not model comes out exactly as it went in."""
+    raw = orjson.dumps({"model": "local", "messages": [USER], **extra})
+    request = parse_chat_request(raw)
+    assert request.render("local") == raw
+    assert orjson.loads(orjson.dumps(request.upstream_body("local"))) == orjson.loads(raw)
+
+
+def test_auth_with_master_key() -> None:
+    """With a master key, a missing or wrong key is a 401 and the right one yields a tenant."""
+    with pytest.raises(AuthError, match="missing API key"):
+        authenticate(None, "sk-m")
+    with pytest.raises(AuthError, match="invalid API key"):
+        authenticate("Bearer sk-wrong", "sk-m")
+    with pytest.raises(AuthError, match="missing API key"):
+        authenticate("Basic abc", "sk-m")
+    assert authenticate("Bearer sk-m", "sk-m") == tenant_of("sk-m")
+
+
+def test_tenant_ids_are_stable_and_do_not_reveal_the_key() -> None:
+    """Tenants are derived from the key, differ per key, and never contain it."""
+    assert tenant_of("sk-a") == tenant_of("sk-a") != tenant_of("sk-b")
+    assert "sk-a" not in tenant_of("sk-a")
+    assert authenticate(None, None) == "anonymous"
+    assert authenticate("Bearer sk-a", None) == tenant_of("sk-a")
