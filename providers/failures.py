@@ -12,8 +12,8 @@ from collections import Counter
 from typing import Any
 
 import orjson
-from middleware.overflow import detect_overflow
 
+from middleware.overflow import detect_overflow
 from proxy.errors import (
     ContextWindowExceeded,
     OverspillError,

@@ -65,9 +65,9 @@ def completion(content: str, model: str = "fake-model", **usage: int) -> dict[st
     }
 
 
-def json_response(content: str, **usage: int) -> ChatResponse:
+def json_response(content: str, *, prompt_tokens: int = 10) -> ChatResponse:
     """A non-stream response carrying `content`."""
-    return ChatResponse(body=orjson.dumps(completion(content, **usage)))
+    return ChatResponse(body=orjson.dumps(completion(content, prompt_tokens=prompt_tokens)))
 
 
 def sse_events(pieces: Iterable[str], model: str = "fake-model") -> list[bytes]:

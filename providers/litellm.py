@@ -1,9 +1,10 @@
 """litellm for every provider that does not speak OpenAI's wire format (the only litellm import).
 
-Request parameters reach litellm by allow-list: OpenAI's documented chat parameters become
-keyword arguments; anything else rides in `extra_body`, which litellm sends to the provider
-without interpreting it, so no client field can become a litellm setting. litellm's exceptions
-are translated here, once, into the error tree (through `providers.failures`).
+Request parameters become litellm keyword arguments, except litellm's own settings (its list
+of internal params and acompletion's named arguments, beyond OpenAI's chat parameters): those
+are refused with a 400, so no client field can become a litellm setting. Other unknown fields
+are provider-specific and passed on, as litellm does. litellm's exceptions are translated
+here, once, into the error tree (through `providers.failures`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import os
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+import inspect
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -19,9 +22,9 @@ import httpx
 import litellm
 import orjson
 
-from providers.failures import classify_failure, parse_body
+from providers.failures import classify_failure, error_message, parse_body
 from proxy.config import ModelEntry
-from proxy.errors import OverspillError, UpstreamError, UpstreamTimeout
+from proxy.errors import ForbiddenParameter, OverspillError, UpstreamError, UpstreamTimeout
 from proxy.types import ChatRequest, ChatResponse, RequestContext
 
 litellm.telemetry = False
@@ -37,6 +40,20 @@ OPENAI_CHAT_PARAMS = frozenset(
         "top_logprobs", "top_p", "user", "verbosity", "web_search_options", "thinking",
     }
 )  # fmt: skip
+
+
+LITELLM_SETTINGS = (
+    (
+        frozenset(litellm.all_litellm_params)
+        | frozenset(inspect.signature(litellm.acompletion).parameters)
+    )
+    - OPENAI_CHAT_PARAMS
+    - {"model", "messages", "stream", "kwargs"}
+)
+"""Names litellm reads as its own settings: a request may not set them."""
+
+_EXCEPTION_PREFIX = re.compile(r"^(?:litellm\.\w+: )+")
+_PROVIDER_PREFIX = re.compile(r"^\w+(?:Exception|Error) - ")
 
 
 class LitellmProvider:
@@ -58,21 +75,22 @@ class LitellmProvider:
     def kwargs(self, request: ChatRequest) -> dict[str, Any]:
         """The keyword arguments for litellm.acompletion."""
         kwargs: dict[str, Any] = {"messages": list(request.messages), "stream": request.stream}
-        extra: dict[str, Any] = {}
         for key, value in request.params().items():
-            if key in OPENAI_CHAT_PARAMS:
-                kwargs[key] = value
-            elif key != "stream":
-                extra[key] = value
-        if extra:
-            kwargs["extra_body"] = extra
+            if key in LITELLM_SETTINGS:
+                raise ForbiddenParameter(
+                    f"{key!r} is a litellm setting and cannot be set by a request; "
+                    "deployment settings come from overspill's config.yaml only",
+                    param=key,
+                )
+            kwargs[key] = value
         kwargs.update(self.settings)
         return kwargs
 
     async def complete(self, request: ChatRequest, ctx: RequestContext) -> ChatResponse:
         """Call litellm; streams are returned primed."""
+        kwargs = self.kwargs(request)
         try:
-            result = await litellm.acompletion(**self.kwargs(request))
+            result = await litellm.acompletion(**kwargs)
         except Exception as exc:
             raise self.translate(exc) from exc
         if not request.stream:
@@ -105,24 +123,23 @@ class LitellmProvider:
         """A litellm (or transport) exception as an error of the tree."""
         if isinstance(exc, OverspillError):
             return exc
-        if isinstance(exc, litellm.Timeout | httpx.TimeoutException):
+        if isinstance(exc, litellm.exceptions.Timeout | httpx.TimeoutException):
             return UpstreamTimeout(
-                f"upstream {self.name} did not answer in time: {_message(exc)}",
+                f"upstream {self.name} did not answer in time: {_message(exc, None)}",
                 provider=self.name,
             )
-        if isinstance(exc, litellm.APIConnectionError | httpx.TransportError):
+        if isinstance(exc, litellm.exceptions.APIConnectionError | httpx.TransportError):
             return UpstreamError(
-                f"cannot reach upstream {self.name}: {_message(exc)}", provider=self.name
+                f"cannot reach upstream {self.name}: {_message(exc, None)}", provider=self.name
             )
         status = getattr(exc, "status_code", None)
-        response = getattr(exc, "response", None)
-        headers = getattr(response, "headers", None) or {}
+        body = _body(exc)
         return classify_failure(
             status=status if isinstance(status, int) else None,
-            message=_message(exc),
-            body=_body(exc),
+            message=_message(exc, body),
+            body=body,
             provider=getattr(exc, "llm_provider", None) or self.name,
-            retry_after=headers.get("retry-after") if hasattr(headers, "get") else None,
+            retry_after=_retry_after(exc),
         )
 
 
@@ -130,16 +147,19 @@ def _event(chunk: Any) -> bytes:
     return b"data: " + orjson.dumps(chunk.model_dump(exclude_none=True)) + b"\n\n"
 
 
-def _message(exc: BaseException) -> str:
+def _message(exc: BaseException, body: object) -> str:
+    """The provider's own words: litellm's `litellm.XError: FooException - ` prefixes removed."""
+    if body is not None:
+        found = error_message(body, "")
+        if found:
+            return found
     message = getattr(exc, "message", None)
     text = message if isinstance(message, str) and message else str(exc)
-    for prefix in ("litellm.",):
-        if text.startswith(prefix) and ": " in text:
-            text = text.split(": ", 1)[1]
-    return text
+    return _PROVIDER_PREFIX.sub("", _EXCEPTION_PREFIX.sub("", text))
 
 
 def _body(exc: BaseException) -> object:
+    """The upstream's error body: given by the exception, or embedded in its message."""
     body = getattr(exc, "body", None)
     if body is not None:
         return body
@@ -147,4 +167,27 @@ def _body(exc: BaseException) -> object:
     content = getattr(response, "content", None)
     if isinstance(content, bytes) and content:
         return parse_body(content)
+    message = getattr(exc, "message", None)
+    if isinstance(message, str):
+        _, brace, tail = _PROVIDER_PREFIX.sub("", _EXCEPTION_PREFIX.sub("", message)).partition("{")
+        if brace:
+            parsed = parse_body((brace + tail).encode())
+            if isinstance(parsed, dict):
+                return parsed
+    return None
+
+
+def _retry_after(exc: BaseException) -> str | None:
+    """Retry-After from the upstream's response headers, wherever litellm kept them."""
+    response = getattr(exc, "response", None)
+    for headers in (
+        getattr(exc, "litellm_response_headers", None),
+        getattr(exc, "headers", None),
+        getattr(response, "headers", None),
+    ):
+        value = (
+            headers.get("retry-after") if headers is not None and hasattr(headers, "get") else None
+        )
+        if value:
+            return str(value)
     return None

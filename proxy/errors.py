@@ -214,3 +214,8 @@ class ContextWindowExceeded(InvalidChatRequest):
         self.provider = provider
         self.upstream_status = upstream_status
         self.upstream_body = upstream_body
+
+    def headers(self) -> Mapping[str, str]:
+        """What the upstream said about the sizes, when it said it."""
+        found = {"x-overspill-requested-tokens": self.requested, "x-overspill-window": self.limit}
+        return {key: str(value) for key, value in found.items() if value is not None}

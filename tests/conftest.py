@@ -6,15 +6,15 @@ import os
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence  # noqa: E402
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 
-import httpx  # noqa: E402
-import pytest  # noqa: E402
+import httpx
+import pytest
 
-from proxy.app import create_app  # noqa: E402
-from proxy.config import Settings, parse_config  # noqa: E402
-from proxy.pipeline import LayerFactory  # noqa: E402
-from proxy.types import Provider  # noqa: E402
+from proxy.app import create_app
+from proxy.config import Settings, parse_config
+from proxy.pipeline import LayerFactory
+from proxy.types import Provider
 
 BASIC_CONFIG = """
 model_list:
@@ -51,7 +51,9 @@ async def app_client() -> AsyncIterator[AppClient]:
         app = create_app(settings or settings_from(), providers=providers, registry=registry)
         headers = {"authorization": f"Bearer {key}"} if key else {}
         client = httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://overspill.test", headers=headers
+            transport=httpx.ASGITransport(app=app),
+            base_url="http://overspill.test",
+            headers=headers,
         )
         clients.append(client)
         return client

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import MutableMapping
 from typing import Any
 
 import orjson
@@ -46,7 +47,9 @@ async def test_client_request_id_is_kept(app_client: AppClient) -> None:
     client = app_client({"local": [ScriptedProvider([json_response("x")])]})
     kept = await client.post("/v1/chat/completions", json=CHAT, headers={"x-request-id": "abc-1"})
     assert kept.headers["x-request-id"] == "abc-1"
-    replaced = await client.post("/v1/chat/completions", json=CHAT, headers={"x-request-id": "a b\x01"})
+    replaced = await client.post(
+        "/v1/chat/completions", json=CHAT, headers={"x-request-id": "a b\x01"}
+    )
     assert replaced.headers["x-request-id"] != "a b\x01"
 
 
@@ -68,7 +71,9 @@ async def test_failure_after_first_byte_ends_with_an_error_event(app_client: App
     response = await client.post("/v1/chat/completions", json={**CHAT, "stream": True})
     assert response.content.startswith(events[0])
     last = response.content.split(b"\n\n")[-2]
-    assert orjson.loads(last[len(b"data: ") :])["error"]["message"] == "connection reset by upstream"
+    assert (
+        orjson.loads(last[len(b"data: ") :])["error"]["message"] == "connection reset by upstream"
+    )
     assert b"[DONE]" not in response.content
 
 
@@ -101,7 +106,9 @@ async def test_upstream_errors_map_to_fitting_statuses(
     ("headers", "message"),
     [({}, "missing API key"), ({"authorization": "Bearer sk-wrong"}, "invalid API key")],
 )
-async def test_keys_are_required(app_client: AppClient, headers: dict[str, str], message: str) -> None:
+async def test_keys_are_required(
+    app_client: AppClient, headers: dict[str, str], message: str
+) -> None:
     """With a master key, a missing or wrong key is a 401 and the provider is not called."""
     fake = ScriptedProvider([json_response("x")])
     client = app_client({"local": [fake]}, key=None)
@@ -128,7 +135,9 @@ async def test_body_over_the_limit_is_413(app_client: AppClient) -> None:
         "model_list:\n  - {model_name: local, litellm_params: {model: openai/a}}\n"
         "general_settings: {max_body_bytes: 100}\n"
     )
-    client = app_client({"local": [ScriptedProvider([json_response("x")])]}, settings=settings, key=None)
+    client = app_client(
+        {"local": [ScriptedProvider([json_response("x")])]}, settings=settings, key=None
+    )
     big = {**CHAT, "messages": [{"role": "user", "content": "x" * 200}]}
     response = await client.post("/v1/chat/completions", json=big)
     assert response.status_code == 413
@@ -145,7 +154,9 @@ async def test_unset_secret_makes_only_that_model_unavailable(app_client: AppCli
     app = create_app(settings_from(text))
     import httpx
 
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://t"
+    ) as client:
         response = await client.post("/v1/chat/completions", json={**CHAT, "model": "keyless"})
         assert response.status_code == 503
         assert "B_KEY" in error_of(response)["message"]
@@ -183,7 +194,9 @@ async def test_unknown_routes_are_openai_shaped(app_client: AppClient) -> None:
     assert error_of(wrong)["code"] == "method_not_allowed"
 
 
-async def test_a_bug_is_a_500_with_the_request_id(app_client: AppClient, caplog: pytest.LogCaptureFixture) -> None:
+async def test_a_bug_is_a_500_with_the_request_id(
+    app_client: AppClient, caplog: pytest.LogCaptureFixture
+) -> None:
     """An unexpected exception is logged and answered 500 in OpenAI's shape, not a crash."""
     client = app_client({"local": [ScriptedProvider([RuntimeError("bug")])]})
     with caplog.at_level(logging.ERROR):
@@ -192,7 +205,9 @@ async def test_a_bug_is_a_500_with_the_request_id(app_client: AppClient, caplog:
     assert response.headers["x-request-id"] in error_of(response)["message"]
 
 
-async def test_one_log_line_per_request_without_the_key(app_client: AppClient, caplog: pytest.LogCaptureFixture) -> None:
+async def test_one_log_line_per_request_without_the_key(
+    app_client: AppClient, caplog: pytest.LogCaptureFixture
+) -> None:
     """Each request logs one structured line; the client's key never appears in logs."""
     client = app_client({"local": [ScriptedProvider([json_response("x")])]})
     with caplog.at_level(logging.INFO, logger="overspill.request"):
@@ -239,9 +254,9 @@ async def test_client_disconnect_cancels_the_upstream_call() -> None:
         await disconnect.wait()
         return {"type": "http.disconnect"}
 
-    sent: list[dict[str, Any]] = []
+    sent: list[MutableMapping[str, Any]] = []
 
-    async def send(message: dict[str, Any]) -> None:
+    async def send(message: MutableMapping[str, Any]) -> None:
         sent.append(message)
 
     scope = {

@@ -66,7 +66,10 @@ def test_bad_yaml_says_where() -> None:
     [
         ("", "the file is empty; it needs at least a model_list"),
         ("- a\n- b\n", "the top level must be a mapping (model_list: ..., ...)"),
-        ("model_list: []\n", "model_list: list should have at least 1 item after validation, not 0"),
+        (
+            "model_list: []\n",
+            "model_list: list should have at least 1 item after validation, not 0",
+        ),
     ],
 )
 def test_degenerate_files(text: str, expected: str) -> None:
@@ -156,7 +159,9 @@ def test_check_config_cli_refuses_unknown_layers(
 ) -> None:
     """A layer name that does not exist stops startup, naming its position."""
     path = tmp_path / "c.yaml"
-    path.write_text("model_list:\n  - {model_name: a, litellm_params: {model: openai/a}}\nmiddleware: [nope]\n")
+    path.write_text(
+        "model_list:\n  - {model_name: a, litellm_params: {model: openai/a}}\nmiddleware: [nope]\n"
+    )
     assert main(["check-config", str(path)]) == 2
     assert "middleware[0]: unknown layer 'nope'" in capsys.readouterr().err
 

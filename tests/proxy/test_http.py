@@ -31,13 +31,37 @@ def refusal(raw: bytes) -> InvalidChatRequest:
         (b"{not json", "request body is not valid JSON", None),
         (b"[1, 2]", "request body must be a JSON object", None),
         (orjson.dumps({"messages": [USER]}), "'model' is required: expected a model name", "model"),
-        (orjson.dumps({"model": 3, "messages": [USER]}), "'model' must be a model name, got a number", "model"),
+        (
+            orjson.dumps({"model": 3, "messages": [USER]}),
+            "'model' must be a model name, got a number",
+            "model",
+        ),
         (orjson.dumps({"model": "m"}), "'messages' is required", "messages"),
-        (orjson.dumps({"model": "m", "messages": []}), "'messages' must be a non-empty array", "messages"),
-        (orjson.dumps({"model": "m", "messages": ["hi"]}), "'messages[0]' must be an object, got a string", "messages[0]"),
-        (orjson.dumps({"model": "m", "messages": [USER, {"role": "robot"}]}), "'messages[1].role' must be one of", "messages[1]"),
-        (orjson.dumps({"model": "m", "messages": [{"role": "user", "content": 5}]}), "'messages[0].content' must be a string, an array of parts, or null", "messages[0]"),
-        (orjson.dumps({"model": "m", "messages": [{"role": "user", "content": ["x"]}]}), "'messages[0].content[0]' must be an object with a \"type\"", "messages[0]"),
+        (
+            orjson.dumps({"model": "m", "messages": []}),
+            "'messages' must be a non-empty array",
+            "messages",
+        ),
+        (
+            orjson.dumps({"model": "m", "messages": ["hi"]}),
+            "'messages[0]' must be an object, got a string",
+            "messages[0]",
+        ),
+        (
+            orjson.dumps({"model": "m", "messages": [USER, {"role": "robot"}]}),
+            "'messages[1].role' must be one of",
+            "messages[1]",
+        ),
+        (
+            orjson.dumps({"model": "m", "messages": [{"role": "user", "content": 5}]}),
+            "'messages[0].content' must be a string, an array of parts, or null",
+            "messages[0]",
+        ),
+        (
+            orjson.dumps({"model": "m", "messages": [{"role": "user", "content": ["x"]}]}),
+            "'messages[0].content[0]' must be an object with a \"type\"",
+            "messages[0]",
+        ),
         (body(stream="yes"), "'stream' must be true or false, got a string", "stream"),
         (body(overspill=[1]), "'overspill' must be an object of overspill options", "overspill"),
     ],
@@ -82,7 +106,10 @@ def test_renamed_model_changes_only_the_model() -> None:
     """When the upstream knows the model by another name, only `model` differs."""
     request = parse_chat_request(body(temperature=0, tools=[{"type": "function"}]))
     sent = orjson.loads(request.render("smollm2"))
-    assert sent == {**orjson.loads(body(temperature=0, tools=[{"type": "function"}])), "model": "smollm2"}
+    assert sent == {
+        **orjson.loads(body(temperature=0, tools=[{"type": "function"}])),
+        "model": "smollm2",
+    }
 
 
 def test_extension_fields_are_stripped() -> None:
@@ -95,7 +122,9 @@ def test_extension_fields_are_stripped() -> None:
 def test_copies_never_mutate_the_original() -> None:
     """with_messages and with_params return new requests and leave the original intact."""
     request = parse_chat_request(body(max_tokens=5))
-    changed = request.with_messages([{"role": "user", "content": "other"}]).with_params(max_tokens=None, seed=1)
+    changed = request.with_messages([{"role": "user", "content": "other"}]).with_params(
+        max_tokens=None, seed=1
+    )
     assert request.messages == (USER,)
     assert request.body["max_tokens"] == 5
     assert request.raw is not None
@@ -106,12 +135,19 @@ def test_copies_never_mutate_the_original() -> None:
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(max_size=20),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
     max_leaves=10,
 )
 
 
-@given(extra=st.dictionaries(st.sampled_from(["temperature", "seed", "tools", "user", "stop", "n", "x_custom"]), json_values))
+@given(
+    extra=st.dictionaries(
+        st.sampled_from(["temperature", "seed", "tools", "user", "stop", "n", "x_custom"]),
+        json_values,
+    )
+)
 def test_render_of_parse_is_the_body(extra: dict[str, Any]) -> None:
     """Any body with fields we do not model comes out exactly as it went in."""
     raw = orjson.dumps({"model": "local", "messages": [USER], **extra})

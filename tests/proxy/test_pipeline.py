@@ -25,7 +25,9 @@ class Recorder:
         self.label = label
         self.trail = trail
 
-    async def handle(self, request: ChatRequest, ctx: RequestContext, call_next: Next) -> ChatResponse:
+    async def handle(
+        self, request: ChatRequest, ctx: RequestContext, call_next: Next
+    ) -> ChatResponse:
         self.trail.append(f"{self.label}>")
         response = await call_next(request, ctx)
         self.trail.append(f"<{self.label}")
@@ -38,7 +40,9 @@ class Prepend:
 
     name: ClassVar[str] = "prepend"
 
-    async def handle(self, request: ChatRequest, ctx: RequestContext, call_next: Next) -> ChatResponse:
+    async def handle(
+        self, request: ChatRequest, ctx: RequestContext, call_next: Next
+    ) -> ChatResponse:
         system = {"role": "system", "content": "be brief"}
         return await call_next(request.with_messages([system, *request.messages]), ctx)
 
@@ -95,7 +99,9 @@ async def test_configured_layers_act_and_report(app_client: AppClient) -> None:
     registry = {"recorder": lambda s: Recorder("recorder", trail), "prepend": lambda s: Prepend()}
     settings = settings_from().model_copy(update={"middleware": ("recorder", "prepend")})
     client = app_client({"local": [fake]}, settings=settings, registry=registry)
-    response = await client.post("/v1/chat/completions", json={"model": "local", "messages": [USER]})
+    response = await client.post(
+        "/v1/chat/completions", json={"model": "local", "messages": [USER]}
+    )
     assert response.headers["x-overspill-recorder"] == "seen"
     sent = orjson.loads(fake.requests[0].render("local"))
     assert [m["role"] for m in sent["messages"]] == ["system", "user"]

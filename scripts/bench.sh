@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# `make bench`: overspill's per-request overhead, measured in one run beside the direct mock,
+# the LiteLLM proxy and the minimal passthrough (../shared/bench). Extra arguments go to the
+# harness (e.g. --quick). The summary is copied to var/bench/summary.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BENCH=${BENCH_DIR:-../shared/bench}
+[ -x "$BENCH/run_gateway_bench.sh" ] || { echo "no gateway bench at $BENCH (set BENCH_DIR)" >&2; exit 1; }
+export LITELLM_MASTER_KEY=${LITELLM_MASTER_KEY:-sk-bench-$(date +%s)}
+mkdir -p var/bench
+config="$PWD/var/bench/overspill-bench.yaml"
+# Every layer overspill ships is configured, so the figure is "all layers, nothing to do".
+layers=$(.venv/bin/python -c 'from proxy.app import LAYER_REGISTRY; print(", ".join(LAYER_REGISTRY))')
+cat > "$config" <<YAML
+model_list:
+  - model_name: mock-model
+    litellm_params:
+      model: openai/mock-model
+      api_base: os.environ/UPSTREAM_BASE
+      api_key: sk-mock
+      timeout: 60
+general_settings:
+  master_key: os.environ/LITELLM_MASTER_KEY
+  store: {path: $PWD/var/bench/store}
+middleware: [$layers]
+YAML
+before=$(ls -1d /tmp/gwbench-results/*/ 2>/dev/null | sort | tail -1 || true)
+"$BENCH/run_gateway_bench.sh" --target direct --target litellm --target passthrough \
+    --target "overspill=cmd:$PWD/.venv/bin/overspill serve --config $config --host {host} --port {port}" "$@"
+latest=$(ls -1d /tmp/gwbench-results/*/ | sort | tail -1)
+if [ "$latest" != "$before" ]; then
+    cp "$latest/summary.md" "$latest/results.json" var/bench/
+    echo "summary: var/bench/summary.md (from $latest)"
+fi

@@ -1,0 +1,139 @@
+"""Real processes: llama-server with SmolLM2 (2048-token window) and `overspill serve` before it.
+
+The local model comes from scripts/local-model.sh (built and cached on first use). Nothing here
+is skipped when the model is missing: preparing it is part of the check.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import openai
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+MASTER_KEY = "sk-e2e-master"
+WINDOW = 2048
+
+
+@dataclass(frozen=True)
+class Served:
+    """A running overspill in front of the real local model."""
+
+    base_url: str
+    log_path: Path
+    upstream: str
+
+    def client(self, key: str = MASTER_KEY) -> openai.OpenAI:
+        """The real OpenAI SDK pointed at overspill (no retries: failures show at once)."""
+        return openai.OpenAI(
+            base_url=self.base_url + "/v1", api_key=key, max_retries=0, timeout=120
+        )
+
+    def log_lines(self) -> list[str]:
+        """overspill's structured log so far."""
+        return self.log_path.read_text().splitlines()
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_ready(url: str, process: subprocess.Popen[bytes], what: str, log: Path) -> None:
+    """Poll `url` until it answers 200 (the process must stay alive meanwhile)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(
+                f"{what} exited with {process.returncode}:\n{log.read_text()[-3000:]}"
+            )
+        try:
+            with urllib.request.urlopen(url, timeout=1) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.1)  # polling a starting process, not a test sleep
+    raise RuntimeError(f"{what} not ready after 60 s:\n{log.read_text()[-3000:]}")
+
+
+def local_model() -> tuple[str, str]:
+    """Paths of the llama-server binary and the SmolLM2 weights (prepared if needed)."""
+    out = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "local-model.sh")],
+        check=True, capture_output=True, text=True, env={**os.environ, "PYTHON": sys.executable},
+    )  # fmt: skip
+    found = dict(line.split("=", 1) for line in out.stdout.splitlines() if "=" in line)
+    return found["LLAMA_SERVER"], found["LLAMA_MODEL"]
+
+
+@pytest.fixture(scope="session")
+def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real llama-server with SmolLM2-135M and a 2048-token window; yields its /v1 URL."""
+    binary, model = local_model()
+    port = free_port()
+    log = tmp_path_factory.mktemp("llama") / "llama-server.log"
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            [binary, "-m", model, "-a", "smollm2-135m", "-c", str(WINDOW), "-np", "1",
+             "-t", str(os.cpu_count() or 2), "--host", "127.0.0.1", "--port", str(port), "--no-webui"],
+            stdout=sink, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        wait_ready(f"http://127.0.0.1:{port}/health", process, "llama-server", log)
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def start_overspill(config: str, tmp: Path) -> tuple[subprocess.Popen[bytes], str, Path]:
+    """`overspill serve` as a subprocess on a free port."""
+    path = tmp / "config.yaml"
+    path.write_text(config)
+    port = free_port()
+    log = tmp / "overspill.log"
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "proxy", "serve", "--config", str(path), "--port", str(port)],
+            stdout=sink, stderr=subprocess.STDOUT, cwd=tmp,
+            env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+        )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    wait_ready(url + "/health/readiness", process, "overspill", log)
+    return process, url, log
+
+
+@pytest.fixture(scope="session")
+def overspill(llama_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """overspill serve with model `local` pointing at the real llama-server."""
+    config = f"""
+model_list:
+  - model_name: local
+    litellm_params:
+      model: openai/smollm2-135m
+      api_base: {llama_server}
+      timeout: 120
+    context:
+      window: {WINDOW}
+general_settings:
+  master_key: {MASTER_KEY}
+  max_body_bytes: 200000
+"""
+    process, url, log = start_overspill(config, tmp_path_factory.mktemp("overspill"))
+    try:
+        yield Served(url, log, llama_server)
+    finally:
+        process.terminate()
+        process.wait(timeout=10)

@@ -1,0 +1,56 @@
+"""Several deployments of one model: turns, failover before the first byte, no useless retries."""
+
+from __future__ import annotations
+
+import pytest
+
+from providers.fake import ScriptedProvider, json_response
+from providers.router import Router
+from proxy.errors import ContextWindowExceeded, ModelNotFound, UpstreamError, UpstreamRateLimited
+from proxy.types import ChatRequest, RequestContext
+
+USER = {"role": "user", "content": "hi"}
+REQUEST = ChatRequest("m", (USER,), False, {"model": "m", "messages": [USER]})
+
+
+async def test_deployments_take_turns() -> None:
+    """Requests are spread round robin over a model's deployments."""
+    a, b = ScriptedProvider([json_response("a")]), ScriptedProvider([json_response("b")])
+    router = Router({"m": [a, b]})
+    for _ in range(4):
+        await router.complete(REQUEST, RequestContext("r", "t"))
+    assert (len(a.requests), len(b.requests)) == (2, 2)
+
+
+@pytest.mark.parametrize("failure", [UpstreamError("down"), UpstreamRateLimited("slow")])
+async def test_a_failed_deployment_is_retried_on_the_next(failure: Exception) -> None:
+    """Unreachable or rate-limited deployments fail over to another, noted in the context."""
+    bad, good = ScriptedProvider([failure]), ScriptedProvider([json_response("ok")])
+    ctx = RequestContext("r", "t")
+    response = await Router({"m": [bad, good]}).complete(REQUEST, ctx)
+    assert response.json()["choices"][0]["message"]["content"] == "ok"
+    assert ctx.notes == {"failover": "1"}
+
+
+async def test_overflow_is_not_retried_elsewhere() -> None:
+    """A context-window overflow is raised at once: another deployment would repeat it."""
+    first = ScriptedProvider([ContextWindowExceeded("too long")])
+    second = ScriptedProvider([json_response("never")])
+    with pytest.raises(ContextWindowExceeded):
+        await Router({"m": [first, second]}).complete(REQUEST, RequestContext("r", "t"))
+    assert second.requests == []
+
+
+async def test_all_deployments_failing_raises_the_last_error() -> None:
+    """When every deployment fails, the last failure is what the client sees."""
+    router = Router(
+        {"m": [ScriptedProvider([UpstreamError("one")]), ScriptedProvider([UpstreamError("two")])]}
+    )
+    with pytest.raises(UpstreamError, match="two"):
+        await router.complete(REQUEST, RequestContext("r", "t"))
+
+
+async def test_unknown_model() -> None:
+    """A model with no deployment is model_not_found."""
+    with pytest.raises(ModelNotFound):
+        await Router({}).complete(REQUEST, RequestContext("r", "t"))
