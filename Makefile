@@ -39,7 +39,7 @@ model:   ## build llama-server and fetch SmolLM2 (cached in ~/.cache/overspill)
 	PYTHON=$(BIN)/python scripts/local-model.sh > /dev/null
 
 bench: install   ## gateway overhead: direct, litellm, passthrough, overspill (writes var/bench/)
-	scripts/bench.sh
+	scripts/bench.sh $(ARGS)
 
 clean:
 	rm -rf $(VENV) var .mypy_cache .ruff_cache .pytest_cache .hypothesis

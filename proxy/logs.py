@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 
 # Attributes every LogRecord has; anything else came from `extra=` and is logged as a field.
-_STANDARD = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
+_STANDARD = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "color_message"}
 
 
 class JsonFormatter(logging.Formatter):

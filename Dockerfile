@@ -1,0 +1,28 @@
+# overspill as a container: mount your config.yaml at /etc/overspill/config.yaml.
+#   docker build -t overspill .
+#   docker run -p 4000:4000 -v $PWD/config.yaml:/etc/overspill/config.yaml:ro \
+#       -e OPENAI_API_KEY overspill
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    LITELLM_LOCAL_MODEL_COST_MAP=True \
+    OVERSPILL_CONFIG=/etc/overspill/config.yaml
+
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY proxy ./proxy
+COPY middleware ./middleware
+COPY providers ./providers
+RUN pip install . && useradd --system --create-home --uid 10001 overspill \
+    && mkdir -p /var/lib/overspill && chown overspill /var/lib/overspill
+COPY config.yaml /etc/overspill/config.yaml
+
+USER overspill
+WORKDIR /var/lib/overspill
+EXPOSE 4000
+HEALTHCHECK --interval=10s --timeout=3s --start-period=20s --retries=3 \
+    CMD python -c "import urllib.request,sys; urllib.request.urlopen('http://127.0.0.1:4000/health/liveness', timeout=2); sys.exit(0)"
+# Listen on all interfaces inside the container; the config's host is for bare-metal runs.
+CMD ["overspill", "serve", "--host", "0.0.0.0", "--port", "4000"]
