@@ -126,3 +126,25 @@ class Provider(Protocol):
     async def aclose(self) -> None:
         """Release connections."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """The text of an internal (layer-skipping) call, with the upstream's token counts."""
+
+    text: str
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    finish_reason: str | None = None
+
+
+class Complete(Protocol):
+    """An internal chat call to one configured model, skipping the layers.
+
+    Raises `ContextWindowExceeded` when the messages do not fit that model's window, and the
+    other errors of proxy/errors.py as any provider call does.
+    """
+
+    async def __call__(self, messages: Sequence[Message], *, max_tokens: int) -> Completion:
+        """Send `messages`; the answer's text, at most `max_tokens` long."""
+        ...
