@@ -20,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from middleware.overflow_recovery import OverflowRecovery
 from providers.model_info import context_window
 from providers.openai_compat import OpenAICompatProvider
 from providers.router import Router
@@ -34,12 +35,15 @@ from proxy.errors import (
     PayloadTooLarge,
 )
 from proxy.http import authenticate, parse_chat_request, sse_error_event
-from proxy.pipeline import LayerFactory, build_layers, compose
+from proxy.pipeline import LayerFactory, Services, build_layers, compose
+from proxy.store import HistoryStore, StoreError, open_store
 from proxy.types import ChatRequest, ChatResponse, Next, Provider, RequestContext
 
 log = logging.getLogger("overspill.request")
 
-LAYER_REGISTRY: dict[str, LayerFactory] = {}
+LAYER_REGISTRY: dict[str, LayerFactory] = {
+    OverflowRecovery.name: OverflowRecovery,
+}
 """Layer name (as written in config.yaml `middleware:`) → factory."""
 
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
@@ -61,6 +65,7 @@ class AppState:
     models_body: bytes
     unavailable: Mapping[str, str]
     entries: Mapping[str, ModelEntry]
+    store: HistoryStore
 
 
 def build_providers(
@@ -90,20 +95,29 @@ def _provider(entry: ModelEntry, settings: Settings, client: httpx.AsyncClient) 
     return LitellmProvider(entry, drop_params=settings.drop_params)
 
 
+def _windows(settings: Settings) -> dict[str, int]:
+    """Each model name's context window: the smallest of its deployments' known windows."""
+    windows: dict[str, int] = {}
+    for entry in settings.model_list:
+        window = context_window(entry)
+        if window is not None:
+            windows[entry.model_name] = min(window, windows.get(entry.model_name, window))
+    return windows
+
+
 def _models_body(settings: Settings) -> bytes:
     created = int(time.time())
-    data = []
-    for name in settings.model_names():
-        windows = [w for e in settings.deployments(name) if (w := context_window(e)) is not None]
-        data.append(
-            {
-                "id": name,
-                "object": "model",
-                "created": created,
-                "owned_by": "overspill",
-                "context_window": min(windows) if windows else None,
-            }
-        )
+    windows = _windows(settings)
+    data = [
+        {
+            "id": name,
+            "object": "model",
+            "created": created,
+            "owned_by": "overspill",
+            "context_window": windows.get(name),
+        }
+        for name in settings.model_names()
+    ]
     return orjson.dumps({"object": "list", "data": data})
 
 
@@ -113,6 +127,7 @@ def create_app(
     registry: Mapping[str, LayerFactory] | None = None,
     providers: Mapping[str, Sequence[Provider]] | None = None,
     client: httpx.AsyncClient | None = None,
+    store: HistoryStore | None = None,
 ) -> Starlette:
     """The ASGI app for validated settings (tests may inject providers or an httpx client)."""
     general = settings.general_settings
@@ -125,7 +140,10 @@ def create_app(
     else:
         groups, unavailable = {k: list(v) for k, v in providers.items()}, {}
     router = Router(groups)
-    layers = build_layers(settings, LAYER_REGISTRY if registry is None else registry)
+    history = store or open_store(general.store)
+    windows = _windows(settings)
+    services = Services(settings, router.internal, windows.get, history)
+    layers = build_layers(services, LAYER_REGISTRY if registry is None else registry)
     master = general.master_key.get_secret_value() if general.master_key else None
     state = AppState(
         settings=settings,
@@ -135,12 +153,14 @@ def create_app(
         models_body=_models_body(settings),
         unavailable=unavailable,
         entries={e.model_name: e for e in reversed(settings.model_list)},
+        store=history,
     )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         yield
         await router.aclose()
+        await history.aclose()
         if client is None:
             await http.aclose()
 
@@ -155,8 +175,14 @@ def create_app(
         return Response(b'{"status":"alive"}', media_type=_JSON)
 
     async def readiness(request: Request) -> Response:
+        try:
+            await history.ping()
+        except StoreError as exc:
+            failing = {"status": "unavailable", "store": str(exc)}
+            return Response(orjson.dumps(failing), 503, media_type=_JSON)
         body = {
             "status": "ready",
+            "store": "ok",
             "models": len(settings.model_names()),
             "unavailable_models": dict(state.unavailable),
             "layers": list(settings.middleware),

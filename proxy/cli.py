@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import os
 import sys
@@ -56,19 +57,47 @@ def check_config(path: str) -> int:
     loaded = _load(path)
     if loaded is None:
         return EXIT_BAD_CONFIG
-    from proxy.app import LAYER_REGISTRY
-    from proxy.pipeline import UnknownLayer, build_layers
-
-    try:
-        build_layers(loaded.settings, LAYER_REGISTRY)
-    except UnknownLayer as exc:
-        print(f"{path}: {exc}", file=sys.stderr)
+    problem = _layer_problem(loaded) or asyncio.run(_check_store(loaded, _config_dir(path)))
+    if problem:
+        print(f"{path}: {problem}", file=sys.stderr)
         return EXIT_BAD_CONFIG
     for warning in loaded.warnings:
         print(f"{path}: warning: {warning}", file=sys.stderr)
     names = ", ".join(loaded.settings.model_names())
     print(f"{path}: ok ({len(loaded.settings.model_list)} deployments: {names})")
     return 0
+
+
+def _config_dir(path: str) -> str:
+    """Relative paths in the config (the store's) are relative to the config file."""
+    return os.path.dirname(os.path.abspath(path))
+
+
+def _layer_problem(loaded: LoadedConfig) -> str | None:
+    """Why `middleware:` cannot be built, or None."""
+    from proxy.app import LAYER_REGISTRY
+    from proxy.pipeline import UnknownLayer, check_layers
+
+    try:
+        check_layers(loaded.settings, LAYER_REGISTRY)
+    except UnknownLayer as exc:
+        return str(exc)
+    return None
+
+
+async def _check_store(loaded: LoadedConfig, base: str) -> str | None:
+    """Open and probe the configured store once, so a bad store path stops startup clearly."""
+    from proxy.store import StoreError, open_store
+
+    try:
+        store = open_store(loaded.settings.general_settings.store, base_dir=base)
+        try:
+            await store.ping()
+        finally:
+            await store.aclose()
+    except StoreError as exc:
+        return str(exc)
+    return None
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -82,6 +111,10 @@ def serve(args: argparse.Namespace) -> int:
 
     general = loaded.settings.general_settings
     logs.configure(general.log_level)
+    problem = _layer_problem(loaded) or asyncio.run(_check_store(loaded, _config_dir(args.config)))
+    if problem:
+        print(f"{args.config}: {problem}", file=sys.stderr)
+        return EXIT_BAD_CONFIG
     for warning in loaded.warnings:
         log.warning(warning)
     if general.master_key is None:

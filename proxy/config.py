@@ -17,7 +17,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 ENV_PREFIX = "os.environ/"
 
@@ -109,6 +117,8 @@ class ContextSettings(_Frozen):
     window: int | None = Field(default=None, gt=0)
     max_output_tokens: int | None = Field(default=None, gt=0)
     extraction_model: str | None = None
+    safety_margin: float = Field(default=0.1, ge=0, lt=0.5)
+    intact_share: float = Field(default=0.7, gt=0, lt=1)
 
 
 class ModelEntry(_Frozen):
@@ -144,6 +154,8 @@ class StoreSettings(_Frozen):
 
     backend: Literal["diskcache"] = "diskcache"
     path: str = "var/store"
+    ttl_seconds: float = Field(default=7 * 24 * 3600, gt=0)
+    size_limit_bytes: int = Field(default=1 << 30, ge=16 << 20)
 
 
 class GeneralSettings(_Frozen):
@@ -178,6 +190,18 @@ class Settings(_Frozen):
         if dupes:
             raise ValueError(f"each layer may appear once; repeated: {', '.join(dupes)}")
         return value
+
+    @model_validator(mode="after")
+    def _extraction_models_exist(self) -> Settings:
+        names = {entry.model_name for entry in self.model_list}
+        for index, entry in enumerate(self.model_list):
+            wanted = entry.context.extraction_model
+            if wanted is not None and wanted not in names:
+                raise ValueError(
+                    f"model_list[{index}].context.extraction_model: {wanted!r} is not a "
+                    f"configured model_name (configured: {', '.join(sorted(names))})"
+                )
+        return self
 
     def model_names(self) -> list[str]:
         """The configured model names, in file order, without repeats."""

@@ -3,12 +3,27 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from proxy.config import Settings
-from proxy.types import ChatRequest, ChatResponse, Layer, Next, RequestContext
+from proxy.store import HistoryStore
+from proxy.types import ChatRequest, ChatResponse, Complete, Layer, Next, RequestContext
 
-LayerFactory = Callable[[Settings], Layer]
-"""Builds a layer from the validated settings (at startup)."""
+
+@dataclass(frozen=True)
+class Services:
+    """What layers may use, built once at startup."""
+
+    settings: Settings
+    internal: Callable[[str], Complete]
+    """An internal call to a configured model name, skipping the layers."""
+    window_of: Callable[[str], int | None]
+    """A configured model name's context window (config, else litellm's map)."""
+    store: HistoryStore
+
+
+LayerFactory = Callable[[Services], Layer]
+"""Builds a layer from the services (at startup)."""
 
 
 class UnknownLayer(ValueError):
@@ -31,13 +46,19 @@ def _bind(layer: Layer, call_next: Next) -> Next:
     return handle
 
 
-def build_layers(settings: Settings, registry: Mapping[str, LayerFactory]) -> list[Layer]:
-    """The layers named in `middleware:`, in order; raises UnknownLayer naming the YAML path."""
-    layers = []
+def check_layers(settings: Settings, registry: Mapping[str, LayerFactory]) -> None:
+    """Raise UnknownLayer, naming the YAML path, when `middleware:` names an unknown layer."""
     for index, name in enumerate(settings.middleware):
-        factory = registry.get(name)
-        if factory is None:
+        if name not in registry:
             known = ", ".join(sorted(registry)) or "none yet"
             raise UnknownLayer(f"middleware[{index}]: unknown layer {name!r} (known: {known})")
-        layers.append(factory(settings))
+
+
+def build_layers(services: Services, registry: Mapping[str, LayerFactory]) -> list[Layer]:
+    """The layers named in `middleware:`, in order; raises UnknownLayer naming the YAML path."""
+    settings = services.settings
+    check_layers(settings, registry)
+    layers = []
+    for name in settings.middleware:
+        layers.append(registry[name](services))
     return layers

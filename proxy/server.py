@@ -11,13 +11,17 @@ from proxy import logs
 from proxy.app import create_app
 from proxy.cli import CONFIG_ENV
 from proxy.config import load_config
+from proxy.store import open_store
 
 
 def app_from_env() -> Starlette:
     """Load and validate the config named by $OVERSPILL_CONFIG and build the app."""
-    loaded = load_config(os.environ.get(CONFIG_ENV, "config.yaml"))
-    logs.configure(loaded.settings.general_settings.log_level)
-    app = create_app(loaded.settings)
+    path = os.environ.get(CONFIG_ENV, "config.yaml")
+    loaded = load_config(path)
+    general = loaded.settings.general_settings
+    logs.configure(general.log_level)
+    store = open_store(general.store, base_dir=os.path.dirname(os.path.abspath(path)))
+    app = create_app(loaded.settings, store=store)
     logging.getLogger("overspill").info(
         "ready", extra={"models": loaded.settings.model_names(), "pid": os.getpid()}
     )

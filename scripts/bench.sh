@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make bench`: overspill's per-request overhead, measured in one run beside the direct mock,
 # the LiteLLM proxy and the minimal passthrough (../shared/bench). Extra arguments go to the
-# harness (e.g. --quick). The summary is copied to var/bench/summary.md.
+# harness (e.g. --quick). The summary is copied to var/bench/summary.md. OVERSPILL_SRC measures
+# another checkout of the code (e.g. a git worktree of a commit) with this venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BENCH=${BENCH_DIR:-../shared/bench}
@@ -10,7 +11,9 @@ export LITELLM_MASTER_KEY=${LITELLM_MASTER_KEY:-sk-bench-$(date +%s)}
 mkdir -p var/bench
 config="$PWD/var/bench/overspill-bench.yaml"
 # Every layer overspill ships is configured, so the figure is "all layers, nothing to do".
-layers=$(.venv/bin/python -c 'from proxy.app import LAYER_REGISTRY; print(", ".join(LAYER_REGISTRY))')
+src=${OVERSPILL_SRC:-$PWD}
+python="$PWD/.venv/bin/python"
+layers=$(cd "$src" && "$python" -c 'from proxy.app import LAYER_REGISTRY; print(", ".join(LAYER_REGISTRY))')
 cat > "$config" <<YAML
 model_list:
   - model_name: mock-model
@@ -26,7 +29,7 @@ middleware: [$layers]
 YAML
 before=$(ls -1d /tmp/gwbench-results/*/ 2>/dev/null | sort | tail -1 || true)
 "$BENCH/run_gateway_bench.sh" --target direct --target litellm --target passthrough \
-    --target "overspill=cmd:$PWD/.venv/bin/overspill serve --config $config --host {host} --port {port}" "$@"
+    --target "overspill=cmd:env -C $src $python -m proxy serve --config $config --host {host} --port {port}" "$@"
 latest=$(ls -1d /tmp/gwbench-results/*/ | sort | tail -1)
 if [ "$latest" != "$before" ]; then
     cp "$latest/summary.md" "$latest/results.json" var/bench/

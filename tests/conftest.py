@@ -7,6 +7,7 @@ import os
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from pathlib import Path
 
 import httpx
 import pytest
@@ -14,6 +15,7 @@ import pytest
 from proxy.app import create_app
 from proxy.config import Settings, parse_config
 from proxy.pipeline import LayerFactory
+from proxy.store import DiskHistoryStore
 from proxy.types import Provider
 
 BASIC_CONFIG = """
@@ -37,7 +39,15 @@ AppClient = Callable[..., httpx.AsyncClient]
 
 
 @pytest.fixture
-async def app_client() -> AsyncIterator[AppClient]:
+async def store(tmp_path: Path) -> AsyncIterator[DiskHistoryStore]:
+    """A history store in a temporary directory."""
+    history = DiskHistoryStore(tmp_path / "store")
+    yield history
+    await history.aclose()
+
+
+@pytest.fixture
+async def app_client(store: DiskHistoryStore) -> AsyncIterator[AppClient]:
     """Builds an in-process client for an app with injected providers/layers."""
     clients: list[httpx.AsyncClient] = []
 
@@ -48,7 +58,9 @@ async def app_client() -> AsyncIterator[AppClient]:
         registry: Mapping[str, LayerFactory] | None = None,
         key: str | None = "sk-master",
     ) -> httpx.AsyncClient:
-        app = create_app(settings or settings_from(), providers=providers, registry=registry)
+        app = create_app(
+            settings or settings_from(), providers=providers, registry=registry, store=store
+        )
         headers = {"authorization": f"Bearer {key}"} if key else {}
         client = httpx.AsyncClient(
             transport=httpx.ASGITransport(app=app),

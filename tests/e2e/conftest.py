@@ -115,10 +115,9 @@ def start_overspill(config: str, tmp: Path) -> tuple[subprocess.Popen[bytes], st
     return process, url, log
 
 
-@pytest.fixture(scope="session")
-def overspill(llama_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    """overspill serve with model `local` pointing at the real llama-server."""
-    config = f"""
+def local_config(llama_server: str, middleware: str = "[]") -> str:
+    """A config whose model `local` is the real llama-server."""
+    return f"""
 model_list:
   - model_name: local
     litellm_params:
@@ -130,10 +129,29 @@ model_list:
 general_settings:
   master_key: {MASTER_KEY}
   max_body_bytes: 200000
+  store: {{path: store}}
+middleware: {middleware}
 """
-    process, url, log = start_overspill(config, tmp_path_factory.mktemp("overspill"))
+
+
+def serve(config: str, tmp: Path, upstream: str) -> Iterator[Served]:
+    """Run overspill with `config` until the session ends."""
+    process, url, log = start_overspill(config, tmp)
     try:
-        yield Served(url, log, llama_server)
+        yield Served(url, log, upstream)
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def overspill(llama_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """overspill serve, no layers, with model `local` pointing at the real llama-server."""
+    yield from serve(local_config(llama_server), tmp_path_factory.mktemp("plain"), llama_server)
+
+
+@pytest.fixture(scope="session")
+def recovering(llama_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """overspill serve with the overflow_recovery layer in front of the real llama-server."""
+    config = local_config(llama_server, "[overflow_recovery]")
+    yield from serve(config, tmp_path_factory.mktemp("recovering"), llama_server)

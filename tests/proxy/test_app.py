@@ -7,6 +7,7 @@ import logging
 from collections.abc import MutableMapping
 from typing import Any
 
+import httpx
 import orjson
 import pytest
 
@@ -19,6 +20,7 @@ from proxy.errors import (
     UpstreamRejected,
     UpstreamTimeout,
 )
+from proxy.store import DiskHistoryStore
 from proxy.types import ChatRequest, ChatResponse, RequestContext
 from tests.conftest import AppClient, settings_from
 
@@ -144,15 +146,14 @@ async def test_body_over_the_limit_is_413(app_client: AppClient) -> None:
     assert "general_settings.max_body_bytes" in error_of(response)["message"]
 
 
-async def test_unset_secret_makes_only_that_model_unavailable(app_client: AppClient) -> None:
+async def test_unset_secret_makes_only_that_model_unavailable(store: DiskHistoryStore) -> None:
     """A model whose env secret is unset answers 503 naming the variable; others still work."""
     text = (
         "model_list:\n"
         "  - {model_name: ok, litellm_params: {model: openai/a, api_base: 'http://a.test/v1'}}\n"
         "  - {model_name: keyless, litellm_params: {model: openai/b, api_key: os.environ/B_KEY}}\n"
     )
-    app = create_app(settings_from(text))
-    import httpx
+    app = create_app(settings_from(text), store=store)
 
     async with httpx.AsyncClient(
         transport=httpx.ASGITransport(app=app), base_url="http://t"
@@ -240,10 +241,10 @@ class Hanging:
         pass
 
 
-async def test_client_disconnect_cancels_the_upstream_call() -> None:
+async def test_client_disconnect_cancels_the_upstream_call(store: DiskHistoryStore) -> None:
     """When the client goes away, the pending upstream call is cancelled."""
     hanging = Hanging()
-    app = create_app(settings_from(), providers={"local": [hanging]})
+    app = create_app(settings_from(), providers={"local": [hanging]}, store=store)
     disconnect = asyncio.Event()
     body = orjson.dumps(CHAT)
     messages = [{"type": "http.request", "body": body, "more_body": False}]

@@ -1,0 +1,159 @@
+"""Time the history cache's hot paths: the hash chain, conversation identity, store get/put.
+
+Usage: ``python scripts/bench_store.py [--dir PATH] [--runs 200]``
+
+Histories are synthetic (~500 characters a message, alternating user/assistant after a system
+prompt). Figures are microseconds: the median and 90th percentile of ``--runs`` runs (store
+calls are dominated by sqlite and the disk, so one best run would flatter them). The store runs
+in a temporary directory unless ``--dir`` names one (use it to measure another disk).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import Any
+
+import diskcache
+
+from middleware.conversation import chain, conversation_id
+from proxy.store import DiskHistoryStore, HistoryEntry
+
+Message = dict[str, Any]
+_SENTENCE = "The quick brown fox jumps over the lazy dog while the cache keeps the history. "
+
+
+def history(size: int) -> list[Message]:
+    """A system prompt plus ``size - 1`` distinct turns of about 500 characters each."""
+    body = (_SENTENCE * 7)[:490]
+    turns = [
+        {"role": "user" if i % 2 else "assistant", "content": f"{i:06d}: {body}"}
+        for i in range(1, size)
+    ]
+    return [{"role": "system", "content": "You are a helpful assistant."}, *turns]
+
+
+def summarise(timings_ns: list[int]) -> str:
+    """Median and p90 in microseconds."""
+    ordered = sorted(timings_ns)
+    p90 = ordered[int(len(ordered) * 0.9) - 1] if len(ordered) >= 10 else ordered[-1]
+    return f"median {statistics.median(ordered) / 1000:9.1f} µs   p90 {p90 / 1000:9.1f} µs"
+
+
+def time_sync(run: Callable[[], object], runs: int) -> list[int]:
+    """Run ``run`` ``runs`` times; return each duration in ns."""
+    timings = []
+    for _ in range(runs):
+        start = time.perf_counter_ns()
+        run()
+        timings.append(time.perf_counter_ns() - start)
+    return timings
+
+
+def time_sync_indexed(run: Callable[[int], object], runs: int) -> list[int]:
+    """Run ``run(i)`` for i in range(runs); return each duration in ns."""
+    timings = []
+    for index in range(runs):
+        start = time.perf_counter_ns()
+        run(index)
+        timings.append(time.perf_counter_ns() - start)
+    return timings
+
+
+async def time_async(run: Callable[[int], Awaitable[object]], runs: int) -> list[int]:
+    """Await ``run(i)`` for i in range(runs); return each duration in ns."""
+    timings = []
+    for index in range(runs):
+        start = time.perf_counter_ns()
+        await run(index)
+        timings.append(time.perf_counter_ns() - start)
+    return timings
+
+
+def entry(index: int, extraction_chars: int) -> HistoryEntry:
+    """A realistic entry for conversation ``c<index>``."""
+    return HistoryEntry(
+        tenant="bench",
+        conversation_id=f"c{index}",
+        model_id="gpt-4o",
+        historical_end_index=150,
+        message_count=200,
+        extraction=(_SENTENCE * (extraction_chars // len(_SENTENCE) + 1))[:extraction_chars],
+        chain="ab" * 32,
+        prompt_version="extract-v1",
+        tokens_before=50_000,
+        tokens_after=4_000,
+        created_at=time.time(),
+    )
+
+
+async def _put(store: DiskHistoryStore, entries: list[HistoryEntry], index: int) -> None:
+    await store.put(entries[index])
+
+
+async def bench_store(directory: str, runs: int) -> None:
+    """Time put/get through DiskHistoryStore, and raw diskcache calls and a thread hop."""
+    store = DiskHistoryStore(directory)
+    try:
+        for size in (4_000, 40_000):
+            label = f"{size // 1000} KB extraction"
+            entries = [entry(index, size) for index in range(runs)]
+            puts = await time_async(partial(_put, store, entries), runs)
+            gets = await time_async(lambda i: store.get("bench", f"c{i}"), runs)
+            misses = await time_async(lambda i: store.get("bench", f"missing{i}"), runs)
+            print(f"store put  ({label}):   {summarise(puts)}")
+            print(f"store get  ({label}):   {summarise(gets)}")
+            print(f"store miss ({label}):   {summarise(misses)}")
+            await store.clear()
+            await bench_raw(f"{directory}/raw-{size}", [item.to_json() for item in entries], label)
+    finally:
+        await store.aclose()
+
+
+async def bench_raw(directory: str, records: list[bytes], label: str) -> None:
+    """Time diskcache itself on the loop's thread, and one thread hop, for comparison."""
+    raw = diskcache.Cache(directory, disk_min_file_size=1 << 20)
+    try:
+        runs = len(records)
+        sets = time_sync_indexed(lambda i: raw.set(f"c{i}", records[i], expire=60), runs)
+        reads = time_sync_indexed(lambda i: raw.get(f"c{i}", expire_time=True), runs)
+        hops = await time_async(lambda i: asyncio.to_thread(int, i), runs)
+    finally:
+        raw.close()
+    print(f"raw diskcache set ({label}): {summarise(sets)}")
+    print(f"raw diskcache get ({label}): {summarise(reads)}")
+    print(f"asyncio.to_thread hop alone:        {summarise(hops)}")
+
+
+def main() -> None:
+    """Print the figures."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dir", help="store directory (default: a temporary one)")
+    parser.add_argument("--runs", type=int, default=200)
+    args = parser.parse_args()
+
+    for size in (20, 200, 2_000):
+        messages = history(size)
+        timings = time_sync(partial(chain, messages, len(messages), "extract-v1"), args.runs)
+        print(f"chain over {size:5d} messages:      {summarise(timings)}")
+    messages = history(200)
+    for label, header in (("derived", None), ("header ", "conv-123")):
+        identify = partial(
+            conversation_id, tenant="bench", header=header, metadata=None, messages=messages
+        )
+        print(f"{label} conversation id:        {summarise(time_sync(identify, args.runs))}")
+
+    if args.dir:
+        asyncio.run(bench_store(args.dir, args.runs))
+    else:
+        with tempfile.TemporaryDirectory() as directory:
+            asyncio.run(bench_store(directory, args.runs))
+
+
+if __name__ == "__main__":
+    main()
