@@ -10,9 +10,11 @@ The decision is made over the lower-cased error message plus a flattened view of
 Ollama's wrapped llama-server error are read as text), in three steps:
 
 1. Signals: phrases and codes that mean "context window exceeded". Every signal contains one
-   of four pre-filter words (token, context, long, length), so a text with none of them costs
+   of four pre-filter words (context, token, long, length), so a text with none of them costs
    four substring checks; each is gated by a literal, and its regex (if any) is searched only
-   in a window around the gate. Strong signals name the window itself
+   in a window around the gate. A gate holding a pre-filter word is looked for only from
+   _REACH before the first such word on (the same answer, on less text), and only when its
+   word occurs. Strong signals name the window itself
    (`context_length_exceeded`, "maximum context length", "prompt is too long"); weak ones are
    generic ("too many tokens", "token limit exceeded").
 2. Veto by negative context: rate-limit, quota, credit and throttling wording, or HTTP
@@ -28,7 +30,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from itertools import islice
+from itertools import compress, islice
 
 __all__ = ["NOT_OVERFLOW", "Overflow", "detect_overflow"]
 
@@ -50,9 +52,10 @@ _MAX_CHARS = 32_768  # per source (message, body): bounds the cost of a huge err
 _MAX_NODES = 256  # parsed-body nodes visited
 _MAX_DEPTH = 8
 _VETO_STATUSES = frozenset({401, 402, 403, 404, 429})
-_KEYWORDS = ("token", "context", "long", "length")  # every signal's gate holds one
+_KEYWORDS = ("context", "token", "long", "length")  # every signal's gate holds one
 _BEFORE, _AFTER = 64, 256  # a rule's pattern is searched this far around its gate
 _MAX_HITS = 8  # gate occurrences tried per rule
+_REACH = 64  # longer than any gate: a gate holding a keyword starts at most this far before it
 
 # (gate, pattern): the gate is a literal that must occur; the pattern (if any) must then match
 # near one of the gate's first occurrences.
@@ -61,6 +64,8 @@ _Rule = tuple[str, re.Pattern[str] | None]
 
 def _rules(*pairs: tuple[str, str | None]) -> tuple[_Rule, ...]:
     """Compile (gate, regex) pairs; a None regex means the gate alone is the rule."""
+    if too_long := [gate for gate, _ in pairs if len(gate) > _REACH]:
+        raise ValueError(f"gates longer than _REACH: {too_long}")
     return tuple((gate, None if rx is None else re.compile(rx)) for gate, rx in pairs)
 
 
@@ -157,10 +162,14 @@ def _num(name: str) -> str:
     return rf"(?<![\d,])(?P<{name}>\d{{1,3}}(?:,\d{{3}})+|\d{{1,18}})(?!\d)"
 
 
-def _numbers(*pairs: tuple[str, str]) -> tuple[tuple[str, re.Pattern[str]], ...]:
-    """Compile (gate, template) pairs where <req>, <lim>, <a>, <b> stand for counts."""
+def _numbers(*pairs: tuple[str, str]) -> tuple[tuple[str, bool, re.Pattern[str]], ...]:
+    """Compile (gate, template) pairs where <req>, <lim>, <a>, <b> stand for counts; each gate
+    is marked with whether it holds a keyword (then it is looked for near the keywords)."""
     fill = re.compile(r"<(req|lim|a|b)>")
-    return tuple((gate, re.compile(fill.sub(lambda m: _num(m[1]), t))) for gate, t in pairs)
+    return tuple(
+        (g, any(word in g for word in _KEYWORDS), re.compile(fill.sub(lambda m: _num(m[1]), t)))
+        for g, t in pairs
+    )
 
 
 # Most specific first; `requested` and `limit` each take the first value found.
@@ -220,6 +229,8 @@ _NUMBER_PATTERNS = _numbers(
     ("context length of", r"context length of (?:only )?<lim> tokens"),  # LM Studio
 )
 
+_GATES = tuple(gate for gate, _, _ in _NUMBER_PATTERNS)
+
 # litellm prints "<Provider>Exception - ..." (`custom_llm_provider.capitalize()`).
 _EXCEPTION_WORD = re.compile(r"\b[a-z][a-z_]*(?:exception|error)$")  # searched up to its suffix
 _LITELLM_PROVIDERS = (
@@ -237,7 +248,7 @@ _EXCEPTION_PROVIDERS = {f"{name}exception": name for name in _LITELLM_PROVIDERS}
     "togetheraiexception": "together_ai",
     "fireworksaiexception": "fireworks_ai",
 }
-_PROVIDER_MARKERS = (
+_MARKERS = (
     ("generativelanguage.googleapis", "gemini"),
     ("aiplatform.googleapis", "vertex_ai"),
     ("openrouter", "openrouter"),
@@ -254,6 +265,8 @@ _PROVIDER_MARKERS = (
     ("invokemodel", "bedrock"),
     ("while limit is", "cerebras"),
 )
+_PROBES = "_-bfv"  # characters rare in prose: a marker needing an absent one is not looked for
+_MARKER_PROBES = tuple(frozenset(_PROBES).intersection(marker) for marker, _ in _MARKERS)
 
 
 def detect_overflow(
@@ -261,15 +274,18 @@ def detect_overflow(
 ) -> Overflow:
     """Classify an upstream error (message, HTTP status, raw body) as a context overflow."""
     text = _text_of(message, body)
-    words = [word for word in _KEYWORDS if word in text]  # the cheap pre-filter
-    if not words or status in _VETO_STATUSES:
+    found = [(word, at) for word in _KEYWORDS if (at := text.find(word)) >= 0]  # pre-filter
+    if not found or status in _VETO_STATUSES:
         return NOT_OVERFLOW
-    strong = any(_any_holds(text, _STRONG[word]) for word in words)
-    if not strong and not any(_any_holds(text, _WEAK[word]) for word in words):
+    whole = (text, 0, text)
+    start = max(0, min([at for _, at in found]) - _REACH)
+    near = (text, start, text[start:])  # holds every gate that holds a keyword
+    strong = any(_any_holds(near, _STRONG[word]) for word, _ in found)
+    if not strong and not any(_any_holds(near, _WEAK[word]) for word, _ in found):
         return NOT_OVERFLOW
-    if _any_holds(text, _HARD_VETO) or (not strong and _any_holds(text, _SOFT_VETO)):
+    if _any_holds(whole, _HARD_VETO) or (not strong and _any_holds(whole, _SOFT_VETO)):
         return NOT_OVERFLOW
-    requested, limit = _counts(text)
+    requested, limit = _counts(whole, near)
     return Overflow(True, provider or _provider_of(text), requested, limit)
 
 
@@ -312,32 +328,40 @@ def _fragments(root: object) -> list[str]:
     return out
 
 
-def _any_holds(text: str, rules: tuple[_Rule, ...]) -> bool:
-    """Whether any rule's gate occurs in the text and its pattern (if any) matches near it."""
+# Where gates are looked for: (text, start, part), `part` being the text from `start` on.
+_Part = tuple[str, int, str]
+
+
+def _any_holds(where: _Part, rules: tuple[_Rule, ...]) -> bool:
+    """Whether any rule's gate occurs in the part and its pattern (if any) matches near it."""
+    part = where[2]
     for gate, pattern in rules:
-        if gate in text and (pattern is None or _near(text, gate, pattern)):
+        if gate in part and (pattern is None or _near(where, gate, part.find(gate), pattern)):
             return True
     return False
 
 
-def _near(text: str, gate: str, pattern: re.Pattern[str]) -> re.Match[str] | None:
-    """The first match of the pattern in a window around one of the gate's first occurrences."""
-    at = text.find(gate)
+def _near(where: _Part, gate: str, at: int, pattern: re.Pattern[str]) -> re.Match[str] | None:
+    """The first match of the pattern in a window around one of the gate's first occurrences
+    (the first is at `at` in the part)."""
+    text, start, part = where
     for _ in range(_MAX_HITS):
         if at < 0:
             return None
-        if match := pattern.search(text, max(0, at - _BEFORE), at + len(gate) + _AFTER):
+        pos = start + at
+        if match := pattern.search(text, max(0, pos - _BEFORE), pos + len(gate) + _AFTER):
             return match
-        at = text.find(gate, at + 1)
+        at = part.find(gate, at + 1)
     return None
 
 
-def _counts(text: str) -> tuple[int | None, int | None]:
+def _counts(whole: _Part, near: _Part) -> tuple[int | None, int | None]:
     """The (requested, limit) token counts the text states, each None when it does not."""
     requested: int | None = None
     limit: int | None = None
-    for gate, pattern in _NUMBER_PATTERNS:
-        if gate not in text or (match := _near(text, gate, pattern)) is None:
+    for gate, keyed, pattern in compress(_NUMBER_PATTERNS, map(whole[0].__contains__, _GATES)):
+        where = near if keyed else whole
+        if (match := _near(where, gate, where[2].find(gate), pattern)) is None:
             continue
         found = match.groupdict()
         if requested is None:
@@ -374,7 +398,8 @@ def _provider_of(text: str) -> str | None:
             if word and (name := _EXCEPTION_PROVIDERS.get(word[0])):
                 return name
             at = text.find(suffix, end)
-    for marker, name in _PROVIDER_MARKERS:
+    have = set(filter(text.__contains__, _PROBES))
+    for marker, name in compress(_MARKERS, map(have.issuperset, _MARKER_PROBES)):
         if marker in text:
             return name
     return None

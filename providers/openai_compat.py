@@ -98,17 +98,17 @@ class OpenAICompatProvider:
     async def _relay(
         self, first: bytes, chunks: AsyncIterator[bytes], response: httpx.Response
     ) -> AsyncIterator[bytes]:
-        tail = first[-32:]
+        previous, last = b"", first
         try:
             yield first
             async for chunk in chunks:
                 yield chunk
-                tail = chunk[-32:] if len(chunk) >= 32 else (tail + chunk)[-32:]
+                previous, last = last, chunk
         except httpx.HTTPError as exc:
             raise self._transport_error(exc) from exc
         finally:
             await response.aclose()
-        if b"[DONE]" not in tail:
+        if b"[DONE]" not in previous[-32:] + last[-32:]:
             raise UpstreamError(
                 f"upstream {self.name} ended the stream before [DONE]", provider=self.name
             )

@@ -280,20 +280,27 @@ def _too_large(size: int, limit: int) -> PayloadTooLarge:
 
 
 async def _until_disconnect(call: Awaitable[ChatResponse], request: Request) -> ChatResponse:
-    """Await the pipeline, cancelling it (and its upstream call) if the client disconnects."""
-    work = asyncio.ensure_future(call)
-    watch = asyncio.ensure_future(_disconnected(request))
+    """Await the pipeline in this task; a watcher cancels it if the client disconnects."""
+    task = asyncio.current_task()
+    assert task is not None
+    gone = False
+
+    async def watch() -> None:
+        nonlocal gone
+        await _disconnected(request)
+        gone = True
+        task.cancel()
+
+    watcher = asyncio.get_running_loop().create_task(watch())
     try:
-        await asyncio.wait((work, watch), return_when=asyncio.FIRST_COMPLETED)
+        return await call
+    except asyncio.CancelledError:
+        if gone:
+            task.uncancel()
+            raise ClientDisconnected from None
+        raise
     finally:
-        if not work.done():
-            work.cancel()
-        watch.cancel()
-    if work.cancelled() or not work.done():
-        with contextlib.suppress(asyncio.CancelledError):
-            await work
-        raise ClientDisconnected
-    return work.result()
+        watcher.cancel()
 
 
 async def _disconnected(request: Request) -> None:

@@ -16,11 +16,21 @@ _STANDARD = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime
 class JsonFormatter(logging.Formatter):
     """Formats a record as a JSON line: time, level, logger, message and the extra fields."""
 
+    _second = -1
+    _stamp = ""
+
+    def _timestamp(self, created: float, msecs: float) -> str:
+        """ISO 8601 UTC; the date-time part is formatted once per second."""
+        second = int(created)
+        if second != self._second:
+            self._second = second
+            self._stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+        return f"{self._stamp}.{int(msecs):03d}Z"
+
     def format(self, record: logging.LogRecord) -> str:
         """The JSON line for one record."""
         line: dict[str, Any] = {
-            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
-            + f".{int(record.msecs):03d}Z",
+            "ts": self._timestamp(record.created, record.msecs),
             "level": record.levelname.lower(),
             "logger": record.name,
             "msg": record.getMessage(),

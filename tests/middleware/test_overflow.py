@@ -148,6 +148,33 @@ def test_huge_digit_runs_are_not_parsed() -> None:
     assert result.requested is None
 
 
+def test_gate_found_far_after_an_early_keyword() -> None:
+    """A signal and its counts far after an unrelated early keyword are still found."""
+    filler = "The assistant was asked to summarise the quarterly report and the notes. " * 13
+    message = (
+        "Context: nightly batch. "
+        + filler
+        + "This model's maximum context length is 8192 tokens. However, you requested 9000 "
+        "tokens (8000 in the messages, 1000 in the completion)."
+    )
+    assert detect_overflow(message, status=400) == Overflow(True, None, 9000, 8192)
+
+
+def test_gate_starting_before_its_keyword_is_found() -> None:
+    """A gate whose keyword is not at its start is found when the keyword is first in the text."""
+    filler = "The assistant was asked to summarise the quarterly report and the notes. " * 13
+    message = filler + "Error: prompt tokens (9000) exceed model maximum (8192)."
+    assert detect_overflow(message) == Overflow(True, None, 9000, 8192)
+
+
+def test_provider_marker_far_from_the_signal() -> None:
+    """A provider marker anywhere in the text is recognised, however far from the signal."""
+    filler = "The assistant was asked to summarise the quarterly report and the notes. " * 13
+    body = {"metadata": {"provider_name": "Foo"}, "note": filler}
+    result = detect_overflow("prompt is too long: 9 tokens > 8 maximum", body=body)
+    assert result == Overflow(True, "openrouter", 9, 8)
+
+
 # --- properties -------------------------------------------------------------------------------
 
 counts = st.integers(min_value=1, max_value=10**12)

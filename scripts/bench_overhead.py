@@ -1,0 +1,173 @@
+"""In-process CPU cost per request: overspill's app vs a minimal passthrough app, same upstream.
+
+Both apps are driven through raw ASGI calls (no sockets) against the same in-memory upstream
+answer, so the figures isolate what each app's own code costs per request: overspill with every
+shipped layer configured and nothing to do, against the ~20 lines the gateway bench's
+passthrough runs (orjson parse, forward, stream back). Rounds interleave the two apps so
+machine noise hits both alike; the ratio is what to read.
+
+    .venv/bin/python scripts/bench_overhead.py [--requests 2000] [--rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import tempfile
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from typing import Any
+
+import orjson
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from providers.fake import completion, sse_events
+from proxy.app import LAYER_REGISTRY, create_app
+from proxy.config import parse_config
+from proxy.store import DiskHistoryStore
+from proxy.types import ChatRequest, ChatResponse, RequestContext
+
+ASGIApp = Callable[..., Awaitable[None]]
+ANSWER = orjson.dumps(completion("Hello there, how can I help you today?"))
+EVENTS = sse_events([f"token{i} " for i in range(20)])
+
+
+class Upstream:
+    """The same upstream answer for both apps (what the mock would send)."""
+
+    name = "mock"
+
+    async def complete(self, request: ChatRequest, ctx: RequestContext) -> ChatResponse:
+        if request.stream:
+            return ChatResponse(stream=_events())
+        return ChatResponse(body=ANSWER)
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def _events() -> AsyncIterator[bytes]:
+    for event in EVENTS:
+        yield event
+
+
+def passthrough_app() -> Starlette:
+    """The gateway bench's passthrough, with the upstream call replaced by the same answer."""
+
+    async def chat(request: Request) -> Response:
+        raw = await request.body()
+        try:
+            body = orjson.loads(raw)
+            if not isinstance(body.get("model"), str):
+                raise ValueError("model missing")
+        except Exception as exc:  # noqa: BLE001 - mirrors the reference passthrough
+            return JSONResponse({"error": {"message": str(exc)}}, 400)
+        if body.get("stream"):
+            return StreamingResponse(_events(), media_type="text/event-stream")
+        return StreamingResponse(_once(ANSWER), media_type="application/json")
+
+    return Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])])
+
+
+async def _once(data: bytes) -> AsyncIterator[bytes]:
+    yield data
+
+
+def overspill_app(store: DiskHistoryStore) -> Starlette:
+    """overspill with every shipped layer configured and a master key, as deployed."""
+    layers = ", ".join(LAYER_REGISTRY)
+    config = f"""
+model_list:
+  - model_name: mock-model
+    litellm_params: {{model: openai/mock-model, api_base: "http://mock.test/v1"}}
+general_settings: {{master_key: sk-bench, log_level: info}}
+middleware: [{layers}]
+"""
+    settings = parse_config(config, "bench.yaml", {}).settings
+    return create_app(settings, providers={"mock-model": [Upstream()]}, store=store)
+
+
+async def call(app: ASGIApp, body: bytes) -> int:
+    """One POST through the app; returns the bytes of body it sent back."""
+    scope = {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+        "scheme": "http", "path": "/v1/chat/completions", "raw_path": b"/v1/chat/completions",
+        "query_string": b"", "root_path": "", "server": ("127.0.0.1", 4000),
+        "client": ("127.0.0.1", 5000),
+        "headers": [(b"authorization", b"Bearer sk-bench"), (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode())],
+    }  # fmt: skip
+    sent = 0
+    received = False
+    never = asyncio.Event()
+
+    async def receive() -> dict[str, Any]:
+        nonlocal received
+        if not received:
+            received = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await never.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: MutableMapping[str, Any]) -> None:
+        nonlocal sent
+        sent += len(message.get("body", b""))
+
+    await app(scope, receive, send)
+    return sent
+
+
+def bodies() -> dict[str, bytes]:
+    """The gateway bench's small body (10 messages) and large body (200 messages)."""
+
+    def make(count: int, size: int, stream: bool) -> bytes:
+        messages = [{"role": "system", "content": "You are helpful."}]
+        for i in range(count - 1):
+            role = "user" if i % 2 == 0 else "assistant"
+            messages.append({"role": role, "content": f"message {i} " + "lorem ipsum " * size})
+        return orjson.dumps({"model": "mock-model", "messages": messages, "stream": stream})
+
+    return {
+        "json small": make(10, 15, False), "sse small": make(10, 15, True),
+        "json large": make(200, 85, False), "sse large": make(200, 85, True),
+    }  # fmt: skip
+
+
+async def measure(app: ASGIApp, body: bytes, requests: int) -> float:
+    """CPU microseconds per request."""
+    start = time.process_time()
+    for _ in range(requests):
+        await call(app, body)
+    return (time.process_time() - start) * 1e6 / requests
+
+
+async def main(requests: int, rounds: int) -> None:
+    import logging
+
+    logging.getLogger("overspill").setLevel(logging.INFO)
+    with tempfile.TemporaryDirectory() as tmp:
+        store = DiskHistoryStore(tmp)
+        apps = {"passthrough": passthrough_app(), "overspill": overspill_app(store)}
+        print(f"{'scenario':<12}{'passthrough µs':>16}{'overspill µs':>15}{'ratio':>8}")
+        for name, body in bodies().items():
+            for app in apps.values():
+                await measure(app, body, 50)
+            figures: dict[str, list[float]] = {key: [] for key in apps}
+            for _ in range(rounds):
+                for key, app in apps.items():
+                    figures[key].append(await measure(app, body, requests))
+            base, ours = (statistics.median(figures[k]) for k in ("passthrough", "overspill"))
+            print(f"{name:<12}{base:>16.1f}{ours:>15.1f}{ours / base:>8.2f}")
+        await store.aclose()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    asyncio.run(main(args.requests, args.rounds))
