@@ -121,6 +121,19 @@ class ContextSettings(_Frozen):
     intact_share: float = Field(default=0.7, gt=0, lt=1)
 
 
+class OllamaSettings(_Frozen):
+    """Per-model settings for Ollama deployments (`ollama_chat/` or `ollama/` models)."""
+
+    num_ctx: int | None = Field(default=None, gt=0)
+    max_num_ctx: int | None = Field(default=None, gt=0)
+    server_default: int = Field(default=4096, gt=0)
+    safety_margin: float = Field(default=0.75, gt=0, le=1)
+    generation_buffer: int = Field(default=512, ge=0)
+    window_ttl_seconds: float = Field(default=3600, gt=0)
+    list_local_models: bool = False
+    report_in_body: bool = False
+
+
 class ModelEntry(_Frozen):
     """One `model_list` entry: a deployment of a model name."""
 
@@ -130,6 +143,7 @@ class ModelEntry(_Frozen):
     litellm_params: LitellmParams
     model_info: dict[str, Any] = Field(default_factory=dict)
     context: ContextSettings = Field(default_factory=ContextSettings)
+    ollama: OllamaSettings = Field(default_factory=OllamaSettings)
     passthrough: bool | None = None
     missing_env: tuple[str, ...] = ()
 
