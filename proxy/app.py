@@ -20,10 +20,12 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from middleware.history_splice import HistorySplice
 from middleware.overflow_recovery import OverflowRecovery
 from providers.model_info import context_window
 from providers.openai_compat import OpenAICompatProvider
 from providers.router import Router
+from proxy.admin import admin_routes
 from proxy.config import ModelEntry, Settings
 from proxy.errors import (
     InvalidChatRequest,
@@ -42,6 +44,7 @@ from proxy.types import ChatRequest, ChatResponse, Next, Provider, RequestContex
 log = logging.getLogger("overspill.request")
 
 LAYER_REGISTRY: dict[str, LayerFactory] = {
+    HistorySplice.name: HistorySplice,
     OverflowRecovery.name: OverflowRecovery,
 }
 """Layer name (as written in config.yaml `middleware:`) → factory."""
@@ -196,6 +199,7 @@ def create_app(
         Route("/models", models, methods=["GET"]),
         Route("/health/liveness", liveness, methods=["GET"]),
         Route("/health/readiness", readiness, methods=["GET"]),
+        *admin_routes(history, master),
     ]
     handlers: dict[Any, Callable[[Request, Exception], Awaitable[Response]]] = {
         OverspillError: _overspill_error,

@@ -23,6 +23,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "check-config":
         return check_config(args.config)
+    if args.command == "conversations":
+        from proxy import conversations_cli
+
+        return conversations_cli.run(args)
     return serve(args)
 
 
@@ -39,6 +43,9 @@ def _parser() -> argparse.ArgumentParser:
     serve_cmd.add_argument("--workers", type=int, default=1, help="worker processes")
     check = commands.add_parser("check-config", help="validate a config file and exit")
     check.add_argument("config", nargs="?", default=os.environ.get(CONFIG_ENV, "config.yaml"))
+    from proxy import conversations_cli
+
+    conversations_cli.add_parser(commands)
     return parser
 
 

@@ -119,6 +119,8 @@ class ContextSettings(_Frozen):
     extraction_model: str | None = None
     safety_margin: float = Field(default=0.1, ge=0, lt=0.5)
     intact_share: float = Field(default=0.7, gt=0, lt=1)
+    splice_min_messages: int = Field(default=20, ge=1)
+    grow_at: float = Field(default=0.85, gt=0, le=1)
 
 
 class OllamaSettings(_Frozen):

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from proxy.calibration import Calibration
 from proxy.config import Settings
 from proxy.store import HistoryStore
 from proxy.types import ChatRequest, ChatResponse, Complete, Layer, Next, RequestContext
@@ -20,6 +21,8 @@ class Services:
     window_of: Callable[[str], int | None]
     """A configured model name's context window (config, else litellm's map)."""
     store: HistoryStore
+    calibration: Calibration = field(default_factory=Calibration)
+    """Per-model token-estimate correction, shared by the layers."""
 
 
 LayerFactory = Callable[[Services], Layer]

@@ -152,6 +152,6 @@ def overspill(llama_server: str, tmp_path_factory: pytest.TempPathFactory) -> It
 
 @pytest.fixture(scope="session")
 def recovering(llama_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    """overspill serve with the overflow_recovery layer in front of the real llama-server."""
-    config = local_config(llama_server, "[overflow_recovery]")
+    """overspill serve with history_splice and overflow_recovery before the real llama-server."""
+    config = local_config(llama_server, "[history_splice, overflow_recovery]")
     yield from serve(config, tmp_path_factory.mktemp("recovering"), llama_server)

@@ -1,0 +1,93 @@
+"""Operator endpoints: look inside the history cache and clear it (master key required).
+
+GET    /overspill/conversations               ids, tenants, sizes, ages   (?tenant=T)
+GET    /overspill/conversations/{id}          metadata and the extraction  (?tenant=T)
+DELETE /overspill/conversations/{id}          forget one conversation      (?tenant=T)
+DELETE /overspill/conversations               forget all                   (?tenant=T)
+"""
+
+from __future__ import annotations
+
+import hmac
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from proxy.errors import AuthError, NotFound, OverspillError
+from proxy.http import bearer_token
+from proxy.store import HistoryEntry, HistoryStore
+
+PREFIX = "/overspill/conversations"
+
+
+class AdminDisabled(OverspillError):
+    """Admin endpoints need a master key; none is configured."""
+
+    status = 403
+    type = "permission_error"
+    code = "admin_disabled"
+
+
+def summary(entry: HistoryEntry, now: float) -> dict[str, Any]:
+    """What the listing shows of one entry (no extraction text)."""
+    return {
+        "conversation_id": entry.conversation_id,
+        "tenant": entry.tenant,
+        "model": entry.model_id,
+        "messages": entry.message_count,
+        "summarised_messages": entry.historical_end_index,
+        "tokens_before": entry.tokens_before,
+        "tokens_after": entry.tokens_after,
+        "extraction_chars": len(entry.extraction),
+        "age_seconds": round(now - entry.created_at, 1),
+    }
+
+
+def admin_routes(store: HistoryStore, master_key: str | None) -> list[Route]:
+    """The admin routes, bound to a store and guarded by the master key."""
+
+    def guard(request: Request) -> str | None:
+        if master_key is None:
+            raise AdminDisabled(
+                "admin endpoints are disabled: set general_settings.master_key to use them"
+            )
+        token = bearer_token(request.headers.get("authorization"))
+        if token is None or not hmac.compare_digest(token.encode(), master_key.encode()):
+            raise AuthError("admin endpoints need the master key as 'Authorization: Bearer <key>'")
+        return request.query_params.get("tenant") or None
+
+    async def listing(request: Request) -> Response:
+        tenant = guard(request)
+        if request.method == "DELETE":
+            return _json({"deleted": await store.clear(tenant)})
+        now = time.time()
+        entries = sorted(await store.entries(tenant), key=lambda e: -e.created_at)
+        return _json({"object": "list", "data": [summary(e, now) for e in entries]})
+
+    async def one(request: Request) -> Response:
+        tenant = guard(request)
+        conversation = request.path_params["conversation_id"]
+        matches = [e for e in await store.entries(tenant) if e.conversation_id == conversation]
+        if not matches:
+            raise NotFound(f"no cached conversation {conversation!r}")
+        if request.method == "DELETE":
+            deleted = sum([await store.delete(e.tenant, conversation) for e in matches])
+            return _json({"deleted": deleted})
+        now = time.time()
+        return _json({"data": [{**summary(e, now), **asdict(e)} for e in matches]})
+
+    handlers: list[tuple[str, Callable[[Request], Any]]] = [
+        (PREFIX, listing),
+        (PREFIX + "/{conversation_id}", one),
+    ]
+    return [Route(path, handler, methods=["GET", "DELETE"]) for path, handler in handlers]
+
+
+def _json(payload: Any) -> Response:
+    return Response(orjson.dumps(payload), media_type="application/json")

@@ -1,0 +1,105 @@
+"""Operators can list, read and forget cached conversations, over HTTP and from the CLI."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+
+from providers.fake import ScriptedProvider, json_response
+from proxy.cli import main
+from proxy.store import DiskHistoryStore, HistoryEntry, open_store
+from tests.conftest import AppClient, settings_from
+
+
+def entry(
+    tenant: str, conversation: str, text: str = "Notes: the user planned a trip"
+) -> HistoryEntry:
+    return HistoryEntry(
+        tenant=tenant, conversation_id=conversation, model_id="local", historical_end_index=40,
+        message_count=62, extraction=text, chain="c" * 64, prompt_version="x1",
+        tokens_before=3000, tokens_after=120, created_at=time.time() - 5,
+    )  # fmt: skip
+
+
+@pytest.fixture
+async def seeded(store: DiskHistoryStore) -> DiskHistoryStore:
+    await store.put(entry("tenant-a", "conv-1"))
+    await store.put(entry("tenant-b", "conv-2"))
+    return store
+
+
+async def test_listing_needs_the_master_key(
+    app_client: AppClient, seeded: DiskHistoryStore
+) -> None:
+    """Without the master key the admin routes answer 401; with it they list every tenant."""
+    client = app_client(
+        {"local": [ScriptedProvider([json_response("x")])]}, key="sk-client-not-master"
+    )
+    assert (await client.get("/overspill/conversations")).status_code == 401
+    admin = app_client({"local": [ScriptedProvider([json_response("x")])]})
+    listing = (await admin.get("/overspill/conversations")).json()["data"]
+    assert {(row["tenant"], row["conversation_id"]) for row in listing} == {
+        ("tenant-a", "conv-1"),
+        ("tenant-b", "conv-2"),
+    }
+    assert listing[0]["tokens_after"] == 120
+    assert "extraction" not in listing[0]
+    only_a = (await admin.get("/overspill/conversations", params={"tenant": "tenant-a"})).json()[
+        "data"
+    ]
+    assert [row["conversation_id"] for row in only_a] == ["conv-1"]
+
+
+async def test_show_and_forget_one(app_client: AppClient, seeded: DiskHistoryStore) -> None:
+    """One conversation shows its extraction; DELETE forgets it and only it."""
+    admin = app_client({"local": [ScriptedProvider([json_response("x")])]})
+    shown = (await admin.get("/overspill/conversations/conv-1")).json()["data"][0]
+    assert shown["extraction"] == "Notes: the user planned a trip"
+    assert (await admin.delete("/overspill/conversations/conv-1")).json() == {"deleted": 1}
+    assert (await admin.get("/overspill/conversations/conv-1")).status_code == 404
+    assert await seeded.get("tenant-b", "conv-2") is not None
+    assert (await admin.delete("/overspill/conversations")).json() == {"deleted": 1}
+    assert await seeded.entries() == []
+
+
+async def test_admin_is_off_without_a_master_key(
+    app_client: AppClient, seeded: DiskHistoryStore
+) -> None:
+    """With no master key configured nobody can use the admin routes."""
+    settings = settings_from(
+        "model_list:\n  - {model_name: local, litellm_params: {model: openai/a}}\n"
+    )
+    client = app_client(
+        {"local": [ScriptedProvider([json_response("x")])]}, settings=settings, key=None
+    )
+    response = await client.get("/overspill/conversations")
+    assert response.status_code == 403
+    assert "general_settings.master_key" in response.json()["error"]["message"]
+
+
+def test_cli_reads_the_store_directly(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`overspill conversations ls|show|rm --config` works on the store the config names."""
+    config = tmp_path / "config.yaml"
+    config.write_text("model_list:\n  - {model_name: local, litellm_params: {model: openai/a}}\n"
+                      "general_settings: {store: {path: st}}\n")  # fmt: skip
+    settings = settings_from(config.read_text())
+
+    async def seed() -> None:
+        store = open_store(settings.general_settings.store, base_dir=str(tmp_path))
+        await store.put(entry("tenant-a", "conv-1"))
+        await store.aclose()
+
+    asyncio.run(seed())
+
+    assert main(["conversations", "ls", "--config", str(config)]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split()[:3] == ["conversation_id", "tenant", "model"]
+    assert table[1].split()[:3] == ["conv-1", "tenant-a", "local"]
+    assert main(["conversations", "show", "conv-1", "--config", str(config)]) == 0
+    assert "the user planned a trip" in capsys.readouterr().out
+    assert main(["conversations", "rm", "conv-1", "--config", str(config)]) == 0
+    assert main(["conversations", "show", "conv-1", "--config", str(config)]) == 1
+    assert "no cached conversation 'conv-1'" in capsys.readouterr().err
