@@ -200,17 +200,22 @@ class _Run:
     def _tally(self, prompt: Sequence[Message], result: Completion) -> None:
         """Add a call's token counts (upstream-reported, else estimated)."""
         reported = result.prompt_tokens
-        self.prompt_tokens += reported if reported is not None else count_messages(prompt)
+        self.prompt_tokens += (
+            reported if reported is not None else count_messages(prompt, self.model)
+        )
         done = result.completion_tokens
         self.completion_tokens += done if done is not None else self.count(result.text)
 
-    async def ask(self, prompt: Sequence[Message]) -> str:
-        """One internal call; its cleaned notes, or BadExtraction for an unusable answer."""
+    async def ask(self, prompt: Sequence[Message], *, partial: bool = False) -> str:
+        """One call's cleaned notes; BadExtraction for a refusal or error, or empty notes.
+
+        A chunk's partial notes may be empty (a stretch of small talk has nothing to keep).
+        """
         self.calls += 1
         result = await self.complete(prompt, max_tokens=self.budget.output)
         self._tally(prompt, result)
         text = clean_output(result.text, truncated=result.finish_reason == "length")
-        reason = rejection(text)
+        reason = rejection(text) if text or not partial else None
         if reason is not None:
             raise BadExtraction(f"the extractor's answer was {reason}")
         return text
@@ -221,28 +226,27 @@ class _Run:
 
     async def notes(self, transcript: str, earlier: str) -> str:
         """Notes on the transcript and earlier notes: one call if it fits, else map-reduce."""
-        if self.count(transcript) + self.count(earlier) <= self.budget.input:
+        size = self.budget.input
+        tokens = self.count(transcript)
+        if tokens + self.count(earlier) <= size:
             prompt = map_prompt(
                 transcript, max_words=self._words(), earlier_notes=earlier, focus=self.focus
             )
             try:
                 return await self.ask(prompt)
-            except ContextWindowExceeded:
-                pass  # the estimate was short of the extractor's tokenizer: map-reduce
-        chunks = await _bounded(
-            [
-                self.map_chunk(c.text, self.budget.input)
-                for c in _chunks(transcript, self.budget.input)
-            ],
-            MAP_CONCURRENCY,
-        )
+            except ContextWindowExceeded:  # the estimate fell short of the extractor's count
+                size = max(MIN_CHUNK_TOKENS, tokens // 2)
+        maps = [self.map_chunk(c.text, size) for c in _chunks(transcript, size)]
+        chunks = await _bounded(maps, MAP_CONCURRENCY)
         partials = [earlier] if earlier else []
-        return await self.reduce(partials + [p for chunk in chunks for p in chunk])
+        partials += [p for chunk in chunks for p in chunk]
+        return await self.reduce(partials) if partials else ""
 
     async def map_chunk(self, text: str, budget: int) -> list[str]:
         """Notes on one chunk; on overflow, notes on its halves (floor MIN_CHUNK_TOKENS)."""
         try:
-            return [await self.ask(map_prompt(text, max_words=self._words(), focus=self.focus))]
+            prompt = map_prompt(text, max_words=self._words(), focus=self.focus)
+            return [notes] if (notes := await self.ask(prompt, partial=True)) else []
         except ContextWindowExceeded as exc:
             size = min(budget, self.count(text))
             if size <= MIN_CHUNK_TOKENS:
@@ -324,7 +328,7 @@ async def extract_history(
     transcript = render_transcript(messages)
     facts = dedupe_facts([*old_facts, *fact_lines(messages, focus)])
     ledger_tokens = sum(count_text(f.render(), model) + 1 for f in facts)
-    overhead = count_messages(map_prompt("", max_words=999, earlier_notes="-", focus=focus))
+    overhead = count_messages(map_prompt("", max_words=999, earlier_notes="-", focus=focus), model)
     run = _Run(
         complete,
         model,
@@ -363,7 +367,8 @@ async def condense_message(
     for index, rung in enumerate(rungs if tokens > share_tokens else ()):
         output = max(16, min(share_tokens, rung.window // 4))
         prompt = condense_prompt(text, max_words=int(output * WORDS_PER_TOKEN), focus=focus)
-        if not _rung_fits(text, rung, output, count_messages(condense_prompt("", max_words=9))):
+        overhead = count_messages(condense_prompt("", max_words=9, focus=focus), model)
+        if not _rung_fits(text, rung, output, overhead):
             continue
         calls += 1
         try:

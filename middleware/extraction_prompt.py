@@ -4,7 +4,14 @@ An extraction is two sections: the model's structured notes, and a fact ledger o
 fact-bearing sentences quoted verbatim from the conversation (numbers, codes, dates, names,
 identifiers, decisions, preferences). The ledger is built deterministically, without a model,
 so a small model that paraphrases, loops or forgets cannot lose a planted fact; incremental
-extractions parse the previous ledger back and carry it forward.
+extractions parse the previous ledger back and carry it forward. Under budget pressure ledger
+lines go in this order: lines whose key tokens the notes or other lines already hold, then
+the lowest-ranked (the assistant's before the user's and tools'), then the longest.
+
+The model's answers are checked here too: repeated lines and in-line loops are cut, lines
+echoing the prompt's own wording dropped, and note lines naming a number the source never had
+or made mostly of words it never used (a small model's elaboration) removed. ``cut_tail`` and
+``cut_middle`` cut texts to a token budget with a visible marker.
 
 ``PROMPT_VERSION`` is part of a cached extraction's validity: bump it whenever a prompt, the
 transcript rendering, the ledger's rules or the extraction's layout changes.
@@ -51,6 +58,8 @@ MIN_ASSISTANT_SIGNAL = 3
 FIRST_HAND_BONUS = 5
 MAX_LINE_CHARS = 300
 _LAYOUT_TOKENS = 24
+MAX_SELECT_EXACT = 300
+MIN_GROUNDED = 0.5  # share of a note line's words the source must contain
 _LOOP_NGRAM = 8
 
 _SYSTEM = (
@@ -371,12 +380,17 @@ def looks_refused(text: str) -> bool:
 
 
 def drop_unsupported(notes: str, source: str) -> str:
-    """The notes without lines naming a number or identifier the source never mentions."""
+    """The notes without invented lines: a number or identifier the source never mentions,
+    or mostly words the source never uses (a small model's elaboration)."""
     haystack = source.lower()
+    source_words = _words(source)
     kept = []
     for line in notes.splitlines():
         tokens = {m.group(0).strip(".,:;-/").lower() for m in _DIGIT_TOKEN.finditer(line)}
-        if all(t in haystack for t in tokens if len(t) > 1):
+        words = _words(line)
+        share = len(words & source_words) / len(words) if words else 1.0
+        grounded = share >= MIN_GROUNDED or bool(_HEADING.match(line))
+        if grounded and all(t in haystack for t in tokens if len(t) > 1):
             kept.append(line)
     return drop_empty_headings("\n".join(kept)).strip()
 
@@ -454,6 +468,7 @@ def select_facts(
     fact. Among equals the longer line goes first (it frees the most room for one fact lost),
     then the later one (earlier facts have survived more passes: keep the cache stable).
     """
+    facts = _candidates(facts, budget, model)
     costs = [count_text(fact.render(), model) + 1 for fact in facts]
     keys = [key_tokens(fact.text) for fact in facts]
     note_keys = key_tokens(notes)
@@ -471,6 +486,22 @@ def select_facts(
         held.subtract(keys[victim])
         total -= costs[victim]
     return [facts[i] for i in sorted(keep)]
+
+
+def _candidates(facts: Sequence[FactLine], budget: int, model: str) -> Sequence[FactLine]:
+    """A long ledger's best lines, twice the budget's worth, in order (bounds select's cost)."""
+    if len(facts) <= MAX_SELECT_EXACT:
+        return facts
+    costs = [count_text(fact.render(), model) + 1 for fact in facts]
+    order = sorted(range(len(facts)), key=lambda i: (-facts[i].score, costs[i], i))
+    chosen: list[int] = []
+    total = 0
+    for i in order:
+        if total + costs[i] > 2 * budget or len(chosen) >= MAX_SELECT_EXACT:
+            break
+        chosen.append(i)
+        total += costs[i]
+    return [facts[i] for i in sorted(chosen)]
 
 
 def _layout(notes: str, facts: Sequence[FactLine]) -> str:

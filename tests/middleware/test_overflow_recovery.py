@@ -68,7 +68,9 @@ class Upstream:
 def conversation(turns: int, words: int = 60) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = [{"role": "system", "content": "Be helpful."}]
     for turn in range(turns):
-        messages.append({"role": "user", "content": f"turn {turn}: the user planned a trip " + "word " * words})
+        messages.append(
+            {"role": "user", "content": f"turn {turn}: the user planned a trip " + "word " * words}
+        )
         messages.append({"role": "assistant", "content": f"reply {turn} " + "word " * words})
     messages.append({"role": "user", "content": "What did we plan?"})
     return messages
