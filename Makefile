@@ -6,12 +6,12 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12
 
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: run test lint types unit install model bench clean
+.PHONY: run test lint types unit install model redis bench clean
 
 run: install model   ## start the local model and overspill on :4000 with config.yaml
 	scripts/run-local.sh
 
-test: install model   ## lint, types, and every test (end-to-end against the real local model)
+test: install model redis   ## lint, types, and every test (end-to-end against the real local model)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
@@ -23,7 +23,7 @@ lint: install
 types: install
 	$(BIN)/mypy
 
-unit: install   ## the tests that need no local model
+unit: install redis   ## the tests that need no local model
 	$(BIN)/pytest -q -m "not e2e"
 
 install: $(STAMP)
@@ -34,6 +34,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	rm -f $(VENV)/.installed-*
 	touch $@
+
+redis:   ## Debian's redis-server, for the shared-store tests
+	scripts/ensure-redis.sh
 
 model:   ## build llama-server and fetch SmolLM2 (cached in ~/.cache/overspill)
 	PYTHON=$(BIN)/python scripts/local-model.sh > /dev/null

@@ -90,9 +90,22 @@ class Condenser:
         raw = self.counter(entry).count_messages(messages)
         return int(raw * self.services.calibration.ratio(entry.model_name))
 
-    def plan(self, request: ChatRequest, entry: ModelEntry, *, window: int, scale: float) -> Plan:
+    def counts(self, entry: ModelEntry, messages: Sequence[Message]) -> tuple[int, ...]:
+        """Each message's token count (cached across requests)."""
+        count = self.counter(entry).count_message
+        return tuple(count(m) for m in messages)
+
+    def plan(
+        self,
+        request: ChatRequest,
+        entry: ModelEntry,
+        *,
+        window: int,
+        scale: float,
+        counts: tuple[int, ...] | None = None,
+    ) -> Plan:
         """Budget from the window; split the messages for it."""
-        counts = tuple(self.counter(entry).count_message(m) for m in request.messages)
+        counts = counts if counts is not None else self.counts(entry, request.messages)
         system = sum(c for c, m in zip(counts, request.messages, strict=True) if _is_system(m))
         default = entry.context.max_output_tokens or DEFAULT_OUTPUT_RESERVE
         budget = plan_budget(

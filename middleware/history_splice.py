@@ -77,15 +77,18 @@ class HistorySplice:
         self, request: ChatRequest, ctx: RequestContext, entry: ModelEntry, cached: HistoryEntry
     ) -> tuple[ChatRequest, int]:
         """The spliced request (grown first when near the wall) and its estimated size."""
+        condenser = self.condenser
+        scale = self.services.calibration.ratio(entry.model_name)
+        counts = condenser.counts(entry, request.messages)
         split = _split_at(request.messages, cached.historical_end_index)
         stand_in = context_message(cached.extraction, len(split.historical))
         messages = assemble(request.messages, split, stand_in)
-        estimate = self.condenser.estimate(entry, messages)
+        kept = sum(counts[i] for i in split.system + split.tail)
+        estimate = int((kept + condenser.counter(entry).count_message(stand_in) + 3) * scale)
         action = "spliced"
         window = self.services.window_of(request.model)
         if window is not None:
-            scale = self.services.calibration.ratio(entry.model_name)
-            plan = self.condenser.plan(request, entry, window=window, scale=scale)
+            plan = condenser.plan(request, entry, window=window, scale=scale, counts=counts)
             if estimate > plan.budget.input * entry.context.grow_at and plan.split.historical:
                 grown = await self.condenser.stand_in(request, ctx, entry, plan)
                 messages = assemble(request.messages, plan.split, grown.message)
@@ -95,7 +98,7 @@ class HistorySplice:
                 report(ctx, grown, len(split.historical))
         ctx.note("action", action)
         ctx.note("messages-replaced", len(split.historical))
-        ctx.note("tokens-before", self.condenser.estimate(entry, request.messages))
+        ctx.note("tokens-before", int((sum(counts) + 3) * scale))
         ctx.note("tokens-after", estimate)
         return request.with_messages(messages), estimate
 

@@ -166,12 +166,23 @@ class ModelEntry(_Frozen):
 
 
 class StoreSettings(_Frozen):
-    """Where conversation state lives."""
+    """Where conversation state lives: diskcache (one host) or Redis (shared by replicas)."""
 
-    backend: Literal["diskcache"] = "diskcache"
+    backend: Literal["diskcache", "redis"] = "diskcache"
     path: str = "var/store"
+    url: SecretStr | None = None
+    key_prefix: str = Field(default="overspill:", min_length=1)
     ttl_seconds: float = Field(default=7 * 24 * 3600, gt=0)
     size_limit_bytes: int = Field(default=1 << 30, ge=16 << 20)
+    max_entries: int | None = Field(default=None, gt=0)
+    lock_ttl_seconds: float = Field(default=120, gt=0)
+    lock_wait_seconds: float = Field(default=60, ge=0)
+
+    @model_validator(mode="after")
+    def _redis_needs_url(self) -> StoreSettings:
+        if self.backend == "redis" and self.url is None:
+            raise ValueError("url is required when backend is redis (url: os.environ/REDIS_URL)")
+        return self
 
 
 class GeneralSettings(_Frozen):

@@ -344,6 +344,10 @@ class DiskHistoryStore:
 
 def open_store(settings: StoreSettings, *, base_dir: str | None = None) -> HistoryStore:
     """Build the configured backend; a relative path is relative to `base_dir` (or the cwd)."""
+    if settings.backend == "redis":
+        from proxy.store_redis import open_redis_store
+
+        return open_redis_store(settings)
     if settings.backend != "diskcache":
         raise StoreError(f"general_settings.store.backend: unknown backend {settings.backend!r}")
     path = Path(settings.path).expanduser()

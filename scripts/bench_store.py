@@ -1,11 +1,13 @@
 """Time the history cache's hot paths: the hash chain, conversation identity, store get/put.
 
-Usage: ``python scripts/bench_store.py [--dir PATH] [--runs 200]``
+Usage: ``python scripts/bench_store.py [--dir PATH] [--runs 200] [--redis URL]``
 
 Histories are synthetic (~500 characters a message, alternating user/assistant after a system
 prompt). Figures are microseconds: the median and 90th percentile of ``--runs`` runs (store
 calls are dominated by sqlite and the disk, so one best run would flatter them). The store runs
-in a temporary directory unless ``--dir`` names one (use it to measure another disk).
+in a temporary directory unless ``--dir`` names one (use it to measure another disk). With
+``--redis URL`` the same store figures follow for RedisHistoryStore (under a throwaway key
+prefix, cleared afterwards), and both backends time a single-flight acquire and release.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from typing import Any
 import diskcache
 
 from middleware.conversation import chain, conversation_id
-from proxy.store import DiskHistoryStore, HistoryEntry
+from proxy.store import DiskHistoryStore, HistoryEntry, HistoryStore
+from proxy.store_redis import RedisHistoryStore
 
 Message = dict[str, Any]
 _SENTENCE = "The quick brown fox jumps over the lazy dog while the cache keeps the history. "
@@ -92,8 +95,51 @@ def entry(index: int, extraction_chars: int) -> HistoryEntry:
     )
 
 
-async def _put(store: DiskHistoryStore, entries: list[HistoryEntry], index: int) -> None:
+async def _put(store: HistoryStore, entries: list[HistoryEntry], index: int) -> None:
     await store.put(entries[index])
+
+
+async def bench_history(store: HistoryStore, runs: int, size: int, name: str) -> list[HistoryEntry]:
+    """Time put, get and a miss through any HistoryStore; return the entries written."""
+    label = f"{size // 1000} KB extraction"
+    entries = [entry(index, size) for index in range(runs)]
+    puts = await time_async(partial(_put, store, entries), runs)
+    gets = await time_async(lambda i: store.get("bench", f"c{i}"), runs)
+    misses = await time_async(lambda i: store.get("bench", f"missing{i}"), runs)
+    print(f"{name} put  ({label}):   {summarise(puts)}")
+    print(f"{name} get  ({label}):   {summarise(gets)}")
+    print(f"{name} miss ({label}):   {summarise(misses)}")
+    await store.clear()
+    return entries
+
+
+async def bench_lock(store: HistoryStore, runs: int, name: str) -> None:
+    """Time entering and leaving an uncontended single flight, separately."""
+    acquires, releases = [], []
+    for index in range(runs):
+        flight = store.single_flight("bench", f"c{index}")
+        start = time.perf_counter_ns()
+        await flight.__aenter__()
+        middle = time.perf_counter_ns()
+        await flight.__aexit__(None, None, None)
+        releases.append(time.perf_counter_ns() - middle)
+        acquires.append(middle - start)
+    print(f"{name} lock acquire:          {summarise(acquires)}")
+    print(f"{name} lock release:          {summarise(releases)}")
+
+
+async def bench_redis(url: str, runs: int) -> None:
+    """Time RedisHistoryStore's put/get/miss and its distributed lock."""
+    prefix = f"overspill-bench-{time.time_ns()}:"
+    store = RedisHistoryStore(url, key_prefix=prefix, ttl_seconds=600)
+    await store.ping()
+    try:
+        for size in (4_000, 40_000):
+            await bench_history(store, runs, size, "redis")
+        await bench_lock(store, runs, "redis")
+    finally:
+        await store.clear()
+        await store.aclose()
 
 
 async def bench_store(directory: str, runs: int) -> None:
@@ -101,16 +147,10 @@ async def bench_store(directory: str, runs: int) -> None:
     store = DiskHistoryStore(directory)
     try:
         for size in (4_000, 40_000):
+            entries = await bench_history(store, runs, size, "store")
             label = f"{size // 1000} KB extraction"
-            entries = [entry(index, size) for index in range(runs)]
-            puts = await time_async(partial(_put, store, entries), runs)
-            gets = await time_async(lambda i: store.get("bench", f"c{i}"), runs)
-            misses = await time_async(lambda i: store.get("bench", f"missing{i}"), runs)
-            print(f"store put  ({label}):   {summarise(puts)}")
-            print(f"store get  ({label}):   {summarise(gets)}")
-            print(f"store miss ({label}):   {summarise(misses)}")
-            await store.clear()
             await bench_raw(f"{directory}/raw-{size}", [item.to_json() for item in entries], label)
+        await bench_lock(store, runs, "store")
     finally:
         await store.aclose()
 
@@ -135,6 +175,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", help="store directory (default: a temporary one)")
     parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--redis", metavar="URL", help="also time the Redis store at URL")
     args = parser.parse_args()
 
     for size in (20, 200, 2_000):
@@ -153,6 +194,8 @@ def main() -> None:
     else:
         with tempfile.TemporaryDirectory() as directory:
             asyncio.run(bench_store(directory, args.runs))
+    if args.redis:
+        asyncio.run(bench_redis(args.redis, args.runs))
 
 
 if __name__ == "__main__":

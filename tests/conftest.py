@@ -17,6 +17,7 @@ from proxy.config import Settings, parse_config
 from proxy.pipeline import LayerFactory
 from proxy.store import DiskHistoryStore
 from proxy.types import Provider
+from tests.redis_server import redis_url  # noqa: F401 - a session fixture for every test
 
 BASIC_CONFIG = """
 model_list:

@@ -115,7 +115,7 @@ def start_overspill(config: str, tmp: Path) -> tuple[subprocess.Popen[bytes], st
     return process, url, log
 
 
-def local_config(llama_server: str, middleware: str = "[]") -> str:
+def local_config(llama_server: str, middleware: str = "[]", store: str = "{path: store}") -> str:
     """A config whose model `local` is the real llama-server."""
     return f"""
 model_list:
@@ -129,7 +129,7 @@ model_list:
 general_settings:
   master_key: {MASTER_KEY}
   max_body_bytes: 200000
-  store: {{path: store}}
+  store: {store}
 middleware: {middleware}
 """
 

@@ -1,0 +1,179 @@
+"""The splice decision's CPU cost, and what the splice saves on a long real conversation.
+
+    .venv/bin/python scripts/bench_splice.py                      # decision cost, diskcache
+    .venv/bin/python scripts/bench_splice.py --redis redis://127.0.0.1:6379/0
+    .venv/bin/python scripts/bench_splice.py --e2e --turns 100    # real local model, ~15 min
+
+Decision cost: a conversation of N messages (~500 characters each) whose first N-10 are
+cached, sent through the history_splice layer to a no-op upstream: conversation id, store read,
+hash-chain check, token estimate, assembly. The target is <= 2 ms CPU for 200 messages.
+
+End to end: the same scripted conversation (canned assistant turns, `max_tokens: 1`) through
+`overspill serve` in front of the real llama-server (2048-token window), once with
+`[overflow_recovery]` and once with `[history_splice, overflow_recovery]`; prints upstream calls,
+failed calls and prompt tokens the upstream processed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from middleware.conversation import chain  # noqa: E402
+from middleware.extraction import PROMPT_VERSION  # noqa: E402
+from middleware.history_splice import HistorySplice  # noqa: E402
+from providers.fake import completion  # noqa: E402
+from providers.router import Router  # noqa: E402
+from proxy.config import parse_config  # noqa: E402
+from proxy.pipeline import Services  # noqa: E402
+from proxy.store import DiskHistoryStore, HistoryEntry, HistoryStore  # noqa: E402
+from proxy.types import ChatRequest, ChatResponse, RequestContext  # noqa: E402
+
+CONFIG = """
+model_list:
+  - model_name: local
+    litellm_params: {model: openai/smollm2, api_base: "http://upstream.test/v1"}
+    context: {window: 1000000}
+"""
+ANSWER = ChatResponse(body=orjson.dumps(completion("ok", prompt_tokens=900)))
+
+
+def conversation(size: int) -> list[dict[str, Any]]:
+    """A system prompt and `size - 1` alternating turns of ~500 characters."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are helpful."}]
+    for i in range(size - 1):
+        role = "user" if i % 2 == 0 else "assistant"
+        text = f"turn {i}: " + " ".join(f"word{(i * 7 + j) % 97}" for j in range(70))
+        messages.append({"role": role, "content": text})
+    return messages
+
+
+async def upstream(request: ChatRequest, ctx: RequestContext) -> ChatResponse:
+    return ANSWER
+
+
+async def decision_cost(store: HistoryStore, size: int, repeats: int) -> float:
+    """Median CPU microseconds for one splice decision over an N-message conversation."""
+    settings = parse_config(CONFIG, "bench.yaml", {}).settings
+    layer = HistorySplice(Services(settings, Router({}).internal, {"local": 1_000_000}.get, store))
+    messages = conversation(size)
+    end = size - 10
+    await store.put(
+        HistoryEntry(
+            tenant="t", conversation_id=f"bench-{size}", model_id="local",
+            historical_end_index=end, message_count=end, extraction="Notes:\n- " + "fact " * 100,
+            chain=chain(messages, end, PROMPT_VERSION), prompt_version=PROMPT_VERSION,
+            tokens_before=size * 120, tokens_after=110, created_at=time.time(),
+        )  # fmt: skip
+    )
+    body = {"model": "local", "messages": messages}
+    request = ChatRequest("local", tuple(messages), False, body)
+    samples = []
+    for attempt in range(repeats + 3):
+        ctx = RequestContext("r", "t", model=settings.model_list[0])
+        ctx.headers = {"x-conversation-id": f"bench-{size}"}
+        start = time.process_time()
+        await layer.handle(request, ctx, upstream)
+        if attempt >= 3:
+            samples.append((time.process_time() - start) * 1e6)
+        assert ctx.notes["action"] == "spliced", ctx.notes
+    return statistics.median(samples)
+
+
+async def decisions(redis_url: str | None, repeats: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        stores: dict[str, HistoryStore] = {"diskcache": DiskHistoryStore(tmp)}
+        if redis_url:
+            from proxy.store_redis import RedisHistoryStore
+
+            stores["redis"] = RedisHistoryStore(redis_url)
+        print(f"{'messages':>9}" + "".join(f"{name + ' µs':>15}" for name in stores))
+        for size in (20, 200, 2000):
+            row = [await decision_cost(store, size, repeats) for store in stores.values()]
+            print(f"{size:>9}" + "".join(f"{value:>15.0f}" for value in row))
+        for store in stores.values():
+            await store.aclose()
+
+
+def end_to_end(turns: int) -> None:
+    """Upstream calls and tokens for a long conversation, without and with the splice."""
+    from tests.e2e.conftest import local_config, serve  # a real llama-server and overspill
+    from tests.e2e.conftest import llama_server as _unused  # noqa: F401
+
+    import contextlib
+    import subprocess
+
+    from tests.e2e.conftest import free_port, local_model, wait_ready
+
+    binary, model = local_model()
+    port = free_port()
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "llama.log"
+        with log.open("wb") as sink:
+            server = subprocess.Popen(
+                [binary, "-m", model, "-a", "smollm2-135m", "-c", "2048", "-np", "1", "-t", "2",
+                 "--host", "127.0.0.1", "--port", str(port), "--no-webui"],
+                stdout=sink, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+        try:
+            wait_ready(f"http://127.0.0.1:{port}/health", server, "llama-server", log)
+            upstream_url = f"http://127.0.0.1:{port}/v1"
+            for layers in ("[overflow_recovery]", "[history_splice, overflow_recovery]"):
+                config = local_config(upstream_url, layers)
+                with contextlib.ExitStack() as stack:
+                    served = stack.enter_context(
+                        contextlib.contextmanager(serve)(config, Path(tempfile.mkdtemp()), upstream_url)
+                    )
+                    _converse(served, turns, layers)
+        finally:
+            server.terminate()
+            server.wait(timeout=10)
+
+
+def _converse(served: Any, turns: int, layers: str) -> None:
+    client = served.client()
+    messages: list[Any] = [{"role": "system", "content": "You are a helpful assistant."}]
+    calls = failed = prompt_tokens = 0
+    started = time.monotonic()
+    for turn in range(turns):
+        messages.append({"role": "user", "content": f"Turn {turn}: the crew checked the hull, engines and radio; all fine. Note code K-{turn:03d}."})
+        raw = client.chat.completions.with_raw_response.create(
+            model="local", messages=messages, max_tokens=1, temperature=0,
+            extra_headers={"X-Conversation-Id": f"bench-{layers}"},
+        )  # fmt: skip
+        completion_ = raw.parse()
+        attempts = int(raw.headers.get("x-overspill-attempts", "1"))
+        calls += attempts + int(raw.headers.get("x-overspill-extraction-calls", "0"))
+        failed += attempts - 1
+        prompt_tokens += completion_.usage.prompt_tokens if completion_.usage else 0
+        messages.append({"role": "assistant", "content": f"Noted for turn {turn}: hull, engines and radio fine, code K-{turn:03d}."})
+    print(
+        f"{layers:<38} turns={turns} upstream calls={calls} failed (overflow) calls={failed} "
+        f"prompt tokens processed={prompt_tokens} wall={time.monotonic() - started:.0f}s"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--redis", help="also measure the Redis backend at this URL")
+    parser.add_argument("--repeats", type=int, default=30)
+    parser.add_argument("--e2e", action="store_true", help="run the real-model comparison")
+    parser.add_argument("--turns", type=int, default=100)
+    args = parser.parse_args()
+    asyncio.run(decisions(args.redis, args.repeats))
+    if args.e2e:
+        end_to_end(args.turns)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,134 @@
+"""Ollama end to end: `overspill serve` → the fake Ollama (its real `/api/chat` behaviour,
+silent truncation included) → the real llama-server with SmolLM2, through the OpenAI SDK.
+
+The fake runs in this process under uvicorn on a loopback port, in forwarding mode: it counts
+with llama-server's `/tokenize`, truncates like Ollama, and generates with the real model. It
+starts with smollm2 loaded at 2048 tokens (what `/api/ps` reports) and a server default of 2048,
+the window llama-server runs with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from openai.types.chat import ChatCompletionMessageParam
+
+from tests.e2e.conftest import MASTER_KEY, WINDOW, Served, free_port, serve
+from tests.e2e.test_overflow_recovery import conversation
+from tests.fakes.ollama import FakeModel, FakeOllama, serve_in_thread
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="session")
+def fake_ollama(llama_server: str) -> Iterator[str]:
+    """The fake Ollama in front of the real llama-server; yields its root URL."""
+    model = FakeModel("smollm2:latest", trained_ctx=8192, loaded_ctx=WINDOW)
+    fake = FakeOllama([model], server_default=WINDOW, forward=llama_server.removesuffix("/v1"))
+    with serve_in_thread(fake, free_port()) as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def behind_ollama(fake_ollama: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """overspill serve with [overflow_recovery, ollama_window] and model `local` on the fake."""
+    config = f"""
+model_list:
+  - model_name: local
+    litellm_params:
+      model: ollama_chat/smollm2
+      api_base: {fake_ollama}
+      timeout: 120
+    ollama:
+      max_num_ctx: {WINDOW}
+general_settings:
+  master_key: {MASTER_KEY}
+  max_body_bytes: 200000
+  store: {{path: store}}
+middleware: [overflow_recovery, ollama_window]
+"""
+    yield from serve(config, tmp_path_factory.mktemp("ollama"), fake_ollama)
+
+
+def stats(served: Served) -> dict[str, Any]:
+    """The fake Ollama's record of what it received and whether it truncated."""
+    answer = httpx.get(served.upstream + "/_fake/stats", timeout=10)
+    answer.raise_for_status()
+    result: dict[str, Any] = answer.json()
+    return result
+
+
+def test_num_ctx_reaches_ollama_options_and_headers_report_it(behind_ollama: Served) -> None:
+    """A short chat reaches /api/chat with options.num_ctx from /api/ps; headers say so."""
+    before = stats(behind_ollama)["chats"]
+    raw = behind_ollama.client().chat.completions.with_raw_response.create(
+        model="local",
+        messages=[{"role": "user", "content": "What is the capital of France?"}],
+        max_tokens=8,
+        temperature=0,
+    )
+    completion = raw.parse()
+    assert raw.status_code == 200
+    assert completion.choices[0].message.content
+    assert raw.headers["x-overspill-num-ctx"] == str(WINDOW)
+    assert raw.headers["x-overspill-num-ctx-source"] == "ps"
+    assert int(raw.headers["x-overspill-tokens-available"]) == WINDOW * 3 // 4 - 512
+    assert 0 < int(raw.headers["x-overspill-tokens-used"]) < 100
+    seen = stats(behind_ollama)
+    assert seen["counting"] == "llama-server /tokenize"
+    request = seen["requests"][before]
+    assert request["options"]["num_ctx"] == WINDOW
+    assert request["options"]["num_predict"] == 8
+    assert completion.usage is not None
+    assert completion.usage.prompt_tokens == request["prompt_eval_count"]
+
+
+def test_a_long_conversation_is_condensed_never_silently_truncated(behind_ollama: Served) -> None:
+    """A conversation over the window is stopped by the pre-flight and condensed by overspill;
+    Ollama never drops a message on its own."""
+    before = stats(behind_ollama)["chats"]
+    question: ChatCompletionMessageParam = {"role": "user", "content": "What is the vault code?"}
+    raw = behind_ollama.client().chat.completions.with_raw_response.create(
+        model="local",
+        messages=[*conversation(30), question],
+        max_tokens=16,
+        temperature=0,
+        extra_headers={"X-Conversation-Id": "e2e-ollama"},
+    )
+    assert raw.status_code == 200
+    assert raw.headers["x-overspill-action"] == "extracted"
+    assert raw.headers["x-overspill-num-ctx"] == str(WINDOW)
+    assert int(raw.headers["x-overspill-tokens-used"]) <= int(
+        raw.headers["x-overspill-tokens-available"]
+    )
+    assert "x-overspill-warning" not in raw.headers
+    seen = stats(behind_ollama)
+    chats = seen["requests"][before:]
+    assert len(chats) >= 2  # at least one extraction call and the condensed request
+    assert seen["truncated"] == 0
+    assert all(c["dropped_messages"] == 0 and not c["shifted"] for c in chats)
+    assert all(c["prompt_tokens"] <= c["num_ctx"] for c in chats)
+    assert chats[-1]["options"]["num_ctx"] == WINDOW
+
+
+def test_streams_carry_num_ctx_too(behind_ollama: Served) -> None:
+    """A streamed answer arrives through NDJSON → SSE with num_ctx sent and reported."""
+    before = stats(behind_ollama)["chats"]
+    with behind_ollama.client().chat.completions.with_streaming_response.create(
+        model="local",
+        messages=[{"role": "user", "content": "Say hello."}],
+        max_tokens=8,
+        temperature=0,
+        stream=True,
+    ) as response:
+        assert response.headers["x-overspill-num-ctx"] == str(WINDOW)
+        text = "".join(
+            chunk.choices[0].delta.content or "" for chunk in response.parse() if chunk.choices
+        )
+    assert text
+    request = stats(behind_ollama)["requests"][before]
+    assert request["stream"] is True
+    assert request["options"]["num_ctx"] == WINDOW

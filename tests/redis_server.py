@@ -1,0 +1,54 @@
+"""A throwaway redis-server for the tests that need a real one (session-scoped fixture)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+import pytest
+
+from tests.e2e.conftest import free_port
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A throwaway redis-server (no persistence, loopback only) for the whole session."""
+    server = shutil.which("redis-server")
+    if server is None:
+        pytest.fail(
+            "redis-server is not on PATH: run scripts/ensure-redis.sh "
+            "(`make test` does) or `apt-get install redis-server`"
+        )
+    port = free_port()
+    workdir: Path = tmp_path_factory.mktemp("redis")
+    command = [server, "--port", str(port), "--bind", "127.0.0.1", "--save", ""]
+    command += ["--appendonly", "no", "--dir", str(workdir), "--logfile", ""]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=workdir)
+    assert process.stdout is not None
+    drain: threading.Thread | None = None
+    try:
+        drain = _wait_until_ready(process, process.stdout)
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+        if drain is not None:
+            drain.join(timeout=10)  # the log ends when the server exits
+        process.stdout.close()
+
+
+def _wait_until_ready(process: subprocess.Popen[str], log: IO[str]) -> threading.Thread:
+    """Read the server's log until it accepts connections; then drain it on a thread."""
+    seen = []
+    for line in log:
+        seen.append(line)
+        if "Ready to accept connections" in line:
+            drain = threading.Thread(target=log.readlines, name="redis-log", daemon=True)
+            drain.start()
+            return drain
+    process.wait(timeout=10)
+    pytest.fail("redis-server did not start:\n" + "".join(seen))
