@@ -18,6 +18,7 @@ import pytest
 
 from proxy.config import StoreSettings
 from proxy.store import DiskHistoryStore, HistoryEntry, StoreError, open_store
+from tests.proxy.store_contract import CONTRACT, Check, contract_id
 
 TTL = 3600.0
 
@@ -421,3 +422,9 @@ def test_entry_is_frozen() -> None:
     """Entries cannot be changed in place."""
     with pytest.raises(dataclasses.FrozenInstanceError):
         make_entry().tenant = "other"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("check", CONTRACT, ids=contract_id)
+async def test_disk_store_keeps_the_store_contract(store: DiskHistoryStore, check: Check) -> None:
+    """The disk store passes the same behaviour checks as every other backend."""
+    await check(store)
