@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import logging
 import sqlite3
@@ -18,7 +17,7 @@ import pytest
 
 from proxy.config import StoreSettings
 from proxy.store import DiskHistoryStore, HistoryEntry, StoreError, open_store
-from tests.proxy.store_contract import CONTRACT, Check, contract_id
+from tests.proxy.store_contract import CONTRACT, Check, contract_id, make_entry
 
 TTL = 3600.0
 
@@ -35,25 +34,6 @@ class Clock:
     def advance(self, seconds: float) -> None:
         """Move time forward."""
         self.now += seconds
-
-
-def make_entry(**changes: Any) -> HistoryEntry:
-    """A valid entry with some fields changed."""
-    fields: dict[str, Any] = {
-        "tenant": "acme",
-        "conversation_id": "conv-1",
-        "model_id": "gpt-4o",
-        "historical_end_index": 8,
-        "message_count": 12,
-        "extraction": "The user is planning a trip to Lisbon.",
-        "chain": "ab" * 32,
-        "prompt_version": "extract-v1",
-        "tokens_before": 9000,
-        "tokens_after": 1200,
-        "created_at": 1_700_000_000.0,
-    }
-    fields.update(changes)
-    return HistoryEntry(**fields)
 
 
 @pytest.fixture
@@ -124,29 +104,6 @@ def test_entry_rejects_end_past_message_count() -> None:
 # --- get / put / delete --------------------------------------------------------------------
 
 
-async def test_put_then_get(store: DiskHistoryStore) -> None:
-    """A written entry is read back equal; a later put replaces it."""
-    await store.put(make_entry())
-    assert await store.get("acme", "conv-1") == make_entry()
-    await store.put(make_entry(historical_end_index=10))
-    found = await store.get("acme", "conv-1")
-    assert found is not None
-    assert found.historical_end_index == 10
-
-
-async def test_missing_entry_is_none(store: DiskHistoryStore) -> None:
-    """An unknown conversation is a miss."""
-    assert await store.get("acme", "nope") is None
-
-
-async def test_other_tenant_cannot_read_entry(store: DiskHistoryStore) -> None:
-    """get with another tenant returns None, even when tenant and id share a colon."""
-    await store.put(make_entry(tenant="a:b", conversation_id="c"))
-    assert await store.get("other", "c") is None
-    assert await store.get("a", "b:c") is None
-    assert await store.get("a:b", "c") is not None
-
-
 async def test_entries_survive_reopening(tmp_path: Path) -> None:
     """The store is persistent: another instance on the same directory reads the entry."""
     first = DiskHistoryStore(tmp_path / "s")
@@ -159,44 +116,7 @@ async def test_entries_survive_reopening(tmp_path: Path) -> None:
         await second.aclose()
 
 
-async def test_delete_reports_whether_entry_existed(store: DiskHistoryStore) -> None:
-    """delete removes the entry and says True; a second delete says False."""
-    await store.put(make_entry())
-    assert await store.delete("acme", "conv-1") is True
-    assert await store.get("acme", "conv-1") is None
-    assert await store.delete("acme", "conv-1") is False
-
-
-async def test_clear_and_entries_by_tenant(store: DiskHistoryStore) -> None:
-    """clear(tenant) removes only that tenant's entries; entries() lists them sorted."""
-    for tenant, conv in [("acme", "b"), ("acme", "a"), ("acme2", "a"), ("zeta", "x")]:
-        await store.put(make_entry(tenant=tenant, conversation_id=conv))
-    listed = [(e.tenant, e.conversation_id) for e in await store.entries("acme")]
-    assert listed == [("acme", "a"), ("acme", "b")]
-    assert len(await store.entries()) == 4
-    assert await store.clear("acme") == 2
-    assert [e.tenant for e in await store.entries()] == ["acme2", "zeta"]
-    assert await store.clear() == 2
-    assert await store.entries() == []
-
-
-async def test_clear_all_keeps_readiness_working(store: DiskHistoryStore) -> None:
-    """clear() counts only history entries, not the readiness key."""
-    await store.ping()
-    await store.put(make_entry())
-    assert await store.clear() == 1
-    await store.ping()
-
-
 # --- atomicity and corruption --------------------------------------------------------------
-
-
-async def test_failed_serialisation_keeps_previous_entry(store: DiskHistoryStore) -> None:
-    """An entry that cannot be serialised raises StoreError and leaves the old one."""
-    await store.put(make_entry())
-    with pytest.raises(StoreError, match="cannot serialise"):
-        await store.put(make_entry(extraction="lone surrogate \ud800"))
-    assert await store.get("acme", "conv-1") == make_entry()
 
 
 async def test_failed_write_rolls_back(
@@ -354,68 +274,6 @@ def test_open_store_names_config_key_when_path_unusable(tmp_path: Path) -> None:
 
 
 # --- single flight -------------------------------------------------------------------------
-
-
-async def test_same_key_holders_serialise(store: DiskHistoryStore) -> None:
-    """A second holder of the same key enters only after the first leaves."""
-    order: list[str] = []
-    second_waiting = asyncio.Event()
-
-    async def second() -> None:
-        second_waiting.set()
-        async with store.single_flight("acme", "c"):
-            order.append("second in")
-
-    async with store.single_flight("acme", "c"):
-        order.append("first in")
-        task = asyncio.create_task(second())
-        await second_waiting.wait()
-        order.append("first out")
-    await task
-    assert order == ["first in", "first out", "second in"]
-    assert len(store.flights) == 0
-
-
-async def test_different_keys_do_not_block(store: DiskHistoryStore) -> None:
-    """Holders of different keys (or tenants) run at the same time."""
-    inside = asyncio.Event()
-
-    async def other(tenant: str, conv: str) -> None:
-        async with store.single_flight(tenant, conv):
-            inside.set()
-
-    async with asyncio.timeout(5), store.single_flight("acme", "c"):
-        for tenant, conv in [("acme", "d"), ("beta", "c")]:
-            inside.clear()
-            task = asyncio.create_task(other(tenant, conv))
-            await inside.wait()
-            await task
-
-
-async def test_locks_are_dropped_after_errors_and_cancellation(store: DiskHistoryStore) -> None:
-    """A holder that raises or a waiter that is cancelled leaves no lock behind."""
-    waiting = asyncio.Event()
-
-    async def waiter() -> None:
-        waiting.set()
-        async with store.single_flight("acme", "c"):
-            pytest.fail("a cancelled waiter must not enter")
-
-    async def hold_then_fail() -> None:
-        async with store.single_flight("acme", "c"):
-            task = asyncio.create_task(waiter())
-            await waiting.wait()
-            assert len(store.flights) == 1
-            task.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await task
-            raise RuntimeError("boom")
-
-    with pytest.raises(RuntimeError, match="boom"):
-        await hold_then_fail()
-    assert len(store.flights) == 0
-    async with store.single_flight("acme", "c"):
-        pass
 
 
 def test_entry_is_frozen() -> None:
