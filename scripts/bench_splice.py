@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -29,15 +31,15 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from middleware.conversation import chain  # noqa: E402
-from middleware.extraction import PROMPT_VERSION  # noqa: E402
-from middleware.history_splice import HistorySplice  # noqa: E402
-from providers.fake import completion  # noqa: E402
-from providers.router import Router  # noqa: E402
-from proxy.config import parse_config  # noqa: E402
-from proxy.pipeline import Services  # noqa: E402
-from proxy.store import DiskHistoryStore, HistoryEntry, HistoryStore  # noqa: E402
-from proxy.types import ChatRequest, ChatResponse, RequestContext  # noqa: E402
+from middleware.conversation import chain
+from middleware.extraction import PROMPT_VERSION
+from middleware.history_splice import HistorySplice
+from providers.fake import completion
+from providers.router import Router
+from proxy.config import parse_config
+from proxy.pipeline import Services
+from proxy.store import DiskHistoryStore, HistoryEntry, HistoryStore
+from proxy.types import ChatRequest, ChatResponse, RequestContext
 
 CONFIG = """
 model_list:
@@ -70,11 +72,18 @@ async def decision_cost(store: HistoryStore, size: int, repeats: int) -> float:
     end = size - 10
     await store.put(
         HistoryEntry(
-            tenant="t", conversation_id=f"bench-{size}", model_id="local",
-            historical_end_index=end, message_count=end, extraction="Notes:\n- " + "fact " * 100,
-            chain=chain(messages, end, PROMPT_VERSION), prompt_version=PROMPT_VERSION,
-            tokens_before=size * 120, tokens_after=110, created_at=time.time(),
-        )  # fmt: skip
+            tenant="t",
+            conversation_id=f"bench-{size}",
+            model_id="local",
+            historical_end_index=end,
+            message_count=end,
+            extraction="Notes:\n- " + "fact " * 100,
+            chain=chain(messages, end, PROMPT_VERSION),
+            prompt_version=PROMPT_VERSION,
+            tokens_before=size * 120,
+            tokens_after=110,
+            created_at=time.time(),
+        )
     )
     body = {"model": "local", "messages": messages}
     request = ChatRequest("local", tuple(messages), False, body)
@@ -107,13 +116,7 @@ async def decisions(redis_url: str | None, repeats: int) -> None:
 
 def end_to_end(turns: int) -> None:
     """Upstream calls and tokens for a long conversation, without and with the splice."""
-    from tests.e2e.conftest import local_config, serve  # a real llama-server and overspill
-    from tests.e2e.conftest import llama_server as _unused  # noqa: F401
-
-    import contextlib
-    import subprocess
-
-    from tests.e2e.conftest import free_port, local_model, wait_ready
+    from tests.e2e.conftest import free_port, local_config, local_model, serve, wait_ready
 
     binary, model = local_model()
     port = free_port()
@@ -128,12 +131,13 @@ def end_to_end(turns: int) -> None:
         try:
             wait_ready(f"http://127.0.0.1:{port}/health", server, "llama-server", log)
             upstream_url = f"http://127.0.0.1:{port}/v1"
-            for layers in ("[overflow_recovery]", "[history_splice, overflow_recovery]"):
+            for index, layers in enumerate(
+                ("[overflow_recovery]", "[history_splice, overflow_recovery]")
+            ):
                 config = local_config(upstream_url, layers)
-                with contextlib.ExitStack() as stack:
-                    served = stack.enter_context(
-                        contextlib.contextmanager(serve)(config, Path(tempfile.mkdtemp()), upstream_url)
-                    )
+                workdir = Path(tmp) / f"overspill-{index}"
+                workdir.mkdir()
+                with contextlib.contextmanager(serve)(config, workdir, upstream_url) as served:
                     _converse(served, turns, layers)
         finally:
             server.terminate()
@@ -146,7 +150,12 @@ def _converse(served: Any, turns: int, layers: str) -> None:
     calls = failed = prompt_tokens = 0
     started = time.monotonic()
     for turn in range(turns):
-        messages.append({"role": "user", "content": f"Turn {turn}: the crew checked the hull, engines and radio; all fine. Note code K-{turn:03d}."})
+        messages.append(
+            {
+                "role": "user",
+                "content": f"Turn {turn}: hull, engines, radio fine. Code K-{turn:03d}.",
+            }
+        )
         raw = client.chat.completions.with_raw_response.create(
             model="local", messages=messages, max_tokens=1, temperature=0,
             extra_headers={"X-Conversation-Id": f"bench-{layers}"},
@@ -156,7 +165,12 @@ def _converse(served: Any, turns: int, layers: str) -> None:
         calls += attempts + int(raw.headers.get("x-overspill-extraction-calls", "0"))
         failed += attempts - 1
         prompt_tokens += completion_.usage.prompt_tokens if completion_.usage else 0
-        messages.append({"role": "assistant", "content": f"Noted for turn {turn}: hull, engines and radio fine, code K-{turn:03d}."})
+        messages.append(
+            {
+                "role": "assistant",
+                "content": f"Noted for turn {turn}: hull, engines, radio fine; code K-{turn:03d}.",
+            }
+        )
     print(
         f"{layers:<38} turns={turns} upstream calls={calls} failed (overflow) calls={failed} "
         f"prompt tokens processed={prompt_tokens} wall={time.monotonic() - started:.0f}s"
