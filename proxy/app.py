@@ -220,6 +220,11 @@ async def chat_completions(state: AppState, request: Request) -> Response:
         raw = await _read_body(request, state.settings.general_settings.max_body_bytes)
         chat = parse_chat_request(raw)
         ctx.model = _resolve_model(state, chat.model)
+        if "documents" in chat.extensions and "documents" not in state.settings.middleware:
+            raise InvalidChatRequest(
+                "'documents' needs the documents layer: add it to middleware: in config.yaml",
+                param="documents",
+            )
         ctx.headers = request.headers
         response = await _until_disconnect(state.pipeline(chat, ctx), request)
     except ClientDisconnected:

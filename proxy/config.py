@@ -27,6 +27,8 @@ from pydantic import (
     model_validator,
 )
 
+from proxy.documents_config import DocumentsSettings
+
 ENV_PREFIX = "os.environ/"
 
 # LiteLLM keys that are accepted and ignored (with a warning naming them).
@@ -209,6 +211,7 @@ class Settings(_Frozen):
     general_settings: GeneralSettings = Field(default_factory=GeneralSettings)
     middleware: tuple[str, ...] = ()
     litellm_settings: dict[str, Any] = Field(default_factory=dict)
+    documents: DocumentsSettings = Field(default_factory=DocumentsSettings)
 
     @field_validator("middleware")
     @classmethod

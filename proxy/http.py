@@ -14,7 +14,9 @@ from proxy.errors import AuthError, ForbiddenParameter, InvalidChatRequest, Over
 from proxy.types import ChatRequest
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
-EXTENSION_KEYS = ("overspill",)
+EXTENSION_KEYS = {"overspill": (dict, "an object of overspill options"),
+                  "documents": (list, "an array of documents")}  # fmt: skip
+"""overspill's request extensions: kept for the layers, never sent upstream."""
 
 # Body fields that would let a client choose where overspill sends traffic or which credentials
 # it uses (litellm reads them as connection settings). Only config.yaml may set these.
@@ -123,13 +125,11 @@ def check_forbidden(body: Mapping[str, Any], where: str = "") -> None:
 
 def _extensions(body: Mapping[str, Any]) -> dict[str, Any]:
     extensions: dict[str, Any] = {}
-    for key in EXTENSION_KEYS:
+    for key, (kind, expected) in EXTENSION_KEYS.items():
         if key in body:
             value = body[key]
-            if not isinstance(value, dict):
-                raise InvalidChatRequest(
-                    _field_problem(key, value, "an object of overspill options"), param=key
-                )
+            if not isinstance(value, kind):
+                raise InvalidChatRequest(_field_problem(key, value, expected), param=key)
             extensions[key] = value
     return extensions
 

@@ -271,3 +271,15 @@ async def test_client_disconnect_cancels_the_upstream_call(store: DiskHistorySto
     disconnect.set()
     await call
     assert hanging.cancelled
+
+
+async def test_documents_need_the_documents_layer(app_client: AppClient) -> None:
+    """Documents sent to a proxy without the documents layer are refused, not silently dropped."""
+    fake = ScriptedProvider([json_response("x")])
+    client = app_client({"local": [fake]})
+    response = await client.post(
+        "/v1/chat/completions", json={**CHAT, "documents": [{"text": "x"}]}
+    )
+    assert response.status_code == 400
+    assert error_of(response)["param"] == "documents"
+    assert fake.requests == []

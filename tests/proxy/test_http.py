@@ -64,6 +64,11 @@ def refusal(raw: bytes) -> InvalidChatRequest:
         ),
         (body(stream="yes"), "'stream' must be true or false, got a string", "stream"),
         (body(overspill=[1]), "'overspill' must be an object of overspill options", "overspill"),
+        (
+            body(documents={"id": 1}),
+            "'documents' must be an array of documents, got an object",
+            "documents",
+        ),
     ],
 )
 def test_bad_requests_name_the_field(raw: bytes, message: str, param: str | None) -> None:
