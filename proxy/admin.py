@@ -49,17 +49,22 @@ def summary(entry: HistoryEntry, now: float) -> dict[str, Any]:
     }
 
 
+def require_master(request: Request, master_key: str | None) -> None:
+    """Admin routes need the master key (and are off when none is configured)."""
+    if master_key is None:
+        raise AdminDisabled(
+            "admin endpoints are disabled: set general_settings.master_key to use them"
+        )
+    token = bearer_token(request.headers.get("authorization"))
+    if token is None or not hmac.compare_digest(token.encode(), master_key.encode()):
+        raise AuthError("admin endpoints need the master key as 'Authorization: Bearer <key>'")
+
+
 def admin_routes(store: HistoryStore, master_key: str | None) -> list[Route]:
     """The admin routes, bound to a store and guarded by the master key."""
 
     def guard(request: Request) -> str | None:
-        if master_key is None:
-            raise AdminDisabled(
-                "admin endpoints are disabled: set general_settings.master_key to use them"
-            )
-        token = bearer_token(request.headers.get("authorization"))
-        if token is None or not hmac.compare_digest(token.encode(), master_key.encode()):
-            raise AuthError("admin endpoints need the master key as 'Authorization: Bearer <key>'")
+        require_master(request, master_key)
         return request.query_params.get("tenant") or None
 
     async def listing(request: Request) -> Response:

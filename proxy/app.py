@@ -20,12 +20,15 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from middleware.documents import Documents
 from middleware.history_splice import HistorySplice
+from middleware.ollama_window import OllamaWindow
 from middleware.overflow_recovery import OverflowRecovery
 from providers.model_info import context_window
+from providers.ollama import OllamaWindows, native
 from providers.openai_compat import OpenAICompatProvider
 from providers.router import Router
-from proxy.admin import admin_routes
+from proxy.admin import admin_routes, require_master
 from proxy.config import ModelEntry, Settings
 from proxy.errors import (
     InvalidChatRequest,
@@ -44,8 +47,10 @@ from proxy.types import ChatRequest, ChatResponse, Next, Provider, RequestContex
 log = logging.getLogger("overspill.request")
 
 LAYER_REGISTRY: dict[str, LayerFactory] = {
+    Documents.name: Documents,
     HistorySplice.name: HistorySplice,
     OverflowRecovery.name: OverflowRecovery,
+    OllamaWindow.name: lambda services: OllamaWindow(services, OllamaWindows()),
 }
 """Layer name (as written in config.yaml `middleware:`) → factory."""
 
@@ -98,6 +103,19 @@ def _provider(entry: ModelEntry, settings: Settings, client: httpx.AsyncClient) 
     return LitellmProvider(entry, drop_params=settings.drop_params)
 
 
+def _native_ollama(settings: Settings) -> Settings:
+    """`ollama/NAME` deployments go through Ollama's native route (`ollama_chat/`), warned once."""
+    entries = [native(entry) for entry in settings.model_list]
+    changed = [i for i, e in enumerate(entries) if e is not settings.model_list[i]]
+    for index in changed:
+        log.warning(
+            "model_list[%d] (%s): ollama/ routes lose num_ctx; using ollama_chat/ instead",
+            index,
+            entries[index].model_name,
+        )
+    return settings.model_copy(update={"model_list": tuple(entries)}) if changed else settings
+
+
 def _windows(settings: Settings) -> dict[str, int]:
     """Each model name's context window: the smallest of its deployments' known windows."""
     windows: dict[str, int] = {}
@@ -133,6 +151,7 @@ def create_app(
     store: HistoryStore | None = None,
 ) -> Starlette:
     """The ASGI app for validated settings (tests may inject providers or an httpx client)."""
+    settings = _native_ollama(settings)
     general = settings.general_settings
     http = client or httpx.AsyncClient(
         timeout=httpx.Timeout(general.request_timeout, connect=general.connect_timeout),
@@ -146,7 +165,10 @@ def create_app(
     history = store or open_store(general.store)
     windows = _windows(settings)
     services = Services(settings, router.internal, windows.get, history)
-    layers = build_layers(services, LAYER_REGISTRY if registry is None else registry)
+    ollama = OllamaWindows()
+    if registry is None:
+        registry = {**LAYER_REGISTRY, OllamaWindow.name: lambda s: OllamaWindow(s, ollama)}
+    layers = build_layers(services, registry)
     master = general.master_key.get_secret_value() if general.master_key else None
     state = AppState(
         settings=settings,
@@ -164,6 +186,7 @@ def create_app(
         yield
         await router.aclose()
         await history.aclose()
+        await ollama.aclose()
         if client is None:
             await http.aclose()
 
@@ -192,6 +215,10 @@ def create_app(
         }
         return Response(orjson.dumps(body), media_type=_JSON)
 
+    async def refresh_ollama(request: Request) -> Response:
+        require_master(request, master)
+        return Response(orjson.dumps({"dropped": ollama.refresh()}), media_type=_JSON)
+
     routes = [
         Route("/v1/chat/completions", chat, methods=["POST"]),
         Route("/chat/completions", chat, methods=["POST"]),
@@ -200,6 +227,7 @@ def create_app(
         Route("/health/liveness", liveness, methods=["GET"]),
         Route("/health/readiness", readiness, methods=["GET"]),
         *admin_routes(history, master),
+        Route("/overspill/ollama/refresh", refresh_ollama, methods=["POST"]),
     ]
     handlers: dict[Any, Callable[[Request, Exception], Awaitable[Response]]] = {
         OverspillError: _overspill_error,

@@ -83,11 +83,11 @@ def _config_dir(path: str) -> str:
 def _layer_problem(loaded: LoadedConfig) -> str | None:
     """Why `middleware:` cannot be built, or None."""
     from proxy.app import LAYER_REGISTRY
-    from proxy.pipeline import UnknownLayer, check_layers
+    from proxy.pipeline import MiddlewareError, check_layers
 
     try:
         check_layers(loaded.settings, LAYER_REGISTRY)
-    except UnknownLayer as exc:
+    except MiddlewareError as exc:
         return str(exc)
     return None
 

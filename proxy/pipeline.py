@@ -29,8 +29,8 @@ LayerFactory = Callable[[Services], Layer]
 """Builds a layer from the services (at startup)."""
 
 
-class UnknownLayer(ValueError):
-    """config.yaml names a layer that does not exist."""
+class MiddlewareError(ValueError):
+    """config.yaml's `middleware:` names an unknown layer or an impossible order."""
 
 
 def compose(layers: Sequence[Layer], endpoint: Next) -> Next:
@@ -49,16 +49,27 @@ def _bind(layer: Layer, call_next: Next) -> Next:
     return handle
 
 
+INNER_BEFORE_OUTER = (("overflow_recovery", "ollama_window"),)
+"""Pairs (outer, inner): when both are configured, the first must come first."""
+
+
 def check_layers(settings: Settings, registry: Mapping[str, LayerFactory]) -> None:
-    """Raise UnknownLayer, naming the YAML path, when `middleware:` names an unknown layer."""
-    for index, name in enumerate(settings.middleware):
+    """Raise MiddlewareError, naming the YAML path, for an unknown layer or an impossible order."""
+    layers = settings.middleware
+    for index, name in enumerate(layers):
         if name not in registry:
             known = ", ".join(sorted(registry)) or "none yet"
-            raise UnknownLayer(f"middleware[{index}]: unknown layer {name!r} (known: {known})")
+            raise MiddlewareError(f"middleware[{index}]: unknown layer {name!r} (known: {known})")
+    for outer, inner in INNER_BEFORE_OUTER:
+        if outer in layers and inner in layers and layers.index(inner) < layers.index(outer):
+            raise MiddlewareError(
+                f"middleware[{layers.index(inner)}]: {inner} must come after {outer}: it raises "
+                f"the overflow that {outer} recovers from"
+            )
 
 
 def build_layers(services: Services, registry: Mapping[str, LayerFactory]) -> list[Layer]:
-    """The layers named in `middleware:`, in order; raises UnknownLayer naming the YAML path."""
+    """The layers named in `middleware:`, in order; raises MiddlewareError naming the YAML path."""
     settings = services.settings
     check_layers(settings, registry)
     layers = []

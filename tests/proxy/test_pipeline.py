@@ -10,7 +10,7 @@ import pytest
 from providers.fake import ScriptedProvider, json_response
 from providers.router import Router
 from proxy.config import Settings
-from proxy.pipeline import Services, UnknownLayer, build_layers, compose
+from proxy.pipeline import MiddlewareError, Services, build_layers, compose
 from proxy.store import DiskHistoryStore
 from proxy.types import ChatRequest, ChatResponse, Layer, Next, RequestContext
 from tests.conftest import AppClient, settings_from
@@ -83,7 +83,9 @@ def test_layers_are_built_from_config_in_order(store: DiskHistoryStore) -> None:
 def test_unknown_layer_names_its_position(store: DiskHistoryStore) -> None:
     """A name with no factory is refused with its YAML path and the known names."""
     settings: Settings = settings_from().model_copy(update={"middleware": ("nope",)})
-    with pytest.raises(UnknownLayer, match=r"middleware\[0\]: unknown layer 'nope' \(known: x\)"):
+    with pytest.raises(
+        MiddlewareError, match=r"middleware\[0\]: unknown layer 'nope' \(known: x\)"
+    ):
         build_layers(services(settings, store), {"x": lambda s: Prepend()})
 
 
@@ -111,3 +113,13 @@ async def test_configured_layers_act_and_report(app_client: AppClient) -> None:
     sent = orjson.loads(fake.requests[0].render("local"))
     assert [m["role"] for m in sent["messages"]] == ["system", "user"]
     assert trail == ["recorder>", "<recorder"]
+
+
+def test_ollama_window_must_be_inside_overflow_recovery(store: DiskHistoryStore) -> None:
+    """ollama_window before overflow_recovery would make its pre-flight unrecoverable."""
+    from proxy.app import LAYER_REGISTRY
+
+    order = ("ollama_window", "overflow_recovery")
+    settings = settings_from().model_copy(update={"middleware": order})
+    with pytest.raises(MiddlewareError, match="ollama_window must come after overflow_recovery"):
+        build_layers(services(settings, store), LAYER_REGISTRY)
