@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
-import re
 import time
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -17,7 +13,7 @@ import orjson
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 from starlette.routing import Route
 
 from middleware.documents import Documents
@@ -25,24 +21,22 @@ from middleware.history_splice import HistorySplice
 from middleware.ollama_window import OllamaWindow
 from middleware.overflow_recovery import OverflowRecovery
 from providers.model_info import context_window
-from providers.ollama import OllamaWindows, native
+from providers.ollama import DiscoveryFailed, OllamaWindows, api_base_of, native
 from providers.openai_compat import OpenAICompatProvider
 from providers.router import Router
 from proxy.admin import admin_routes, require_master
+from proxy.chat import JSON_TYPE, AppState, chat_completions, error_response, request_id
 from proxy.config import ModelEntry, Settings
 from proxy.errors import (
     InvalidChatRequest,
     MethodNotAllowed,
-    ModelNotFound,
-    ModelUnavailable,
     NotFound,
     OverspillError,
-    PayloadTooLarge,
 )
-from proxy.http import authenticate, parse_chat_request, sse_error_event
+from proxy.http import authenticate
 from proxy.pipeline import LayerFactory, Services, build_layers, compose
 from proxy.store import HistoryStore, StoreError, open_store
-from proxy.types import ChatRequest, ChatResponse, Next, Provider, RequestContext
+from proxy.types import Provider, RequestContext
 
 log = logging.getLogger("overspill.request")
 
@@ -53,27 +47,6 @@ LAYER_REGISTRY: dict[str, LayerFactory] = {
     OllamaWindow.name: lambda services: OllamaWindow(services, OllamaWindows()),
 }
 """Layer name (as written in config.yaml `middleware:`) → factory."""
-
-_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
-_JSON = "application/json"
-
-
-class ClientDisconnected(Exception):
-    """The client went away before the answer was ready; the upstream call was cancelled."""
-
-
-@dataclass
-class AppState:
-    """Everything the routes need, built once at startup."""
-
-    settings: Settings
-    pipeline: Next
-    router: Router
-    master_key: str | None
-    models_body: bytes
-    unavailable: Mapping[str, str]
-    entries: Mapping[str, ModelEntry]
-    store: HistoryStore
 
 
 def build_providers(
@@ -101,6 +74,35 @@ def _provider(entry: ModelEntry, settings: Settings, client: httpx.AsyncClient) 
     from providers.litellm import LitellmProvider
 
     return LitellmProvider(entry, drop_params=settings.drop_params)
+
+
+async def _local_ollama_models(ollama: OllamaWindows, entry: ModelEntry) -> list[dict[str, Any]]:
+    """An Ollama server's local models (`/api/tags`) with their windows, for /v1/models."""
+    base = api_base_of(entry)
+    try:
+        local = await ollama.local_models(base)
+    except DiscoveryFailed as exc:
+        log.warning(
+            "cannot list Ollama's local models", extra={"api_base": base, "error": str(exc)}
+        )
+        return []
+    listed = []
+    for model in local:
+        params = entry.litellm_params.model_copy(update={"model": f"ollama_chat/{model.name}"})
+        window = await ollama.window(entry.model_copy(update={"litellm_params": params}))
+        listed.append(
+            {
+                "id": model.name,
+                "object": "model",
+                "created": 0,
+                "owned_by": "ollama",
+                "context_window": window.num_ctx,
+                "context_window_source": window.source,
+                "configured": False,
+                "server": entry.model_name,
+            }
+        )
+    return listed
 
 
 def _native_ollama(settings: Settings) -> Settings:
@@ -149,6 +151,7 @@ def create_app(
     providers: Mapping[str, Sequence[Provider]] | None = None,
     client: httpx.AsyncClient | None = None,
     store: HistoryStore | None = None,
+    ollama: OllamaWindows | None = None,
 ) -> Starlette:
     """The ASGI app for validated settings (tests may inject providers or an httpx client)."""
     settings = _native_ollama(settings)
@@ -165,7 +168,8 @@ def create_app(
     history = store or open_store(general.store)
     windows = _windows(settings)
     services = Services(settings, router.internal, windows.get, history)
-    ollama = OllamaWindows()
+    owns_ollama = ollama is None
+    ollama = ollama or OllamaWindows()
     if registry is None:
         registry = {**LAYER_REGISTRY, OllamaWindow.name: lambda s: OllamaWindow(s, ollama)}
     layers = build_layers(services, registry)
@@ -186,26 +190,34 @@ def create_app(
         yield
         await router.aclose()
         await history.aclose()
-        await ollama.aclose()
+        if owns_ollama:
+            await ollama.aclose()
         if client is None:
             await http.aclose()
 
     async def chat(request: Request) -> Response:
         return await chat_completions(state, request)
 
+    listing = [e for e in settings.model_list if e.ollama.list_local_models and not e.missing_env]
+
     async def models(request: Request) -> Response:
         authenticate(request.headers.get("authorization"), state.master_key)
-        return Response(state.models_body, media_type=_JSON)
+        if not listing:
+            return Response(state.models_body, media_type=JSON_TYPE)
+        payload = orjson.loads(state.models_body)
+        for entry in listing:
+            payload["data"] += await _local_ollama_models(ollama, entry)
+        return Response(orjson.dumps(payload), media_type=JSON_TYPE)
 
     async def liveness(request: Request) -> Response:
-        return Response(b'{"status":"alive"}', media_type=_JSON)
+        return Response(b'{"status":"alive"}', media_type=JSON_TYPE)
 
     async def readiness(request: Request) -> Response:
         try:
             await history.ping()
         except StoreError as exc:
             failing = {"status": "unavailable", "store": str(exc)}
-            return Response(orjson.dumps(failing), 503, media_type=_JSON)
+            return Response(orjson.dumps(failing), 503, media_type=JSON_TYPE)
         body = {
             "status": "ready",
             "store": "ok",
@@ -213,11 +225,11 @@ def create_app(
             "unavailable_models": dict(state.unavailable),
             "layers": list(settings.middleware),
         }
-        return Response(orjson.dumps(body), media_type=_JSON)
+        return Response(orjson.dumps(body), media_type=JSON_TYPE)
 
     async def refresh_ollama(request: Request) -> Response:
         require_master(request, master)
-        return Response(orjson.dumps({"dropped": ollama.refresh()}), media_type=_JSON)
+        return Response(orjson.dumps({"dropped": ollama.refresh()}), media_type=JSON_TYPE)
 
     routes = [
         Route("/v1/chat/completions", chat, methods=["POST"]),
@@ -238,185 +250,10 @@ def create_app(
     return app
 
 
-async def chat_completions(state: AppState, request: Request) -> Response:
-    """POST /v1/chat/completions: auth, limit, parse, pipeline, respond; logs one line."""
-    started = time.perf_counter()
-    ctx = RequestContext(request_id=_request_id(request), tenant="anonymous")
-    chat: ChatRequest | None = None
-    try:
-        ctx.tenant = authenticate(request.headers.get("authorization"), state.master_key)
-        raw = await _read_body(request, state.settings.general_settings.max_body_bytes)
-        chat = parse_chat_request(raw)
-        ctx.model = _resolve_model(state, chat.model)
-        if "documents" in chat.extensions and "documents" not in state.settings.middleware:
-            raise InvalidChatRequest(
-                "'documents' needs the documents layer: add it to middleware: in config.yaml",
-                param="documents",
-            )
-        ctx.headers = request.headers
-        response = await _until_disconnect(state.pipeline(chat, ctx), request)
-    except ClientDisconnected:
-        _log_request(ctx, chat, 499, started)
-        return Response(status_code=499)
-    except OverspillError as exc:
-        _log_request(ctx, chat, exc.http_status(), started, error=exc)
-        return _error_response(exc, ctx)
-    except Exception:
-        log.exception("unhandled error", extra={"request_id": ctx.request_id})
-        error = OverspillError(f"internal error in overspill (request id {ctx.request_id})")
-        _log_request(ctx, chat, 500, started, error=error)
-        return _error_response(error, ctx)
-    headers = {**response.headers, **_context_headers(ctx)}
-    if response.stream is None:
-        _log_request(ctx, chat, response.status, started)
-        return Response(response.body, response.status, headers, media_type=_JSON)
-    headers.update({"cache-control": "no-cache", "x-accel-buffering": "no"})
-    return StreamingResponse(
-        _relay_sse(response.stream, ctx, chat, started),
-        response.status,
-        headers,
-        media_type="text/event-stream",
-    )
-
-
-def _resolve_model(state: AppState, name: str) -> ModelEntry:
-    entry = state.entries.get(name)
-    if entry is None:
-        names = ", ".join(state.settings.model_names())
-        raise ModelNotFound(
-            f"model {name!r} is not configured in overspill; available models: {names}",
-            param="model",
-        )
-    reason = state.unavailable.get(name)
-    if reason is not None:
-        raise ModelUnavailable(f"model {name!r} cannot be used: {reason}", param="model")
-    return entry
-
-
-async def _read_body(request: Request, limit: int) -> bytes:
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise _too_large(int(declared), limit)
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise _too_large(size, limit)
-        chunks.append(chunk)
-    if not size:
-        raise InvalidChatRequest("request body is empty: send a JSON chat completion request")
-    return b"".join(chunks)
-
-
-def _too_large(size: int, limit: int) -> PayloadTooLarge:
-    return PayloadTooLarge(
-        f"request body is {size} bytes or more; the limit is {limit} bytes "
-        "(general_settings.max_body_bytes)"
-    )
-
-
-async def _until_disconnect(call: Awaitable[ChatResponse], request: Request) -> ChatResponse:
-    """Await the pipeline in this task; a watcher cancels it if the client disconnects."""
-    task = asyncio.current_task()
-    assert task is not None
-    gone = False
-
-    async def watch() -> None:
-        nonlocal gone
-        await _disconnected(request)
-        gone = True
-        task.cancel()
-
-    watcher = asyncio.get_running_loop().create_task(watch())
-    try:
-        return await call
-    except asyncio.CancelledError:
-        if gone:
-            task.uncancel()
-            raise ClientDisconnected from None
-        raise
-    finally:
-        watcher.cancel()
-
-
-async def _disconnected(request: Request) -> None:
-    while True:
-        message = await request.receive()
-        if message["type"] == "http.disconnect":
-            return
-
-
-async def _relay_sse(
-    stream: AsyncIterator[bytes], ctx: RequestContext, chat: ChatRequest | None, started: float
-) -> AsyncIterator[bytes]:
-    """The stream to the client; a failure after the first byte ends it with an error event."""
-    status = 200
-    error: OverspillError | None = None
-    try:
-        async for chunk in stream:
-            yield chunk
-    except OverspillError as exc:
-        status, error = exc.http_status(), exc
-        yield sse_error_event(exc)
-    except Exception:
-        log.exception("unhandled error in stream", extra={"request_id": ctx.request_id})
-        status = 500
-        error = OverspillError(f"internal error in overspill (request id {ctx.request_id})")
-        yield sse_error_event(error)
-    finally:
-        close = getattr(stream, "aclose", None)
-        if close is not None:
-            await close()
-        _log_request(ctx, chat, status, started, error=error)
-
-
-def _request_id(request: Request) -> str:
-    given = request.headers.get("x-request-id")
-    if given and _REQUEST_ID.fullmatch(given):
-        return given
-    return uuid.uuid4().hex
-
-
-def _context_headers(ctx: RequestContext) -> dict[str, str]:
-    headers = {"x-request-id": ctx.request_id}
-    for key, value in ctx.notes.items():
-        headers[f"x-overspill-{key}"] = value
-    return headers
-
-
-def _error_response(error: OverspillError, ctx: RequestContext) -> Response:
-    headers = {**error.headers(), **_context_headers(ctx)}
-    return Response(error.body_bytes(), error.http_status(), headers, media_type=_JSON)
-
-
-def _log_request(
-    ctx: RequestContext,
-    chat: ChatRequest | None,
-    status: int,
-    started: float,
-    error: OverspillError | None = None,
-) -> None:
-    fields: dict[str, Any] = {
-        "request_id": ctx.request_id,
-        "tenant": ctx.tenant,
-        "model": chat.model if chat else None,
-        "stream": chat.stream if chat else None,
-        "status": status,
-        "ms": round((time.perf_counter() - started) * 1000, 1),
-    }
-    if ctx.notes:
-        fields["notes"] = ctx.notes
-    if error is not None:
-        fields["error"] = error.error_code()
-        fields["error_message"] = error.message[:500]
-    log.info("request", extra=fields)
-
-
 async def _overspill_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, OverspillError)
-    ctx = RequestContext(request_id=_request_id(request), tenant="anonymous")
-    return _error_response(exc, ctx)
+    ctx = RequestContext(request_id=request_id(request), tenant="anonymous")
+    return error_response(exc, ctx)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -428,5 +265,5 @@ async def _http_error(request: Request, exc: Exception) -> Response:
         error = NotFound(f"no route {request.method} {request.url.path}")
     else:
         error = InvalidChatRequest(f"{request.method} {request.url.path}: {exc.detail}")
-    ctx = RequestContext(request_id=_request_id(request), tenant="anonymous")
-    return _error_response(error, ctx)
+    ctx = RequestContext(request_id=request_id(request), tenant="anonymous")
+    return error_response(error, ctx)

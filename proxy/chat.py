@@ -1,0 +1,227 @@
+"""The `/v1/chat/completions` endpoint: auth, limits, parse, pipeline, respond, log one line."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from providers.router import Router
+from proxy.config import ModelEntry, Settings
+from proxy.errors import (
+    InvalidChatRequest,
+    ModelNotFound,
+    ModelUnavailable,
+    OverspillError,
+    PayloadTooLarge,
+)
+from proxy.http import authenticate, parse_chat_request, sse_error_event
+from proxy.store import HistoryStore
+from proxy.types import ChatRequest, ChatResponse, Next, RequestContext
+
+log = logging.getLogger("overspill.request")
+
+_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
+JSON_TYPE = "application/json"
+"""The media type of every JSON answer."""
+
+
+class ClientDisconnected(Exception):
+    """The client went away before the answer was ready; the upstream call was cancelled."""
+
+
+@dataclass
+class AppState:
+    """Everything the routes need, built once at startup."""
+
+    settings: Settings
+    pipeline: Next
+    router: Router
+    master_key: str | None
+    models_body: bytes
+    unavailable: Mapping[str, str]
+    entries: Mapping[str, ModelEntry]
+    store: HistoryStore
+
+
+async def chat_completions(state: AppState, request: Request) -> Response:
+    """POST /v1/chat/completions: auth, limit, parse, pipeline, respond; logs one line."""
+    started = time.perf_counter()
+    ctx = RequestContext(request_id=request_id(request), tenant="anonymous")
+    chat: ChatRequest | None = None
+    try:
+        ctx.tenant = authenticate(request.headers.get("authorization"), state.master_key)
+        raw = await _read_body(request, state.settings.general_settings.max_body_bytes)
+        chat = parse_chat_request(raw)
+        ctx.model = _resolve_model(state, chat.model)
+        if "documents" in chat.extensions and "documents" not in state.settings.middleware:
+            raise InvalidChatRequest(
+                "'documents' needs the documents layer: add it to middleware: in config.yaml",
+                param="documents",
+            )
+        ctx.headers = request.headers
+        response = await _until_disconnect(state.pipeline(chat, ctx), request)
+    except ClientDisconnected:
+        _log_request(ctx, chat, 499, started)
+        return Response(status_code=499)
+    except OverspillError as exc:
+        _log_request(ctx, chat, exc.http_status(), started, error=exc)
+        return error_response(exc, ctx)
+    except Exception:
+        log.exception("unhandled error", extra={"request_id": ctx.request_id})
+        error = OverspillError(f"internal error in overspill (request id {ctx.request_id})")
+        _log_request(ctx, chat, 500, started, error=error)
+        return error_response(error, ctx)
+    headers = {**response.headers, **_context_headers(ctx)}
+    if response.stream is None:
+        _log_request(ctx, chat, response.status, started)
+        return Response(response.body, response.status, headers, media_type=JSON_TYPE)
+    headers.update({"cache-control": "no-cache", "x-accel-buffering": "no"})
+    return StreamingResponse(
+        _relay_sse(response.stream, ctx, chat, started),
+        response.status,
+        headers,
+        media_type="text/event-stream",
+    )
+
+
+def _resolve_model(state: AppState, name: str) -> ModelEntry:
+    entry = state.entries.get(name)
+    if entry is None:
+        names = ", ".join(state.settings.model_names())
+        raise ModelNotFound(
+            f"model {name!r} is not configured in overspill; available models: {names}",
+            param="model",
+        )
+    reason = state.unavailable.get(name)
+    if reason is not None:
+        raise ModelUnavailable(f"model {name!r} cannot be used: {reason}", param="model")
+    return entry
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise _too_large(int(declared), limit)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise _too_large(size, limit)
+        chunks.append(chunk)
+    if not size:
+        raise InvalidChatRequest("request body is empty: send a JSON chat completion request")
+    return b"".join(chunks)
+
+
+def _too_large(size: int, limit: int) -> PayloadTooLarge:
+    return PayloadTooLarge(
+        f"request body is {size} bytes or more; the limit is {limit} bytes "
+        "(general_settings.max_body_bytes)"
+    )
+
+
+async def _until_disconnect(call: Awaitable[ChatResponse], request: Request) -> ChatResponse:
+    """Await the pipeline in this task; a watcher cancels it if the client disconnects."""
+    task = asyncio.current_task()
+    assert task is not None
+    gone = False
+
+    async def watch() -> None:
+        nonlocal gone
+        await _disconnected(request)
+        gone = True
+        task.cancel()
+
+    watcher = asyncio.get_running_loop().create_task(watch())
+    try:
+        return await call
+    except asyncio.CancelledError:
+        if gone:
+            task.uncancel()
+            raise ClientDisconnected from None
+        raise
+    finally:
+        watcher.cancel()
+
+
+async def _disconnected(request: Request) -> None:
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
+async def _relay_sse(
+    stream: AsyncIterator[bytes], ctx: RequestContext, chat: ChatRequest | None, started: float
+) -> AsyncIterator[bytes]:
+    """The stream to the client; a failure after the first byte ends it with an error event."""
+    status = 200
+    error: OverspillError | None = None
+    try:
+        async for chunk in stream:
+            yield chunk
+    except OverspillError as exc:
+        status, error = exc.http_status(), exc
+        yield sse_error_event(exc)
+    except Exception:
+        log.exception("unhandled error in stream", extra={"request_id": ctx.request_id})
+        status = 500
+        error = OverspillError(f"internal error in overspill (request id {ctx.request_id})")
+        yield sse_error_event(error)
+    finally:
+        close = getattr(stream, "aclose", None)
+        if close is not None:
+            await close()
+        _log_request(ctx, chat, status, started, error=error)
+
+
+def request_id(request: Request) -> str:
+    given = request.headers.get("x-request-id")
+    if given and _REQUEST_ID.fullmatch(given):
+        return given
+    return uuid.uuid4().hex
+
+
+def _context_headers(ctx: RequestContext) -> dict[str, str]:
+    headers = {"x-request-id": ctx.request_id}
+    for key, value in ctx.notes.items():
+        headers[f"x-overspill-{key}"] = value
+    return headers
+
+
+def error_response(error: OverspillError, ctx: RequestContext) -> Response:
+    headers = {**error.headers(), **_context_headers(ctx)}
+    return Response(error.body_bytes(), error.http_status(), headers, media_type=JSON_TYPE)
+
+
+def _log_request(
+    ctx: RequestContext,
+    chat: ChatRequest | None,
+    status: int,
+    started: float,
+    error: OverspillError | None = None,
+) -> None:
+    fields: dict[str, Any] = {
+        "request_id": ctx.request_id,
+        "tenant": ctx.tenant,
+        "model": chat.model if chat else None,
+        "stream": chat.stream if chat else None,
+        "status": status,
+        "ms": round((time.perf_counter() - started) * 1000, 1),
+    }
+    if ctx.notes:
+        fields["notes"] = ctx.notes
+    if error is not None:
+        fields["error"] = error.error_code()
+        fields["error_message"] = error.message[:500]
+    log.info("request", extra=fields)

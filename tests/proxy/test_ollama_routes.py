@@ -1,0 +1,79 @@
+"""Ollama in the HTTP surface: local models in /v1/models, the window refresh endpoint."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+
+from providers.fake import ScriptedProvider, json_response
+from providers.ollama import OllamaWindows
+from proxy.app import create_app
+from proxy.store import DiskHistoryStore
+from tests.conftest import settings_from
+from tests.fakes.ollama import FakeModel, FakeOllama
+
+CONFIG = """
+model_list:
+  - model_name: llama
+    litellm_params: {model: ollama/smollm2:latest, api_base: "http://ollama.test"}
+    ollama: {list_local_models: true}
+general_settings: {master_key: sk-master}
+"""
+
+
+@pytest.fixture
+async def client(store: DiskHistoryStore) -> AsyncIterator[httpx.AsyncClient]:
+    fake = FakeOllama(
+        [
+            FakeModel("smollm2:latest", loaded_ctx=2048),
+            FakeModel("qwen:0.5b", modelfile_num_ctx=8192, trained_ctx=32768),
+        ]
+    )
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=fake.app)) as to_ollama:
+        windows = OllamaWindows(to_ollama)
+        app = create_app(
+            settings_from(CONFIG),
+            providers={"llama": [ScriptedProvider([json_response("x")])]},
+            store=store,
+            ollama=windows,
+        )
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://t", headers={"authorization": "Bearer sk-master"}
+        ) as http:
+            yield http
+
+
+async def test_local_models_are_listed_with_their_windows(client: httpx.AsyncClient) -> None:
+    """With list_local_models, /v1/models adds the server's models and the windows they run with."""
+    data = (await client.get("/v1/models")).json()["data"]
+    listed = {
+        m["id"]: (m["context_window"], m["context_window_source"])
+        for m in data
+        if m["owned_by"] == "ollama"
+    }
+    assert listed == {"smollm2:latest": (2048, "ps"), "qwen:0.5b": (8192, "modelfile")}
+    assert data[0]["id"] == "llama"
+
+
+async def test_window_refresh_needs_the_master_key(client: httpx.AsyncClient) -> None:
+    """POST /overspill/ollama/refresh drops cached windows; only the master key may call it."""
+    await client.get("/v1/models")
+    refreshed = await client.post("/overspill/ollama/refresh")
+    assert refreshed.json()["dropped"] >= 1
+    refused = await client.post(
+        "/overspill/ollama/refresh", headers={"authorization": "Bearer nope"}
+    )
+    assert refused.status_code == 401
+
+
+def test_ollama_routes_are_rewritten_to_the_native_api(
+    store: DiskHistoryStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An `ollama/` deployment is served through `ollama_chat/`, with a warning."""
+    app = create_app(settings_from(CONFIG), store=store)
+    entry = app.state.overspill.entries["llama"]
+    assert entry.litellm_params.model == "ollama_chat/smollm2:latest"
+    assert "ollama/ routes lose num_ctx" in caplog.text
