@@ -23,6 +23,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "check-config":
         return check_config(args.config)
+    if args.command == "ollama":
+        return ollama_refresh(args)
     if args.command == "conversations":
         from proxy import conversations_cli
 
@@ -46,6 +48,10 @@ def _parser() -> argparse.ArgumentParser:
     from proxy import conversations_cli
 
     conversations_cli.add_parser(commands)
+    ollama = commands.add_parser("ollama", help="forget the Ollama windows a running server cached")
+    ollama.add_argument("action", choices=["refresh"])
+    ollama.add_argument("--url", default="http://127.0.0.1:4000", help="the running overspill")
+    ollama.add_argument("--key", default=os.environ.get("OVERSPILL_MASTER_KEY"))
     return parser
 
 
@@ -72,6 +78,23 @@ def check_config(path: str) -> int:
         print(f"{path}: warning: {warning}", file=sys.stderr)
     names = ", ".join(loaded.settings.model_names())
     print(f"{path}: ok ({len(loaded.settings.model_list)} deployments: {names})")
+    return 0
+
+
+def ollama_refresh(args: argparse.Namespace) -> int:
+    """POST /overspill/ollama/refresh on a running server."""
+    import httpx
+
+    headers = {"authorization": f"Bearer {args.key}"} if args.key else {}
+    try:
+        response = httpx.post(args.url.rstrip("/") + "/overspill/ollama/refresh", headers=headers)
+    except httpx.HTTPError as exc:
+        print(f"ollama refresh: cannot reach {args.url}: {exc}", file=sys.stderr)
+        return 1
+    if response.status_code >= 400:
+        print(f"ollama refresh: {response.status_code} {response.text}", file=sys.stderr)
+        return 1
+    print(f"dropped {response.json()['dropped']} cached Ollama windows")
     return 0
 
 
