@@ -1,7 +1,7 @@
 """The extraction engine: condense old conversation turns into a dense, fact-keeping text.
 
 ``extract_history`` renders the historical messages as a transcript and builds a fact ledger
-(fact-bearing sentences quoted verbatim, pure and deterministic, see ``extraction_prompt``).
+(fact-bearing sentences quoted verbatim, pure and deterministic, see ``fact_ledger``).
 The extractor model writes structured notes: in one call when the input fits its window,
 else by map-reduce. Every answer that is empty or a refusal/error text, and final notes not
 shorter than what they summarise (transcript + earlier notes), raise ``BadExtraction``. Note
@@ -35,22 +35,18 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from middleware.chunking import Chunk, chunk_text
+from middleware.cutting import cut_middle, cut_tail
 from middleware.extraction_prompt import (
     PROMPT_VERSION,
-    assemble,
     clean_output,
     condense_prompt,
-    cut_middle,
-    cut_tail,
-    dedupe_facts,
     drop_unsupported,
-    fact_lines,
     looks_refused,
     map_prompt,
     merge_prompt,
-    parse_extraction,
     render_transcript,
 )
+from middleware.fact_ledger import assemble, dedupe_facts, fact_lines, parse_extraction
 from proxy.errors import ContextWindowExceeded, OverspillError
 from proxy.tokens import count_messages, count_text
 from proxy.types import Complete, Completion, Message

@@ -1,17 +1,9 @@
-"""The extraction prompts (versioned) and the pure text helpers around them.
+"""The extraction prompts (versioned), the transcript they quote, and their answers' cleaning.
 
-An extraction is two sections: the model's structured notes, and a fact ledger of
-fact-bearing sentences quoted verbatim from the conversation (numbers, codes, dates, names,
-identifiers, decisions, preferences). The ledger is built deterministically, without a model,
-so a small model that paraphrases, loops or forgets cannot lose a planted fact; incremental
-extractions parse the previous ledger back and carry it forward. Under budget pressure ledger
-lines go in this order: lines whose key tokens the notes or other lines already hold, then
-the lowest-ranked (the assistant's before the user's and tools'), then the longest.
-
-The model's answers are checked here too: repeated lines and in-line loops are cut, lines
+The model's answers are checked here: repeated lines and in-line loops are cut, lines
 echoing the prompt's own wording dropped, and note lines naming a number the source never had
-or made mostly of words it never used (a small model's elaboration) removed. ``cut_tail`` and
-``cut_middle`` cut texts to a token budget with a visible marker.
+or made mostly of words it never used (a small model's elaboration) removed. The fact ledger
+that follows the notes is ``fact_ledger``; cutting to a token budget is ``cutting``.
 
 ``PROMPT_VERSION`` is part of a cached extraction's validity: bump it whenever a prompt, the
 transcript rendering, the ledger's rules or the extraction's layout changes.
@@ -20,45 +12,28 @@ transcript rendering, the ledger's rules or the extraction's layout changes.
 from __future__ import annotations
 
 import re
-from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 
-import tiktoken
-
-from proxy.tokens import count_text, encoding_for
 from proxy.types import Message
 
 __all__ = [
-    "FACTS_HEADER",
+    "DIGIT_TOKEN",
     "NOTES_HEADER",
     "PROMPT_VERSION",
-    "FactLine",
-    "assemble",
     "clean_output",
     "condense_prompt",
-    "cut_middle",
-    "cut_tail",
-    "dedupe_facts",
+    "content_text",
+    "content_words",
     "drop_unsupported",
-    "fact_lines",
-    "key_tokens",
     "looks_refused",
     "map_prompt",
     "merge_prompt",
-    "parse_extraction",
     "render_transcript",
-    "select_facts",
+    "speaker",
 ]
 
 PROMPT_VERSION = "x2"
 NOTES_HEADER = "Notes:"
-FACTS_HEADER = "Quoted facts (verbatim from earlier turns):"
-MIN_ASSISTANT_SIGNAL = 3
-FIRST_HAND_BONUS = 5
-MAX_LINE_CHARS = 300
-_LAYOUT_TOKENS = 24
-MAX_SELECT_EXACT = 300
 MIN_GROUNDED = 0.5  # share of a note line's words the source must contain
 _LOOP_NGRAM = 8
 
@@ -102,24 +77,8 @@ INSTRUCTIONS = "\n".join(
 )
 """Every fixed sentence of the prompts: an answer line found in here is an echo, not a note."""
 
-_DIGIT_TOKEN = re.compile(r"[A-Za-z0-9_][\w.\-/:@]*\d[\w.\-/:@]*|\d[\w.\-/:@]*")
-_IDENT_TOKEN = re.compile(
-    r"`[^`\n]{1,80}`|\b[A-Za-z]\w*_\w+\b|\b[a-z]+[A-Z]\w*\b|\b\w+\.\w+\(\)|\b[\w.+-]+@[\w-]+\.\w+"
-)
-_NAME_RUN = re.compile(r"(?<![.!?:]\s)(?<!^)\b[A-Z][a-z]+(?:\s+[A-Z][a-z]+)+")
-_CAPITAL = re.compile(r"(?<!^)(?<![.!?]\s)\b[A-Z][a-z]{2,}\b")
-_DATE_WORD = re.compile(
-    r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\b|"
-    r"\b(?:mon|tues|wednes|thurs|fri|satur|sun)day\b|\b(?:tomorrow|yesterday|tonight)\b",
-    re.IGNORECASE,
-)
-_DECISION = re.compile(
-    r"\b(?:decided|decision|agreed|chose|chosen|prefer\w*|always|never|must|don'?t|do not|"
-    r"deadline|remember|my name|call me|we(?:'ll| will) use|switch(?:ed)? to|todo|"
-    r"next step|open task|password|budget|code is|id is|called)\b",
-    re.IGNORECASE,
-)
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[`])")
+DIGIT_TOKEN = re.compile(r"[A-Za-z0-9_][\w.\-/:@]*\d[\w.\-/:@]*|\d[\w.\-/:@]*")
+"""A token holding a digit (numbers, codes, versions): what notes must not invent."""
 _REFUSAL = re.compile(
     r"^\W*(?:i'?m sorry|i am sorry|sorry,|i apologi[sz]e|i cannot|i can'?t|i'?m unable|"
     r"i am unable|i'?m not able|i am not able|as an ai|as a language model|unfortunately,? i|"
@@ -127,20 +86,6 @@ _REFUSAL = re.compile(
     re.IGNORECASE,
 )
 _HEADING = re.compile(r"^\s*#*\s*(?:\**[A-Z][\w ]{0,30}:\**\s*)+$")
-_FACT_LINE = re.compile(r"^- ([\w()\-. ]{1,40}): (.*)$")
-
-
-@dataclass(frozen=True, slots=True)
-class FactLine:
-    """One fact-bearing sentence quoted verbatim, with who said it and how fact-dense it is."""
-
-    role: str
-    text: str
-    score: int
-
-    def render(self) -> str:
-        """The ledger line: ``- role: text``."""
-        return f"- {self.role}: {self.text}"
 
 
 def content_text(message: Message) -> str:
@@ -230,107 +175,9 @@ def condense_prompt(text: str, *, max_words: int, focus: str | None = None) -> l
     return _message_prompt(_CONDENSE_SYSTEM, user)
 
 
-def key_tokens(text: str) -> frozenset[str]:
-    """The tokens a fact hangs on: anything with a digit, code identifiers, name runs."""
-    found = {m.group(0).strip(".,:;-/").lower() for m in _DIGIT_TOKEN.finditer(text)}
-    found |= {m.group(0).strip("`").lower() for m in _IDENT_TOKEN.finditer(text)}
-    found |= {m.group(0).lower() for m in _NAME_RUN.finditer(text)}
-    return frozenset(t for t in found if t)
-
-
-def fact_signal(sentence: str) -> int:
-    """How surely a sentence bears a fact, from 0 to 5 (a question counts 1 less).
-
-    A digit 3, a code identifier 2, a date word 2, a decision or preference word 2, and
-    capitalised words inside the sentence 1 each (at most 2).
-    """
-    signal = 3 if _DIGIT_TOKEN.search(sentence) else 0
-    signal += 2 if _IDENT_TOKEN.search(sentence) else 0
-    signal += 2 if _DATE_WORD.search(sentence) else 0
-    signal += 2 if _DECISION.search(sentence) else 0
-    signal += min(2, len(_CAPITAL.findall(sentence)))
-    return min(signal, 5) - (1 if sentence.rstrip().endswith("?") else 0)
-
-
-def fact_score(sentence: str, role: str, focus_words: frozenset[str] = frozenset()) -> int:
-    """A ledger line's priority, or 0 when the sentence is no fact.
-
-    The user's and tools' sentences count from signal 1 and rank above the assistant's
-    (signal 3 or more; what the assistant said is mostly reconstructible); a sentence
-    sharing a word with the focus ranks 2 higher.
-    """
-    signal = fact_signal(sentence)
-    first_hand = role.split("(")[0] in ("user", "tool")
-    if signal < (1 if first_hand else MIN_ASSISTANT_SIGNAL):
-        return 0
-    focused = bool(focus_words and focus_words & _words(sentence))
-    return signal + (FIRST_HAND_BONUS if first_hand else 0) + (2 if focused else 0)
-
-
-def _words(text: str) -> frozenset[str]:
+def content_words(text: str) -> frozenset[str]:
     """Lower-cased content words of four letters or more."""
     return frozenset(w.lower() for w in re.findall(r"[A-Za-z]{4,}", text))
-
-
-def _clip(sentence: str) -> str:
-    """A sentence cut to a window around its first key token when it is over-long."""
-    if len(sentence) <= MAX_LINE_CHARS:
-        return sentence
-    hit = _DIGIT_TOKEN.search(sentence) or _IDENT_TOKEN.search(sentence)
-    start = max(0, (hit.start() if hit else 0) - MAX_LINE_CHARS // 3)
-    piece = sentence[start : start + MAX_LINE_CHARS].strip()
-    return ("…" if start else "") + piece + "…"
-
-
-def sentences(text: str) -> list[str]:
-    """Split text into lines, then sentences, skipping code fences' marker lines."""
-    out: list[str] = []
-    for line in text.splitlines():
-        line = line.strip().lstrip("-*• ").strip()
-        if line and not line.startswith("```"):
-            out.extend(s.strip() for s in _SENTENCE_END.split(line) if s.strip())
-    return out
-
-
-def fact_lines(messages: Sequence[Message], focus: str | None = None) -> list[FactLine]:
-    """The fact ledger: every fact-bearing sentence of the messages, verbatim, in order."""
-    focus_words = _words(focus) if focus else frozenset()
-    found: list[FactLine] = []
-    for message in messages:
-        role = speaker(message)
-        for sentence in sentences(content_text(message)):
-            score = fact_score(sentence, role, focus_words)
-            if score > 0:
-                found.append(FactLine(role, _clip(sentence), score))
-    return dedupe_facts(found)
-
-
-def dedupe_facts(facts: Iterable[FactLine]) -> list[FactLine]:
-    """Facts without exact repeats (same text, whitespace and case aside), first kept."""
-    seen: set[str] = set()
-    out: list[FactLine] = []
-    for fact in facts:
-        norm = " ".join(fact.text.lower().split())
-        if norm not in seen:
-            seen.add(norm)
-            out.append(fact)
-    return out
-
-
-def parse_extraction(text: str, focus: str | None = None) -> tuple[str, list[FactLine]]:
-    """Split an earlier extraction into its notes and its ledger facts (re-scored)."""
-    notes, _, facts_part = text.partition(FACTS_HEADER)
-    notes = notes.strip()
-    notes = notes.removeprefix(NOTES_HEADER).strip()
-    focus_words = _words(focus) if focus else frozenset()
-    facts: list[FactLine] = []
-    for line in facts_part.splitlines():
-        match = _FACT_LINE.match(line.strip())
-        if match:
-            role, body = match.group(1), match.group(2)
-            score = fact_score(body, role, focus_words)
-            facts.append(FactLine(role, body, max(score, 1)))
-    return notes, facts
 
 
 def _cut_loop(line: str) -> str:
@@ -383,11 +230,11 @@ def drop_unsupported(notes: str, source: str) -> str:
     """The notes without invented lines: a number or identifier the source never mentions,
     or mostly words the source never uses (a small model's elaboration)."""
     haystack = source.lower()
-    source_words = _words(source)
+    source_words = content_words(source)
     kept = []
     for line in notes.splitlines():
-        tokens = {m.group(0).strip(".,:;-/").lower() for m in _DIGIT_TOKEN.finditer(line)}
-        words = _words(line)
+        tokens = {m.group(0).strip(".,:;-/").lower() for m in DIGIT_TOKEN.finditer(line)}
+        words = content_words(line)
         share = len(words & source_words) / len(words) if words else 1.0
         grounded = share >= MIN_GROUNDED or bool(_HEADING.match(line))
         if grounded and all(t in haystack for t in tokens if len(t) > 1):
@@ -404,121 +251,3 @@ def drop_empty_headings(notes: str) -> str:
         if not _HEADING.match(line) or (i + 1 < len(lines) and not _HEADING.match(lines[i + 1]))
     ]
     return "\n".join(kept)
-
-
-def _decode(encoding: tiktoken.Encoding, tokens: Sequence[int]) -> str:
-    """Decode tokens, dropping a character split at either end."""
-    return encoding.decode_bytes(list(tokens)).decode("utf-8", errors="ignore")
-
-
-def cut_tail(text: str, max_tokens: int, model: str = "") -> str:
-    """The text's head within max_tokens, ending with a ``[… N tokens cut …]`` marker."""
-    encoding = encoding_for(model)
-    tokens = encoding.encode_ordinary(text)
-    if len(tokens) <= max_tokens:
-        return text
-    keep = max_tokens - 12
-    while keep > 0:
-        out = f"{_decode(encoding, tokens[:keep]).rstrip()}\n[… {len(tokens) - keep} tokens cut …]"
-        over = count_text(out, model) - max_tokens
-        if over <= 0:
-            return out
-        keep -= over
-    return _head(encoding, tokens, max_tokens, model)
-
-
-def _head(encoding: tiktoken.Encoding, tokens: Sequence[int], max_tokens: int, model: str) -> str:
-    """The longest decoded token prefix that counts at most max_tokens (no room for a marker)."""
-    keep = max(0, max_tokens)
-    while keep > 0:
-        out = _decode(encoding, tokens[:keep])
-        over = count_text(out, model) - max_tokens
-        if over <= 0:
-            return out
-        keep -= over
-    return ""
-
-
-def cut_middle(text: str, max_tokens: int, model: str = "") -> str:
-    """Keep the text's head and tail within max_tokens, marking ``[… N tokens omitted …]``."""
-    encoding = encoding_for(model)
-    tokens = encoding.encode_ordinary(text)
-    if len(tokens) <= max_tokens:
-        return text
-    keep = max_tokens - 14
-    while keep > 0:
-        head_n, tail_n = (keep + 1) // 2, keep // 2
-        head = _decode(encoding, tokens[:head_n])
-        tail = _decode(encoding, tokens[len(tokens) - tail_n :]) if tail_n else ""
-        omitted = len(tokens) - head_n - tail_n
-        out = f"{head}\n[… {omitted} tokens omitted …]\n{tail}"
-        over = count_text(out, model) - max_tokens
-        if over <= 0:
-            return out
-        keep -= over
-    return _head(encoding, tokens, max_tokens, model)
-
-
-def select_facts(
-    facts: Sequence[FactLine], notes: str, budget: int, model: str = ""
-) -> list[FactLine]:
-    """The facts that fit the budget, in order; drops covered, then low-score, then long ones.
-
-    A fact is covered when each of its key tokens appears in the notes or in another kept
-    fact. Among equals the longer line goes first (it frees the most room for one fact lost),
-    then the later one (earlier facts have survived more passes: keep the cache stable).
-    """
-    facts = _candidates(facts, budget, model)
-    costs = [count_text(fact.render(), model) + 1 for fact in facts]
-    keys = [key_tokens(fact.text) for fact in facts]
-    note_keys = key_tokens(notes)
-    held: Counter[str] = Counter(k for ks in keys for k in ks)
-    keep = set(range(len(facts)))
-    total = sum(costs)
-    while total > budget and keep:
-
-        def rank(i: int) -> tuple[bool, int, int, int]:
-            covered = bool(keys[i]) and all(k in note_keys or held[k] > 1 for k in keys[i])
-            return (not covered, facts[i].score, -costs[i], -i)
-
-        victim = min(keep, key=rank)
-        keep.remove(victim)
-        held.subtract(keys[victim])
-        total -= costs[victim]
-    return [facts[i] for i in sorted(keep)]
-
-
-def _candidates(facts: Sequence[FactLine], budget: int, model: str) -> Sequence[FactLine]:
-    """A long ledger's best lines, twice the budget's worth, in order (bounds select's cost)."""
-    if len(facts) <= MAX_SELECT_EXACT:
-        return facts
-    costs = [count_text(fact.render(), model) + 1 for fact in facts]
-    order = sorted(range(len(facts)), key=lambda i: (-facts[i].score, costs[i], i))
-    chosen: list[int] = []
-    total = 0
-    for i in order:
-        if total + costs[i] > 2 * budget or len(chosen) >= MAX_SELECT_EXACT:
-            break
-        chosen.append(i)
-        total += costs[i]
-    return [facts[i] for i in sorted(chosen)]
-
-
-def _layout(notes: str, facts: Sequence[FactLine]) -> str:
-    """The extraction text: the notes section, then the quoted facts section."""
-    sections = [f"{NOTES_HEADER}\n{notes}"] if notes else []
-    if facts:
-        sections.append(FACTS_HEADER + "\n" + "\n".join(fact.render() for fact in facts))
-    return "\n\n".join(sections)
-
-
-def assemble(notes: str, facts: Sequence[FactLine], target_tokens: int, model: str = "") -> str:
-    """Notes and as many facts as fit, within target_tokens (cut with a marker if need be)."""
-    room = target_tokens - count_text(_layout(notes, ()), model) - _LAYOUT_TOKENS // 2
-    while True:
-        chosen = select_facts(facts, notes, room, model) if room > 0 else []
-        text = _layout(notes, chosen)
-        over = count_text(text, model) - target_tokens
-        if over <= 0 or not chosen:
-            return cut_tail(text, target_tokens, model)
-        room -= over

@@ -27,6 +27,7 @@ from typing import Any, ClassVar, Protocol
 
 import orjson
 
+from middleware.ranking import top_k
 from proxy.config import ModelEntry, OllamaSettings
 from proxy.errors import ContextWindowExceeded
 from proxy.pipeline import Services
@@ -38,7 +39,6 @@ log = logging.getLogger("overspill.ollama_window")
 OLLAMA_PREFIXES = ("ollama_chat/", "ollama/")
 TRUNCATION_RATIO = 0.7
 """A reported prompt below this share of the estimate means Ollama dropped part of it."""
-MIN_TOP_K, MAX_TOP_K = 2, 10
 TRUNCATIONS: Counter[str] = Counter()
 """Suspected silent truncations, per configured model name."""
 
@@ -113,13 +113,6 @@ def plan_fit(num_ctx: int, settings: OllamaSettings, estimate: int) -> Fit:
 def looks_truncated(estimate: int, reported: int | None, ratio: float = TRUNCATION_RATIO) -> bool:
     """Whether the upstream's prompt count is clearly below the estimate (a silent cut)."""
     return reported is not None and estimate > 0 and reported < estimate * ratio
-
-
-def top_k(available_tokens: int, avg_chunk_tokens: int) -> int:
-    """How many chunks fit: `available // avg`, clamped to [2, 10]."""
-    if avg_chunk_tokens <= 0:
-        raise ValueError(f"avg_chunk_tokens must be positive, got {avg_chunk_tokens}")
-    return max(MIN_TOP_K, min(MAX_TOP_K, available_tokens // avg_chunk_tokens))
 
 
 def order_for_ollama(

@@ -21,7 +21,8 @@ import time
 from collections.abc import Callable
 
 from middleware.compaction import compact, detect_language
-from middleware.documents import Document, plan_batch, render_batch
+from middleware.documents_plan import plan_batch, render_batch
+from middleware.documents_request import Document
 from proxy.documents_config import DocumentsSettings
 from proxy.tokens import count_text, encoding_for
 

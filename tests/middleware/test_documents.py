@@ -9,24 +9,22 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from middleware.documents import (
+from middleware.documents import Documents
+from middleware.documents_plan import (
     BLOCK_HEADER,
     BatchPlan,
-    Document,
-    Documents,
     DocumentsBudgetExceeded,
     apply_rules,
     arrange,
     batch_tokens,
     drop_to_fit,
     most_relevant_last,
-    parse_compact,
-    parse_documents,
     plan_batch,
     rank,
     render_batch,
-    top_k,
 )
+from middleware.documents_request import Document, parse_compact, parse_documents
+from middleware.ranking import top_k
 from providers.fake import ScriptedProvider, json_response
 from proxy.documents_config import LANGUAGES, DocumentsSettings
 from proxy.errors import InvalidChatRequest
@@ -184,10 +182,11 @@ def test_threshold_compacts_only_past_its_share_of_the_budget() -> None:
 
 
 def test_top_k_clamp() -> None:
-    """clamp(room / avg, 2, 10)."""
-    assert top_k(-5, DocumentsSettings()) == 2
-    assert top_k(700, DocumentsSettings()) == 3
-    assert top_k(100_000, DocumentsSettings()) == 10
+    """clamp(room / avg, 2, 10) with the documents' default settings."""
+    s = DocumentsSettings()
+    assert top_k(-5, s.avg_chunk_tokens, s.min_top_k, s.max_top_k) == 2
+    assert top_k(700, s.avg_chunk_tokens, s.min_top_k, s.max_top_k) == 3
+    assert top_k(100_000, s.avg_chunk_tokens, s.min_top_k, s.max_top_k) == 10
 
 
 def test_tight_budget_keeps_the_top_k_best() -> None:

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from middleware.cutting import cut_tail
 from middleware.extraction import (
     MIN_CHUNK_TOKENS,
     PROMPT_VERSION,
@@ -23,15 +24,12 @@ from middleware.extraction import (
     plan_merge_groups,
     rejection,
 )
-from middleware.extraction_prompt import (
+from middleware.extraction_prompt import clean_output, drop_unsupported, looks_refused
+from middleware.fact_ledger import (
     FACTS_HEADER,
     FactLine,
     assemble,
-    clean_output,
-    cut_tail,
-    drop_unsupported,
     fact_lines,
-    looks_refused,
     parse_extraction,
     select_facts,
 )

@@ -16,17 +16,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from middleware.ollama_window import (
-    MAX_TOP_K,
-    MIN_TOP_K,
     TRUNCATIONS,
     Doc,
     OllamaWindow,
     looks_truncated,
     order_for_ollama,
-    top_k,
     usable_budget,
 )
 from middleware.overflow_recovery import OverflowRecovery
+from middleware.ranking import MAX_TOP_K, MIN_TOP_K, top_k
 from providers.fake import completion, json_response, sse_events
 from providers.litellm import LitellmProvider
 from providers.ollama import OllamaWindows
