@@ -26,6 +26,7 @@ import orjson
 from middleware.compaction import compact, detect_language
 from middleware.documents_request import Document
 from middleware.ranking import top_k
+from proxy.config import is_ollama
 from proxy.documents_config import ANY_LANGUAGE, DocumentsSettings
 from proxy.errors import InvalidChatRequest
 from proxy.types import Message
@@ -33,7 +34,6 @@ from proxy.types import Message
 BLOCK_HEADER = "--- DOCUMENT ---"
 MESSAGE_OVERHEAD = 8
 """Tokens of the batch message's role and framing, and rounding slack."""
-OLLAMA_PREFIXES = ("ollama_chat/", "ollama/")
 Count = Callable[[str], int]
 
 
@@ -214,7 +214,7 @@ def arrange(placed: Sequence[Placed], most_relevant_last: bool) -> list[Placed]:
 def most_relevant_last(settings: DocumentsSettings, litellm_model: str) -> bool:
     """`auto`: last for Ollama targets (`ollama_chat/`, `ollama/`), first otherwise."""
     if settings.order == "auto":
-        return litellm_model.startswith(OLLAMA_PREFIXES)
+        return is_ollama(litellm_model)
     return settings.order == "most_relevant_last"
 
 

@@ -46,7 +46,13 @@ from middleware.extraction_prompt import (
     merge_prompt,
     render_transcript,
 )
-from middleware.fact_ledger import assemble, dedupe_facts, fact_lines, parse_extraction
+from middleware.fact_ledger import (
+    LAYOUT_TOKENS,
+    assemble,
+    dedupe_facts,
+    fact_lines,
+    parse_extraction,
+)
 from proxy.errors import ContextWindowExceeded, OverspillError
 from proxy.tokens import count_messages, count_text
 from proxy.types import Complete, Completion, Message
@@ -72,7 +78,6 @@ LEDGER_SHARE = 0.6
 MAX_MERGE_PASSES = 8
 MAP_CONCURRENCY = 4
 WORDS_PER_TOKEN = 0.7
-_LAYOUT_TOKENS = 24
 _T = TypeVar("_T")
 
 
@@ -123,7 +128,7 @@ class Condensed:
 def plan_budget(target_tokens: int, window: int, ledger_tokens: int, overhead: int) -> Budget:
     """Size the notes, the calls' output and the calls' content from target and window."""
     ledger = min(ledger_tokens, int(target_tokens * LEDGER_SHARE))
-    notes = max(MIN_NOTES_TOKENS, target_tokens - ledger - _LAYOUT_TOKENS)
+    notes = max(MIN_NOTES_TOKENS, target_tokens - ledger - LAYOUT_TOKENS)
     output = max(16, min(notes, window // 4))
     margin = window // 10 + 16
     return Budget(notes, output, max(MIN_CHUNK_TOKENS, window - output - overhead - margin))

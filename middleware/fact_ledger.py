@@ -48,7 +48,8 @@ FACTS_HEADER = "Quoted facts (verbatim from earlier turns):"
 MIN_ASSISTANT_SIGNAL = 3
 FIRST_HAND_BONUS = 5
 MAX_LINE_CHARS = 300
-_LAYOUT_TOKENS = 24
+LAYOUT_TOKENS = 24
+"""Tokens the layout (headers, bullets) adds around the notes and the quoted facts."""
 MAX_SELECT_EXACT = 300
 
 _IDENT_TOKEN = re.compile(
@@ -237,7 +238,7 @@ def _layout(notes: str, facts: Sequence[FactLine]) -> str:
 
 def assemble(notes: str, facts: Sequence[FactLine], target_tokens: int, model: str = "") -> str:
     """Notes and as many facts as fit, within target_tokens (cut with a marker if need be)."""
-    room = target_tokens - count_text(_layout(notes, ()), model) - _LAYOUT_TOKENS // 2
+    room = target_tokens - count_text(_layout(notes, ()), model) - LAYOUT_TOKENS // 2
     while True:
         chosen = select_facts(facts, notes, room, model) if room > 0 else []
         text = _layout(notes, chosen)

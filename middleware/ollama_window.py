@@ -28,7 +28,7 @@ from typing import Any, ClassVar, Protocol
 import orjson
 
 from middleware.ranking import top_k
-from proxy.config import ModelEntry, OllamaSettings
+from proxy.config import ModelEntry, OllamaSettings, is_ollama
 from proxy.errors import ContextWindowExceeded
 from proxy.pipeline import Services
 from proxy.tokens import TokenCounter
@@ -36,7 +36,6 @@ from proxy.types import ChatRequest, ChatResponse, Next, RequestContext
 
 log = logging.getLogger("overspill.ollama_window")
 
-OLLAMA_PREFIXES = ("ollama_chat/", "ollama/")
 TRUNCATION_RATIO = 0.7
 """A reported prompt below this share of the estimate means Ollama dropped part of it."""
 TRUNCATIONS: Counter[str] = Counter()
@@ -91,11 +90,6 @@ class Doc:
     id: str
     text: str
     score: float
-
-
-def is_ollama(model: str) -> bool:
-    """Whether a litellm model string is served by Ollama."""
-    return model.startswith(OLLAMA_PREFIXES)
 
 
 def usable_budget(num_ctx: int, safety_margin: float, generation_buffer: int) -> int:

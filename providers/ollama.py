@@ -76,11 +76,6 @@ class LocalModel:
     quantization: str | None = None
 
 
-def is_ollama(model: str) -> bool:
-    """Whether a litellm model string is served by Ollama (`ollama_chat/` or `ollama/`)."""
-    return model.startswith(PREFIXES)
-
-
 def native(entry: ModelEntry) -> ModelEntry:
     """The entry with `ollama/NAME` rewritten to `ollama_chat/NAME` (the same entry otherwise).
 

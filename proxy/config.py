@@ -113,6 +113,14 @@ class LitellmParams(BaseModel):
         return dict(self.__pydantic_extra__ or {})
 
 
+OLLAMA_PREFIXES = ("ollama_chat/", "ollama/")
+
+
+def is_ollama(model: str) -> bool:
+    """Whether a litellm model string names an Ollama deployment."""
+    return model.startswith(OLLAMA_PREFIXES)
+
+
 class ContextSettings(_Frozen):
     """overspill's per-model block: what the model's window really is."""
 

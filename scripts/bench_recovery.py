@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -76,24 +75,10 @@ def planning(repeats: int) -> None:
 
 def estimates(count: int) -> None:
     """tiktoken vs llama-server's prompt_tokens, raw and calibrated, over varied prompts."""
-    from tests.e2e.conftest import free_port, local_model, wait_ready
+    from tests.e2e.conftest import running_llama_server
 
-    binary, model = local_model()
-    port = free_port()
-    with tempfile.TemporaryDirectory() as tmp:
-        log = Path(tmp) / "llama.log"
-        with log.open("wb") as sink:
-            server = subprocess.Popen(
-                [binary, "-m", model, "-a", "smollm2", "-c", "4096", "-np", "1", "-t", "2",
-                 "--host", "127.0.0.1", "--port", str(port), "--no-webui"],
-                stdout=sink, stderr=subprocess.STDOUT,
-            )  # fmt: skip
-        try:
-            wait_ready(f"http://127.0.0.1:{port}/health", server, "llama-server", log)
-            _compare(f"http://127.0.0.1:{port}/v1/chat/completions", count)
-        finally:
-            server.terminate()
-            server.wait(timeout=10)
+    with tempfile.TemporaryDirectory() as tmp, running_llama_server(Path(tmp), 4096) as url:
+        _compare(f"{url}/chat/completions", count)
 
 
 def _compare(url: str, count: int) -> None:

@@ -20,7 +20,6 @@ import argparse
 import asyncio
 import contextlib
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -116,32 +115,16 @@ async def decisions(redis_url: str | None, repeats: int) -> None:
 
 def end_to_end(turns: int) -> None:
     """Upstream calls and tokens for a long conversation, without and with the splice."""
-    from tests.e2e.conftest import free_port, local_config, local_model, serve, wait_ready
+    from tests.e2e.conftest import local_config, running_llama_server, serve
 
-    binary, model = local_model()
-    port = free_port()
-    with tempfile.TemporaryDirectory() as tmp:
-        log = Path(tmp) / "llama.log"
-        with log.open("wb") as sink:
-            server = subprocess.Popen(
-                [binary, "-m", model, "-a", "smollm2-135m", "-c", "2048", "-np", "1", "-t", "2",
-                 "--host", "127.0.0.1", "--port", str(port), "--no-webui"],
-                stdout=sink, stderr=subprocess.STDOUT,
-            )  # fmt: skip
-        try:
-            wait_ready(f"http://127.0.0.1:{port}/health", server, "llama-server", log)
-            upstream_url = f"http://127.0.0.1:{port}/v1"
-            for index, layers in enumerate(
-                ("[overflow_recovery]", "[history_splice, overflow_recovery]")
-            ):
-                config = local_config(upstream_url, layers)
-                workdir = Path(tmp) / f"overspill-{index}"
-                workdir.mkdir()
-                with contextlib.contextmanager(serve)(config, workdir, upstream_url) as served:
-                    _converse(served, turns, layers)
-        finally:
-            server.terminate()
-            server.wait(timeout=10)
+    with tempfile.TemporaryDirectory() as tmp, running_llama_server(Path(tmp)) as upstream_url:
+        layer_sets = ("[overflow_recovery]", "[history_splice, overflow_recovery]")
+        for index, layers in enumerate(layer_sets):
+            workdir = Path(tmp) / f"overspill-{index}"
+            workdir.mkdir()
+            config = local_config(upstream_url, layers)
+            with contextlib.contextmanager(serve)(config, workdir, upstream_url) as served:
+                _converse(served, turns, layers)
 
 
 def _converse(served: Any, turns: int, layers: str) -> None:

@@ -6,6 +6,7 @@ is skipped when the model is missing: preparing it is part of the check.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -78,15 +79,15 @@ def local_model() -> tuple[str, str]:
     return found["LLAMA_SERVER"], found["LLAMA_MODEL"]
 
 
-@pytest.fixture(scope="session")
-def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real llama-server with SmolLM2-135M and a 2048-token window; yields its /v1 URL."""
+@contextlib.contextmanager
+def running_llama_server(workdir: Path, window: int = WINDOW) -> Iterator[str]:
+    """A real llama-server with SmolLM2-135M and `window` tokens; yields its /v1 URL."""
     binary, model = local_model()
     port = free_port()
-    log = tmp_path_factory.mktemp("llama") / "llama-server.log"
+    log = workdir / "llama-server.log"
     with log.open("wb") as sink:
         process = subprocess.Popen(
-            [binary, "-m", model, "-a", "smollm2-135m", "-c", str(WINDOW), "-np", "1",
+            [binary, "-m", model, "-a", "smollm2-135m", "-c", str(window), "-np", "1",
              "-t", str(os.cpu_count() or 2), "--host", "127.0.0.1", "--port", str(port), "--no-webui"],
             stdout=sink, stderr=subprocess.STDOUT,
         )  # fmt: skip
@@ -96,6 +97,13 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The session's llama-server (2048-token window); yields its /v1 URL."""
+    with running_llama_server(tmp_path_factory.mktemp("llama")) as url:
+        yield url
 
 
 def start_overspill(config: str, tmp: Path) -> tuple[subprocess.Popen[bytes], str, Path]:

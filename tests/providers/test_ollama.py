@@ -17,13 +17,12 @@ from providers.ollama import (
     OllamaWindows,
     api_base_of,
     choose_window,
-    is_ollama,
     loaded_context,
     native,
     parse_parameters,
     trained_context,
 )
-from proxy.config import ModelEntry
+from proxy.config import ModelEntry, is_ollama
 from tests.conftest import settings_from
 from tests.fakes.ollama import SHIFT_OFF_ERROR, FakeModel, FakeOllama
 
