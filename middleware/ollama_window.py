@@ -179,11 +179,13 @@ class OllamaWindow:
         return self._inspect(response, entry, window, fit, ctx)
 
     def _estimate(self, entry: ModelEntry, request: ChatRequest) -> int:
+        """The prompt's size in the model's own tokens, as calibrated so far."""
         model = entry.litellm_params.upstream_model
         counter = self.counters.get(model)
         if counter is None:
             counter = self.counters[model] = TokenCounter(model)
-        return counter.count_messages(request.messages)
+        ratio = self.services.calibration.ratio(entry.model_name)
+        return int(counter.count_messages(request.messages) * ratio)
 
     def _overflow(self, entry: ModelEntry, window: WindowInfo, fit: Fit) -> ContextWindowExceeded:
         """The pre-flight error; `limit` is the usable budget, the size a retry must fit."""
@@ -240,6 +242,7 @@ class OllamaWindow:
         self, reported: int | None, entry: ModelEntry, fit: Fit, ctx: RequestContext
     ) -> None:
         if not looks_truncated(fit.used, reported):
+            self._learn(entry, fit.used, reported)
             return
         TRUNCATIONS[entry.model_name] += 1
         message = (
@@ -248,6 +251,13 @@ class OllamaWindow:
         )
         ctx.note("warning", message)
         log.warning(message, extra={"request_id": ctx.request_id, "model": entry.model_name})
+
+
+    def _learn(self, entry: ModelEntry, estimate: int, reported: int | None) -> None:
+        """An untruncated prompt's upstream count corrects later estimates for the model."""
+        calibration = self.services.calibration
+        raw = int(estimate / calibration.ratio(entry.model_name))
+        calibration.observe(entry.model_name, raw, reported)
 
 
 def _stream_prompt_tokens(chunk: bytes) -> int | None:

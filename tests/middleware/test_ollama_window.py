@@ -236,6 +236,16 @@ async def test_a_close_count_is_not_a_truncation(store: DiskHistoryStore) -> Non
     assert "warning" not in ctx.notes
 
 
+async def test_untruncated_counts_calibrate_later_estimates(store: DiskHistoryStore) -> None:
+    """Ollama's own count of an uncut prompt corrects the model's later estimates."""
+    messages = talk(5)
+    shared = services(store)
+    upstream = Upstream(prompt_tokens=int(count_messages(messages) * 1.25))
+    layer = OllamaWindow(shared, Resolver(Resolved(8192)))
+    await layer.handle(chat(messages), ctx_for(store), upstream)
+    assert shared.calibration.ratio("local") > 1.0
+
+
 async def test_report_in_body_adds_the_optimization_block(store: DiskHistoryStore) -> None:
     """With `report_in_body` the JSON body gains `context_window_optimization`."""
     messages = talk(1)
