@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 
 MIN_RATIO = 0.5
 MAX_RATIO = 3.0
+MIN_TOKENS = 256
+"""Smaller prompts are ignored: the chat template's fixed tokens would dominate their ratio."""
 
 
 @dataclass
@@ -28,7 +30,7 @@ class Calibration:
 
     def observe(self, model: str, estimated: int, reported: int | None) -> None:
         """Fold one (estimate, upstream count) pair into the model's ratio."""
-        if reported is None or estimated <= 0 or reported <= 0:
+        if reported is None or estimated < MIN_TOKENS or reported <= 0:
             return
         observed = min(MAX_RATIO, max(MIN_RATIO, reported / estimated))
         count = self.samples.get(model, 0)

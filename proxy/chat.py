@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import re
 import time
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
 
 from providers.router import Router
 from proxy.config import ModelEntry, Settings
@@ -25,17 +26,13 @@ from proxy.errors import (
 )
 from proxy.http import authenticate, parse_chat_request, sse_error_event
 from proxy.store import HistoryStore
-from proxy.types import ChatRequest, ChatResponse, Next, RequestContext
+from proxy.types import ChatRequest, Next, RequestContext
 
 log = logging.getLogger("overspill.request")
 
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
 JSON_TYPE = "application/json"
 """The media type of every JSON answer."""
-
-
-class ClientDisconnected(Exception):
-    """The client went away before the answer was ready; the upstream call was cancelled."""
 
 
 @dataclass
@@ -57,6 +54,7 @@ async def chat_completions(state: AppState, request: Request) -> Response:
     started = time.perf_counter()
     ctx = RequestContext(request_id=request_id(request), tenant="anonymous")
     chat: ChatRequest | None = None
+    watch: DisconnectWatch | None = None
     try:
         ctx.tenant = authenticate(request.headers.get("authorization"), state.master_key)
         raw = await _read_body(request, state.settings.general_settings.max_body_bytes)
@@ -68,8 +66,20 @@ async def chat_completions(state: AppState, request: Request) -> Response:
                 param="documents",
             )
         ctx.headers = request.headers
-        response = await _until_disconnect(state.pipeline(chat, ctx), request)
-    except ClientDisconnected:
+        watch = DisconnectWatch(request)
+        try:
+            response = await state.pipeline(chat, ctx)
+        except BaseException:
+            watch.stop()
+            raise
+        if response.stream is None:
+            watch.stop()
+    except asyncio.CancelledError:
+        if watch is None or not watch.absorb():
+            raise
+        _log_request(ctx, chat, 499, started)
+        return Response(status_code=499)
+    except ClientDisconnect:
         _log_request(ctx, chat, 499, started)
         return Response(status_code=499)
     except OverspillError as exc:
@@ -85,12 +95,8 @@ async def chat_completions(state: AppState, request: Request) -> Response:
         _log_request(ctx, chat, response.status, started)
         return Response(response.body, response.status, headers, media_type=JSON_TYPE)
     headers.update({"cache-control": "no-cache", "x-accel-buffering": "no"})
-    return StreamingResponse(
-        _relay_sse(response.stream, ctx, chat, started),
-        response.status,
-        headers,
-        media_type="text/event-stream",
-    )
+    relay = _relay_sse(response.stream, ctx, chat, started)
+    return EventStream(relay, watch, response.status, headers)
 
 
 def _resolve_model(state: AppState, name: str) -> ModelEntry:
@@ -130,28 +136,76 @@ def _too_large(size: int, limit: int) -> PayloadTooLarge:
     )
 
 
-async def _until_disconnect(call: Awaitable[ChatResponse], request: Request) -> ChatResponse:
-    """Await the pipeline in this task; a watcher cancels it if the client disconnects."""
-    task = asyncio.current_task()
-    assert task is not None
-    gone = False
+class DisconnectWatch:
+    """One task per request that cancels the request's task if the client disconnects.
 
-    async def watch() -> None:
-        nonlocal gone
+    It spans the pipeline and, for streams, the relay: a client that goes away cancels the
+    upstream call whichever phase it is in. (Starlette's StreamingResponse would start an
+    anyio task group per response for the same purpose; one asyncio task is cheaper.)
+    """
+
+    def __init__(self, request: Request) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self.task = task
+        self.gone = False
+        self.watcher = asyncio.get_running_loop().create_task(self._watch(request))
+
+    async def _watch(self, request: Request) -> None:
         await _disconnected(request)
-        gone = True
-        task.cancel()
+        self.gone = True
+        self.task.cancel()
 
-    watcher = asyncio.get_running_loop().create_task(watch())
-    try:
-        return await call
-    except asyncio.CancelledError:
-        if gone:
-            task.uncancel()
-            raise ClientDisconnected from None
-        raise
-    finally:
-        watcher.cancel()
+    def stop(self) -> None:
+        """The request is over: stop watching."""
+        self.watcher.cancel()
+
+    def absorb(self) -> bool:
+        """After a CancelledError: True (and the cancellation undone) when the client left."""
+        if self.gone:
+            self.task.uncancel()
+        return self.gone
+
+
+class EventStream(Response):
+    """An SSE response sent chunk by chunk; the request's DisconnectWatch ends it early."""
+
+    media_type = "text/event-stream"
+
+    def __init__(
+        self,
+        chunks: AsyncIterator[bytes],
+        watch: DisconnectWatch,
+        status_code: int,
+        headers: Mapping[str, str],
+    ) -> None:
+        self.status_code = status_code
+        self.background = None
+        self.init_headers(headers)  # no body: no content-length, the stream ends the response
+        self.chunks = chunks
+        self.watch = watch
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Send the head, then each chunk as it comes; a vanished client stops the relay."""
+        try:
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": self.status_code,
+                    "headers": self.raw_headers,
+                }
+            )
+            async for chunk in self.chunks:
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except asyncio.CancelledError:
+            if not self.watch.absorb():
+                raise
+        finally:
+            self.watch.stop()
+            close = getattr(self.chunks, "aclose", None)
+            if close is not None:
+                await close()
 
 
 async def _disconnected(request: Request) -> None:
@@ -189,7 +243,7 @@ def request_id(request: Request) -> str:
     given = request.headers.get("x-request-id")
     if given and _REQUEST_ID.fullmatch(given):
         return given
-    return uuid.uuid4().hex
+    return os.urandom(16).hex()
 
 
 def _context_headers(ctx: RequestContext) -> dict[str, str]:

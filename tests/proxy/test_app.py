@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import MutableMapping
+from collections.abc import AsyncIterator, MutableMapping
 from typing import Any
 
 import httpx
@@ -283,3 +283,48 @@ async def test_documents_need_the_documents_layer(app_client: AppClient) -> None
     assert response.status_code == 400
     assert error_of(response)["param"] == "documents"
     assert fake.requests == []
+
+
+async def test_client_disconnect_mid_stream_closes_the_upstream(store: DiskHistoryStore) -> None:
+    """A client that leaves during a stream stops the relay and closes the upstream stream."""
+    closed = asyncio.Event()
+    sent_first = asyncio.Event()
+
+    async def endless() -> AsyncIterator[bytes]:
+        try:
+            while True:
+                yield sse_events(["tick"])[0]
+                sent_first.set()
+                await asyncio.Event().wait()
+        finally:
+            closed.set()
+
+    provider = ScriptedProvider([lambda request: ChatResponse(stream=endless())])
+    app = create_app(settings_from(), providers={"local": [provider]}, store=store)
+    disconnect = asyncio.Event()
+    body = orjson.dumps({**CHAT, "stream": True})
+    messages = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def receive() -> dict[str, Any]:
+        if messages:
+            return messages.pop()
+        await disconnect.wait()
+        return {"type": "http.disconnect"}
+
+    sent: list[MutableMapping[str, Any]] = []
+
+    async def send(message: MutableMapping[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+        "scheme": "http", "path": "/v1/chat/completions", "raw_path": b"/v1/chat/completions",
+        "query_string": b"", "root_path": "", "server": ("t", 80), "client": ("c", 1),
+        "headers": [(b"authorization", b"Bearer sk-master"), (b"content-type", b"application/json")],
+    }  # fmt: skip
+    call = asyncio.ensure_future(app(scope, receive, send))
+    await sent_first.wait()
+    disconnect.set()
+    await call
+    assert closed.is_set()
+    assert sent[0]["status"] == 200
