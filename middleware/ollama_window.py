@@ -252,7 +252,6 @@ class OllamaWindow:
         ctx.note("warning", message)
         log.warning(message, extra={"request_id": ctx.request_id, "model": entry.model_name})
 
-
     def _learn(self, entry: ModelEntry, estimate: int, reported: int | None) -> None:
         """An untruncated prompt's upstream count corrects later estimates for the model."""
         calibration = self.services.calibration
