@@ -11,6 +11,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 from proxy.app import create_app
 from proxy.config import Settings, parse_config
@@ -18,6 +19,11 @@ from proxy.pipeline import LayerFactory
 from proxy.store import DiskHistoryStore
 from proxy.types import Provider
 from tests.redis_server import redis_url  # noqa: F401 - a session fixture for every test
+
+# Shared 2-core machines: no per-example deadline. In CI, the same examples every run.
+hypothesis_settings.register_profile("dev", deadline=None)
+hypothesis_settings.register_profile("ci", deadline=None, derandomize=True, print_blob=True)
+hypothesis_settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 BASIC_CONFIG = """
 model_list:
