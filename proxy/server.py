@@ -23,7 +23,7 @@ def app_from_env() -> Starlette:
     logs.configure(general.log_level)
     store = open_store(general.store, base_dir=os.path.dirname(os.path.abspath(path)))
     app = create_app(loaded.settings, store=store)
-    gc.freeze()  # startup objects (config, imported modules) are never garbage: stop rescanning them
+    gc.freeze()  # startup objects (config, modules) are never garbage: stop rescanning them
     logging.getLogger("overspill").info(
         "ready", extra={"models": loaded.settings.model_names(), "pid": os.getpid()}
     )
