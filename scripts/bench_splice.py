@@ -141,7 +141,7 @@ def _converse(served: Any, turns: int, layers: str) -> None:
         )
         raw = client.chat.completions.with_raw_response.create(
             model="local", messages=messages, max_tokens=1, temperature=0,
-            extra_headers={"X-Conversation-Id": f"bench-{layers}"},
+            extra_headers={"X-Conversation-Id": "bench-" + layers.strip("[]").replace(", ", "-")},
         )  # fmt: skip
         completion_ = raw.parse()
         attempts = int(raw.headers.get("x-overspill-attempts", "1"))
