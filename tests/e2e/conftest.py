@@ -36,7 +36,7 @@ class Served:
     def client(self, key: str = MASTER_KEY) -> openai.OpenAI:
         """The real OpenAI SDK pointed at overspill (no retries: failures show at once)."""
         return openai.OpenAI(
-            base_url=self.base_url + "/v1", api_key=key, max_retries=0, timeout=120
+            base_url=self.base_url + "/v1", api_key=key, max_retries=0, timeout=600
         )
 
     def log_lines(self) -> list[str]:
@@ -131,7 +131,7 @@ model_list:
     litellm_params:
       model: openai/smollm2-135m
       api_base: {llama_server}
-      timeout: 120
+      timeout: 300
     context:
       window: {WINDOW}
 general_settings:
