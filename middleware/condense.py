@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from middleware.conversation import chain, chain_matches, conversation_id
 from middleware.extraction import (
     PROMPT_VERSION,
@@ -37,7 +39,7 @@ from proxy.config import ModelEntry
 from proxy.pipeline import Services
 from proxy.store import HistoryEntry, StoreError
 from proxy.tokens import TokenCounter, count_text
-from proxy.types import ChatRequest, Message, RequestContext
+from proxy.types import ChatRequest, ChatResponse, Message, RequestContext
 
 log = logging.getLogger("overspill.condense")
 
@@ -274,6 +276,18 @@ def report(ctx: RequestContext, stand_in: StandIn, replaced: int) -> None:
     ctx.note("extraction-calls", extraction.calls if extraction else 0)
     if extraction is not None:
         ctx.note("extraction-tokens", extraction.prompt_tokens + extraction.completion_tokens)
+
+
+def prompt_tokens(response: ChatResponse) -> int | None:
+    """`usage.prompt_tokens` of a JSON answer (None for streams and answers without usage)."""
+    if response.body is None:
+        return None
+    try:
+        usage = orjson.loads(response.body).get("usage") or {}
+    except (orjson.JSONDecodeError, AttributeError):
+        return None
+    value = usage.get("prompt_tokens")
+    return value if isinstance(value, int) else None
 
 
 def latest_question(messages: Sequence[Message]) -> str | None:

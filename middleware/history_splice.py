@@ -14,9 +14,7 @@ from __future__ import annotations
 import logging
 from typing import ClassVar
 
-import orjson
-
-from middleware.condense import Condenser, StandIn, report
+from middleware.condense import Condenser, StandIn, prompt_tokens, report
 from middleware.history import Split, assemble, context_message
 from proxy.config import ModelEntry
 from proxy.pipeline import Services
@@ -60,6 +58,7 @@ class HistorySplice:
             )
             return await call_next(request, ctx)
         spliced, estimate = await self._splice(request, ctx, entry, cached)
+        ctx.unspliced = request
         response = await call_next(spliced, ctx)
         self._calibrate(entry, estimate, response)
         return response
@@ -104,17 +103,9 @@ class HistorySplice:
 
     def _calibrate(self, entry: ModelEntry, estimate: int, response: ChatResponse) -> None:
         """Learn the model's token ratio from the upstream's own prompt count."""
-        if response.body is None:
-            return
-        try:
-            usage = orjson.loads(response.body).get("usage") or {}
-        except (orjson.JSONDecodeError, AttributeError):
-            return
-        reported = usage.get("prompt_tokens")
-        if isinstance(reported, int):
-            calibration = self.services.calibration
-            raw = estimate / calibration.ratio(entry.model_name)
-            calibration.observe(entry.model_name, int(raw), reported)
+        calibration = self.services.calibration
+        raw = int(estimate / calibration.ratio(entry.model_name))
+        calibration.observe(entry.model_name, raw, prompt_tokens(response))
 
 
 def _split_at(messages: tuple[Message, ...], end: int) -> Split:

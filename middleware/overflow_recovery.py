@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import ClassVar
 
-from middleware.condense import Condenser, report
+from middleware.condense import Condenser, prompt_tokens, report
 from middleware.history import assemble, correction
 from proxy.config import ModelEntry
 from proxy.errors import ContextWindowExceeded
@@ -39,10 +39,14 @@ class OverflowRecovery:
         try:
             return await call_next(request, ctx)
         except ContextWindowExceeded as overflow:
-            retry, before, after = await self._condense(request, ctx, ctx.model, overflow)
+            self._learn(ctx.model, request, overflow.requested)
+            # A spliced request is condensed from the client's own messages, so the cache
+            # stays keyed to the history the client really sends.
+            original = ctx.unspliced or request
+            retry, before, after = await self._condense(original, ctx, ctx.model, overflow)
         ctx.note("attempts", 2)
         try:
-            return await call_next(retry, ctx)
+            response = await call_next(retry, ctx)
         except ContextWindowExceeded as again:
             message = (
                 f"the conversation still exceeds the context window after overspill condensed "
@@ -53,6 +57,13 @@ class OverflowRecovery:
             raise ContextWindowExceeded(
                 message, requested=again.requested, limit=again.limit, provider=again.provider
             ) from again
+        self._learn(ctx.model, retry, prompt_tokens(response))
+        return response
+
+    def _learn(self, entry: ModelEntry, request: ChatRequest, reported: int | None) -> None:
+        """The upstream's count of a request we can estimate corrects later estimates."""
+        estimate = self.condenser.counter(entry).count_messages(request.messages)
+        self.services.calibration.observe(entry.model_name, estimate, reported)
 
     async def _condense(
         self,

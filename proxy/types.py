@@ -92,6 +92,8 @@ class RequestContext:
     internal: bool = False
     headers: Mapping[str, str] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)
+    unspliced: ChatRequest | None = None
+    """The client's own request when a layer sent a spliced copy on (history_splice)."""
 
     def note(self, key: str, value: object) -> None:
         """Record what a layer did; becomes an `x-overspill-<key>` header and a log field."""

@@ -8,6 +8,8 @@ from typing import Any
 import orjson
 import pytest
 
+from middleware.conversation import chain_matches
+from middleware.extraction import PROMPT_VERSION
 from middleware.history import CONTEXT_LABEL
 from middleware.history_splice import HistorySplice
 from middleware.overflow_recovery import OverflowRecovery
@@ -178,3 +180,25 @@ async def test_with_recovery_behind_it_no_request_fails_after_the_first(
         await pipeline(chat(messages), ctx := ctx_for())
         assert ctx.notes["action"].startswith("spliced")
     assert len(upstream.sent) == 5
+
+
+async def test_a_spliced_request_that_overflows_is_recovered_from_the_clients_history(
+    store: DiskHistoryStore,
+) -> None:
+    """When a spliced request still overflows, the cache is rebuilt from the client's own
+    messages, so the next turn splices again instead of missing."""
+    extractor = Extractor()
+    shared = services(store, extractor)
+    upstream = Upstream(fits=30)
+    pipeline = compose([HistorySplice(shared), OverflowRecovery(shared)], upstream)
+    messages = conversation(30)
+    await pipeline(chat(messages), ctx_for())
+    upstream.fail_first = len(upstream.sent) + 1  # the spliced request overflows once
+    messages = next_turn(messages, "question 1")
+    await pipeline(chat(messages), ctx := ctx_for())
+    assert ctx.notes["attempts"] == "2"
+    entry = await store.get("tenant-a", "conv-1")
+    assert entry is not None
+    assert chain_matches(messages, entry.historical_end_index, PROMPT_VERSION, entry.chain)
+    await pipeline(chat(next_turn(messages, "question 2")), ctx := ctx_for())
+    assert ctx.notes["action"].startswith("spliced")
