@@ -105,8 +105,10 @@ class Condenser:
         window: int,
         scale: float,
         counts: tuple[int, ...] | None = None,
+        intact_share: float | None = None,
     ) -> Plan:
-        """Budget from the window; split the messages for it."""
+        """Budget from the window; split the messages for it (`intact_share`: the tail's share
+        of the budget, `context.intact_share` unless given)."""
         counts = counts if counts is not None else self.counts(entry, request.messages)
         system = sum(c for c, m in zip(counts, request.messages, strict=True) if _is_system(m))
         default = entry.context.max_output_tokens or DEFAULT_OUTPUT_RESERVE
@@ -116,7 +118,7 @@ class Condenser:
             safety_margin=entry.context.safety_margin,
             system_tokens=int(system * scale),
         )
-        tail_budget = budget.share(entry.context.intact_share)
+        tail_budget = budget.share(intact_share or entry.context.intact_share)
         split = split_history(request.messages, counts, tail_budget=int(tail_budget / scale))
         return Plan(split, budget, counts, scale, tail_budget)
 

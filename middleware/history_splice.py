@@ -87,7 +87,12 @@ class HistorySplice:
         action = "spliced"
         window = self.services.window_of(request.model)
         if window is not None:
-            plan = condenser.plan(request, entry, window=window, scale=scale, counts=counts)
+            # Grown ahead of the wall, the tail keeps half its usual share, so the next turns
+            # have room before the extraction needs to grow again.
+            plan = condenser.plan(
+                request, entry, window=window, scale=scale, counts=counts,
+                intact_share=entry.context.intact_share / 2,
+            )  # fmt: skip
             if estimate > plan.budget.input * entry.context.grow_at and plan.split.historical:
                 grown = await self.condenser.stand_in(request, ctx, entry, plan)
                 messages = assemble(request.messages, plan.split, grown.message)

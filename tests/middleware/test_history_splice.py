@@ -21,8 +21,8 @@ from tests.conftest import settings_from
 from tests.middleware.test_overflow_recovery import CONFIG, Extractor, Upstream, chat, conversation
 
 
-def services(store: DiskHistoryStore, extractor: Extractor, config: str = CONFIG) -> Services:
-    return Services(settings_from(config), lambda name: extractor, {"local": 2048}.get, store)
+def services(store: DiskHistoryStore, extractor: Extractor, window: int = 2048) -> Services:
+    return Services(settings_from(CONFIG), lambda name: extractor, {"local": window}.get, store)
 
 
 def ctx_for(config: str = CONFIG, **headers: str) -> RequestContext:
@@ -67,7 +67,8 @@ async def test_a_cached_conversation_is_spliced_before_sending(store: DiskHistor
     assert cached is not None
     longer = next_turn(messages)
     upstream, ctx = Upstream(fits=40), ctx_for()
-    await HistorySplice(services(store, extractor)).handle(chat(longer), ctx, upstream)
+    roomy = services(store, extractor, window=8192)  # far from the wall: nothing to grow
+    await HistorySplice(roomy).handle(chat(longer), ctx, upstream)
     (sent,) = upstream.sent
     assert sent.messages[0] == longer[0]
     assert str(sent.messages[1]["content"]).startswith(CONTEXT_LABEL)
