@@ -10,7 +10,6 @@ for the corpus and for ~1 KB messages. Exits non-zero only if the corpus cannot 
 
 from __future__ import annotations
 
-import json
 import sys
 import timeit
 from pathlib import Path
@@ -20,19 +19,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # so that `python scripts/overflow_report.py` finds the package
 
 from middleware.overflow import Overflow, detect_overflow  # noqa: E402
+from tests.overflow_corpus import load_corpus  # noqa: E402
 
-CORPUS_PATH = ROOT / "tests" / "fixtures" / "overflow_corpus.jsonl"
 Entry = dict[str, Any]
-
-
-def load_corpus() -> list[Entry]:
-    """The corpus entries; a body {"$bytes": text} stands for the raw bytes of that text."""
-    entries = [json.loads(line) for line in CORPUS_PATH.read_text().splitlines() if line]
-    for entry in entries:
-        body = entry["body"]
-        if isinstance(body, dict) and set(body) == {"$bytes"}:
-            entry["body"] = body["$bytes"].encode()
-    return entries
 
 
 def detect(entry: Entry) -> Overflow:

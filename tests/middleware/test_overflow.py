@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,19 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from middleware.overflow import NOT_OVERFLOW, Overflow, detect_overflow
-
-CORPUS_PATH = Path(__file__).resolve().parents[1] / "fixtures" / "overflow_corpus.jsonl"
-
-
-def load_corpus() -> list[dict[str, Any]]:
-    """The corpus entries; a body {"$bytes": text} stands for the raw bytes of that text."""
-    entries = [json.loads(line) for line in CORPUS_PATH.read_text().splitlines() if line]
-    for entry in entries:
-        body = entry["body"]
-        if isinstance(body, dict) and set(body) == {"$bytes"}:
-            entry["body"] = body["$bytes"].encode()
-    return entries
-
+from tests.overflow_corpus import load_corpus
 
 CORPUS = load_corpus()
 

@@ -241,21 +241,18 @@ class Hanging:
         pass
 
 
-async def test_client_disconnect_cancels_the_upstream_call(store: DiskHistoryStore) -> None:
-    """When the client goes away, the pending upstream call is cancelled."""
-    hanging = Hanging()
-    app = create_app(settings_from(), providers={"local": [hanging]}, store=store)
-    disconnect = asyncio.Event()
-    body = orjson.dumps(CHAT)
-    messages = [{"type": "http.request", "body": body, "more_body": False}]
+def post_until_disconnect(
+    app: Any, payload: dict[str, Any], disconnect: asyncio.Event
+) -> tuple[asyncio.Future[None], list[MutableMapping[str, Any]]]:
+    """POST to the app over raw ASGI; the client disconnects when `disconnect` is set."""
+    messages = [{"type": "http.request", "body": orjson.dumps(payload), "more_body": False}]
+    sent: list[MutableMapping[str, Any]] = []
 
     async def receive() -> dict[str, Any]:
         if messages:
             return messages.pop()
         await disconnect.wait()
         return {"type": "http.disconnect"}
-
-    sent: list[MutableMapping[str, Any]] = []
 
     async def send(message: MutableMapping[str, Any]) -> None:
         sent.append(message)
@@ -266,7 +263,15 @@ async def test_client_disconnect_cancels_the_upstream_call(store: DiskHistorySto
         "query_string": b"", "root_path": "", "server": ("t", 80), "client": ("c", 1),
         "headers": [(b"authorization", b"Bearer sk-master"), (b"content-type", b"application/json")],
     }  # fmt: skip
-    call = asyncio.ensure_future(app(scope, receive, send))
+    return asyncio.ensure_future(app(scope, receive, send)), sent
+
+
+async def test_client_disconnect_cancels_the_upstream_call(store: DiskHistoryStore) -> None:
+    """When the client goes away, the pending upstream call is cancelled."""
+    hanging = Hanging()
+    app = create_app(settings_from(), providers={"local": [hanging]}, store=store)
+    disconnect = asyncio.Event()
+    call, _ = post_until_disconnect(app, CHAT, disconnect)
     await hanging.started.wait()
     disconnect.set()
     await call
@@ -302,27 +307,7 @@ async def test_client_disconnect_mid_stream_closes_the_upstream(store: DiskHisto
     provider = ScriptedProvider([lambda request: ChatResponse(stream=endless())])
     app = create_app(settings_from(), providers={"local": [provider]}, store=store)
     disconnect = asyncio.Event()
-    body = orjson.dumps({**CHAT, "stream": True})
-    messages = [{"type": "http.request", "body": body, "more_body": False}]
-
-    async def receive() -> dict[str, Any]:
-        if messages:
-            return messages.pop()
-        await disconnect.wait()
-        return {"type": "http.disconnect"}
-
-    sent: list[MutableMapping[str, Any]] = []
-
-    async def send(message: MutableMapping[str, Any]) -> None:
-        sent.append(message)
-
-    scope = {
-        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
-        "scheme": "http", "path": "/v1/chat/completions", "raw_path": b"/v1/chat/completions",
-        "query_string": b"", "root_path": "", "server": ("t", 80), "client": ("c", 1),
-        "headers": [(b"authorization", b"Bearer sk-master"), (b"content-type", b"application/json")],
-    }  # fmt: skip
-    call = asyncio.ensure_future(app(scope, receive, send))
+    call, sent = post_until_disconnect(app, {**CHAT, "stream": True}, disconnect)
     await sent_first.wait()
     disconnect.set()
     await call
