@@ -12,6 +12,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /app
 COPY pyproject.toml README.md ./
+COPY kernel ./kernel
 COPY proxy ./proxy
 COPY middleware ./middleware
 COPY providers ./providers

@@ -15,10 +15,11 @@ test: install model redis   ## lint, types, and every test (end-to-end against t
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 	$(BIN)/pytest -q -p no:cacheprovider
 
-lint: install
-	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+lint: install   ## ruff and the import contracts
+	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/lint-imports
 
 types: install
 	$(BIN)/mypy

@@ -13,8 +13,7 @@ from typing import Any
 
 import orjson
 
-from middleware.overflow import detect_overflow
-from proxy.errors import (
+from kernel.errors import (
     ContextWindowExceeded,
     OverspillError,
     UpstreamError,
@@ -22,6 +21,7 @@ from proxy.errors import (
     UpstreamRejected,
     UpstreamTimeout,
 )
+from providers.overflow import detect_overflow
 
 log = logging.getLogger("overspill.upstream")
 

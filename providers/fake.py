@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from proxy.types import ChatRequest, ChatResponse, RequestContext
+from kernel.types import ChatRequest, ChatResponse, RequestContext
 
 Step = ChatResponse | BaseException | Callable[[ChatRequest], ChatResponse]
 

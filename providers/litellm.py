@@ -22,10 +22,10 @@ import httpx
 import litellm
 import orjson
 
+from kernel.config import ModelEntry
+from kernel.errors import ForbiddenParameter, OverspillError, UpstreamError, UpstreamTimeout
+from kernel.types import ChatRequest, ChatResponse, RequestContext
 from providers.failures import classify_failure, error_message, parse_body
-from proxy.config import ModelEntry
-from proxy.errors import ForbiddenParameter, OverspillError, UpstreamError, UpstreamTimeout
-from proxy.types import ChatRequest, ChatResponse, RequestContext
 
 litellm.telemetry = False
 litellm.suppress_debug_info = True

@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from proxy.config import ModelEntry
+from kernel.config import ModelEntry
 
 _MAP_FILE = "model_prices_and_context_window_backup.json"
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import httpx
 
-from proxy.config import ModelEntry
+from kernel.config import ModelEntry
 
 log = logging.getLogger("overspill.ollama")
 

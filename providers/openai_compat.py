@@ -14,10 +14,10 @@ from typing import Any
 
 import httpx
 
+from kernel.config import ModelEntry
+from kernel.errors import OverspillError, UpstreamError, UpstreamTimeout
+from kernel.types import ChatRequest, ChatResponse, RequestContext
 from providers.failures import classify_failure, error_message, parse_body
-from proxy.config import ModelEntry
-from proxy.errors import OverspillError, UpstreamError, UpstreamTimeout
-from proxy.types import ChatRequest, ChatResponse, RequestContext
 
 DEFAULT_API_BASE = "https://api.openai.com/v1"
 _EVENT_END = (b"\n\n", b"\r\n\r\n")

@@ -15,13 +15,13 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from proxy.errors import (
+from kernel.errors import (
     ContextWindowExceeded,
     ModelNotFound,
     UpstreamError,
     UpstreamRejected,
 )
-from proxy.types import (
+from kernel.types import (
     ChatRequest,
     ChatResponse,
     Complete,

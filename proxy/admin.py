@@ -19,9 +19,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from proxy.errors import AuthError, NotFound, OverspillError
+from kernel.errors import AuthError, NotFound, OverspillError
+from kernel.store import HistoryEntry, HistoryStore
 from proxy.http import bearer_token
-from proxy.store import HistoryEntry, HistoryStore
 
 PREFIX = "/overspill/conversations"
 

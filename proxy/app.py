@@ -16,37 +16,27 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from middleware.documents import Documents
-from middleware.history_splice import HistorySplice
-from middleware.ollama_window import OllamaWindow
-from middleware.overflow_recovery import OverflowRecovery
+from kernel.config import ModelEntry, Settings
+from kernel.errors import (
+    InvalidChatRequest,
+    MethodNotAllowed,
+    NotFound,
+    OverspillError,
+)
+from kernel.services import Services
+from kernel.store import HistoryStore, StoreError
+from kernel.types import Provider, RequestContext
+from middleware.pipeline import LAYERS, LayerFactory, build_layers, compose
 from providers.model_info import context_window
 from providers.ollama import DiscoveryFailed, OllamaWindows, api_base_of, native
 from providers.openai_compat import OpenAICompatProvider
 from providers.router import Router
 from proxy.admin import admin_routes, require_master
 from proxy.chat import JSON_TYPE, AppState, chat_completions, error_response, request_id
-from proxy.config import ModelEntry, Settings
-from proxy.errors import (
-    InvalidChatRequest,
-    MethodNotAllowed,
-    NotFound,
-    OverspillError,
-)
 from proxy.http import authenticate
-from proxy.pipeline import LayerFactory, Services, build_layers, compose
-from proxy.store import HistoryStore, StoreError, open_store
-from proxy.types import Provider, RequestContext
+from proxy.stores import open_store
 
 log = logging.getLogger("overspill.request")
-
-LAYER_REGISTRY: dict[str, LayerFactory] = {
-    Documents.name: Documents,
-    HistorySplice.name: HistorySplice,
-    OverflowRecovery.name: OverflowRecovery,
-    OllamaWindow.name: lambda services: OllamaWindow(services, OllamaWindows()),
-}
-"""Layer name (as written in config.yaml `middleware:`) → factory."""
 
 
 def build_providers(
@@ -167,12 +157,10 @@ def create_app(
     router = Router(groups)
     history = store or open_store(general.store)
     windows = _windows(settings)
-    services = Services(settings, router.internal, windows.get, history)
     owns_ollama = ollama is None
     ollama = ollama or OllamaWindows()
-    if registry is None:
-        registry = {**LAYER_REGISTRY, OllamaWindow.name: lambda s: OllamaWindow(s, ollama)}
-    layers = build_layers(services, registry)
+    services = Services(settings, router.internal, windows.get, history, ollama)
+    layers = build_layers(services, LAYERS if registry is None else registry)
     master = general.master_key.get_secret_value() if general.master_key else None
     state = AppState(
         settings=settings,

@@ -15,18 +15,18 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from providers.router import Router
-from proxy.config import ModelEntry, Settings
-from proxy.errors import (
+from kernel.config import ModelEntry, Settings
+from kernel.errors import (
     InvalidChatRequest,
     ModelNotFound,
     ModelUnavailable,
     OverspillError,
     PayloadTooLarge,
 )
+from kernel.store import HistoryStore
+from kernel.types import ChatRequest, Next, RequestContext
+from providers.router import Router
 from proxy.http import authenticate, parse_chat_request, sse_error_event
-from proxy.store import HistoryStore
-from proxy.types import ChatRequest, Next, RequestContext
 
 log = logging.getLogger("overspill.request")
 

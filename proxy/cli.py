@@ -9,7 +9,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from proxy.config import ConfigError, LoadedConfig, load_config
+from kernel.config import ConfigError, LoadedConfig, load_config
 
 CONFIG_ENV = "OVERSPILL_CONFIG"
 EXIT_BAD_CONFIG = 2
@@ -105,11 +105,10 @@ def _config_dir(path: str) -> str:
 
 def _layer_problem(loaded: LoadedConfig) -> str | None:
     """Why `middleware:` cannot be built, or None."""
-    from proxy.app import LAYER_REGISTRY
-    from proxy.pipeline import MiddlewareError, check_layers
+    from middleware.pipeline import LAYERS, MiddlewareError, check_layers
 
     try:
-        check_layers(loaded.settings, LAYER_REGISTRY)
+        check_layers(loaded.settings, LAYERS)
     except MiddlewareError as exc:
         return str(exc)
     return None
@@ -117,7 +116,8 @@ def _layer_problem(loaded: LoadedConfig) -> str | None:
 
 async def _check_store(loaded: LoadedConfig, base: str) -> str | None:
     """Open and probe the configured store once, so a bad store path stops startup clearly."""
-    from proxy.store import StoreError, open_store
+    from kernel.store import StoreError
+    from proxy.stores import open_store
 
     try:
         store = open_store(loaded.settings.general_settings.store, base_dir=base)

@@ -16,9 +16,10 @@ from typing import Any
 import httpx
 import orjson
 
+from kernel.config import ConfigError, load_config
+from kernel.store import HistoryStore, StoreError
 from proxy.admin import PREFIX, summary
-from proxy.config import ConfigError, load_config
-from proxy.store import HistoryStore, StoreError, open_store
+from proxy.stores import open_store
 
 
 def add_parser(commands: Any) -> None:

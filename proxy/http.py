@@ -10,8 +10,8 @@ from typing import Any
 
 import orjson
 
-from proxy.errors import AuthError, ForbiddenParameter, InvalidChatRequest, OverspillError
-from proxy.types import ChatRequest
+from kernel.errors import AuthError, ForbiddenParameter, InvalidChatRequest, OverspillError
+from kernel.types import ChatRequest
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 EXTENSION_KEYS = {"overspill": (dict, "an object of overspill options"),

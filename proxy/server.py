@@ -8,11 +8,11 @@ import os
 
 from starlette.applications import Starlette
 
+from kernel.config import load_config
 from proxy import logs
 from proxy.app import create_app
 from proxy.cli import CONFIG_ENV
-from proxy.config import load_config
-from proxy.store import open_store
+from proxy.stores import open_store
 
 
 def app_from_env() -> Starlette:

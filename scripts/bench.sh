@@ -13,7 +13,7 @@ config="$PWD/var/bench/overspill-bench.yaml"
 # Every layer overspill ships is configured, so the figure is "all layers, nothing to do".
 src=${OVERSPILL_SRC:-$PWD}
 python="$PWD/.venv/bin/python"
-layers=$(cd "$src" && "$python" -c 'from proxy.app import LAYER_REGISTRY; print(", ".join(LAYER_REGISTRY))')
+layers=$(cd "$src" && "$python" -c 'from middleware.pipeline import LAYERS; print(", ".join(LAYERS))')
 cat > "$config" <<YAML
 model_list:
   - model_name: mock-model

@@ -20,11 +20,11 @@ import pathlib
 import time
 from collections.abc import Callable
 
-from middleware.compaction import compact, detect_language
-from middleware.documents_plan import plan_batch, render_batch
-from middleware.documents_request import Document
-from proxy.documents_config import DocumentsSettings
-from proxy.tokens import count_text, encoding_for
+from kernel.documents_config import DocumentsSettings
+from kernel.tokens import count_text, encoding_for
+from middleware.documents.compaction import compact, detect_language
+from middleware.documents.plan import plan_batch, render_batch
+from middleware.documents.request import Document
 
 MODULES = (json, asyncio, collections, pathlib, inspect, argparse)
 

@@ -25,11 +25,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from kernel.config import parse_config
+from kernel.store import DiskHistoryStore
+from kernel.types import ChatRequest, ChatResponse, RequestContext
+from middleware.pipeline import LAYERS
 from providers.fake import completion, sse_events
-from proxy.app import LAYER_REGISTRY, create_app
-from proxy.config import parse_config
-from proxy.store import DiskHistoryStore
-from proxy.types import ChatRequest, ChatResponse, RequestContext
+from proxy.app import create_app
 
 ASGIApp = Callable[..., Awaitable[None]]
 ANSWER = orjson.dumps(completion("Hello there, how can I help you today?"))
@@ -79,7 +80,7 @@ async def _once(data: bytes) -> AsyncIterator[bytes]:
 
 def overspill_app(store: DiskHistoryStore) -> Starlette:
     """overspill with every shipped layer configured and a master key, as deployed."""
-    layers = ", ".join(LAYER_REGISTRY)
+    layers = ", ".join(LAYERS)
     config = f"""
 model_list:
   - model_name: mock-model

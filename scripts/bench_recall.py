@@ -38,10 +38,10 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from middleware.extraction import extract_history
-from proxy.errors import ContextWindowExceeded, UpstreamError
-from proxy.tokens import count_messages, count_text
-from proxy.types import Completion, Message
+from kernel.errors import ContextWindowExceeded, UpstreamError
+from kernel.tokens import count_messages, count_text
+from kernel.types import Completion, Message
+from middleware.condensing.extraction import extract_history
 
 ROOT = Path(__file__).resolve().parent.parent
 SYSTEM = "You are a helpful assistant. Answer briefly, using the conversation's context."

@@ -23,14 +23,14 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from middleware.condense import Condenser
+from kernel.calibration import Calibration
+from kernel.config import parse_config
+from kernel.services import Services
+from kernel.store import DiskHistoryStore
+from kernel.tokens import count_messages
+from kernel.types import ChatRequest
+from middleware.condensing.condenser import Condenser
 from providers.router import Router
-from proxy.calibration import Calibration
-from proxy.config import parse_config
-from proxy.pipeline import Services
-from proxy.store import DiskHistoryStore
-from proxy.tokens import count_messages
-from proxy.types import ChatRequest
 
 CONFIG = """
 model_list:

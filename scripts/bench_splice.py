@@ -30,15 +30,15 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from middleware.conversation import chain
-from middleware.extraction import PROMPT_VERSION
-from middleware.history_splice import HistorySplice
+from kernel.config import parse_config
+from kernel.conversation import chain
+from kernel.services import Services
+from kernel.store import DiskHistoryStore, HistoryEntry, HistoryStore
+from kernel.types import ChatRequest, ChatResponse, RequestContext
+from middleware.condensing.extraction import PROMPT_VERSION
+from middleware.layers.history_splice import HistorySplice
 from providers.fake import completion
 from providers.router import Router
-from proxy.config import parse_config
-from proxy.pipeline import Services
-from proxy.store import DiskHistoryStore, HistoryEntry, HistoryStore
-from proxy.types import ChatRequest, ChatResponse, RequestContext
 
 CONFIG = """
 model_list:
@@ -102,7 +102,7 @@ async def decisions(redis_url: str | None, repeats: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         stores: dict[str, HistoryStore] = {"diskcache": DiskHistoryStore(tmp)}
         if redis_url:
-            from proxy.store_redis import RedisHistoryStore
+            from kernel.store_redis import RedisHistoryStore
 
             stores["redis"] = RedisHistoryStore(redis_url)
         print(f"{'messages':>9}" + "".join(f"{name + ' µs':>15}" for name in stores))

@@ -23,9 +23,9 @@ from typing import Any
 
 import diskcache
 
-from middleware.conversation import chain, conversation_id
-from proxy.store import DiskHistoryStore, HistoryEntry, HistoryStore
-from proxy.store_redis import RedisHistoryStore
+from kernel.conversation import chain, conversation_id
+from kernel.store import DiskHistoryStore, HistoryEntry, HistoryStore
+from kernel.store_redis import RedisHistoryStore
 
 Message = dict[str, Any]
 _SENTENCE = "The quick brown fox jumps over the lazy dog while the cache keeps the history. "

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from proxy.tokens import TokenCounter, count_messages, encoding_for
+from kernel.tokens import TokenCounter, count_messages, encoding_for
 
 Message = dict[str, Any]
 _MODULES = ("json", "inspect", "pathlib", "asyncio", "collections", "functools", "argparse")

@@ -18,7 +18,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # so that `python scripts/overflow_report.py` finds the package
 
-from middleware.overflow import Overflow, detect_overflow  # noqa: E402
+from providers.overflow import Overflow, detect_overflow  # noqa: E402
 from tests.overflow_corpus import load_corpus  # noqa: E402
 
 Entry = dict[str, Any]

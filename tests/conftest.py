@@ -13,11 +13,11 @@ import httpx
 import pytest
 from hypothesis import settings as hypothesis_settings
 
+from kernel.config import Settings, parse_config
+from kernel.store import DiskHistoryStore
+from kernel.types import Provider
+from middleware.pipeline import LayerFactory
 from proxy.app import create_app
-from proxy.config import Settings, parse_config
-from proxy.pipeline import LayerFactory
-from proxy.store import DiskHistoryStore
-from proxy.types import Provider
 from tests.redis_server import redis_url  # noqa: F401 - a session fixture for every test
 
 # Shared 2-core machines: no per-example deadline. In CI, the same examples every run.

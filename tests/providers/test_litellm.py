@@ -9,15 +9,15 @@ import orjson
 import pytest
 import respx
 
-from providers.litellm import LitellmProvider
-from proxy.errors import (
+from kernel.errors import (
     ContextWindowExceeded,
     ForbiddenParameter,
     UpstreamRateLimited,
     UpstreamRejected,
 )
+from kernel.types import RequestContext
+from providers.litellm import LitellmProvider
 from proxy.http import parse_chat_request
-from proxy.types import RequestContext
 from tests.conftest import settings_from
 
 URL = "https://api.anthropic.com/v1/messages"

@@ -9,6 +9,7 @@ import httpx
 import orjson
 import pytest
 
+from kernel.config import ModelEntry, is_ollama
 from providers.ollama import (
     FAILURE_TTL_SECONDS,
     Discovery,
@@ -22,7 +23,6 @@ from providers.ollama import (
     parse_parameters,
     trained_context,
 )
-from proxy.config import ModelEntry, is_ollama
 from tests.conftest import settings_from
 from tests.fakes.ollama import SHIFT_OFF_ERROR, FakeModel, FakeOllama
 

@@ -9,17 +9,17 @@ import orjson
 import pytest
 import respx
 
-from providers.fake import completion, sse_events
-from providers.openai_compat import OpenAICompatProvider
-from proxy.errors import (
+from kernel.errors import (
     ContextWindowExceeded,
     UpstreamError,
     UpstreamRateLimited,
     UpstreamRejected,
     UpstreamTimeout,
 )
+from kernel.types import ChatRequest, RequestContext
+from providers.fake import completion, sse_events
+from providers.openai_compat import OpenAICompatProvider
 from proxy.http import parse_chat_request
-from proxy.types import ChatRequest, RequestContext
 from tests.conftest import settings_from
 
 URL = "http://upstream.test/v1/chat/completions"

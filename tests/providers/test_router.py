@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from kernel.errors import ContextWindowExceeded, ModelNotFound, UpstreamError, UpstreamRateLimited
+from kernel.types import ChatRequest, RequestContext
 from providers.fake import ScriptedProvider, json_response
 from providers.router import Router
-from proxy.errors import ContextWindowExceeded, ModelNotFound, UpstreamError, UpstreamRateLimited
-from proxy.types import ChatRequest, RequestContext
 
 USER = {"role": "user", "content": "hi"}
 REQUEST = ChatRequest("m", (USER,), False, {"model": "m", "messages": [USER]})

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from kernel.store import DiskHistoryStore, HistoryEntry
 from providers.fake import ScriptedProvider, json_response
 from proxy.cli import main
-from proxy.store import DiskHistoryStore, HistoryEntry, open_store
+from proxy.stores import open_store
 from tests.conftest import AppClient, settings_from
 
 

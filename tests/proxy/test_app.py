@@ -11,17 +11,17 @@ import httpx
 import orjson
 import pytest
 
-from providers.fake import ScriptedProvider, json_response, sse_events, stream_response
-from proxy.app import create_app
-from proxy.errors import (
+from kernel.errors import (
     ContextWindowExceeded,
     UpstreamError,
     UpstreamRateLimited,
     UpstreamRejected,
     UpstreamTimeout,
 )
-from proxy.store import DiskHistoryStore
-from proxy.types import ChatRequest, ChatResponse, RequestContext
+from kernel.store import DiskHistoryStore
+from kernel.types import ChatRequest, ChatResponse, RequestContext
+from providers.fake import ScriptedProvider, json_response, sse_events, stream_response
+from proxy.app import create_app
 from tests.conftest import AppClient, settings_from
 
 USER = {"role": "user", "content": "hi"}

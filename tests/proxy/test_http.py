@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proxy.errors import AuthError, ForbiddenParameter, InvalidChatRequest
+from kernel.errors import AuthError, ForbiddenParameter, InvalidChatRequest
 from proxy.http import authenticate, parse_chat_request, tenant_of
 
 USER = {"role": "user", "content": "hi"}

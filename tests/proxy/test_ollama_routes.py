@@ -7,10 +7,10 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
+from kernel.store import DiskHistoryStore
 from providers.fake import ScriptedProvider, json_response
 from providers.ollama import OllamaWindows
 from proxy.app import create_app
-from proxy.store import DiskHistoryStore
 from tests.conftest import settings_from
 from tests.fakes.ollama import FakeModel, FakeOllama
 

@@ -7,12 +7,13 @@ from typing import ClassVar
 import orjson
 import pytest
 
+from kernel.config import Settings
+from kernel.services import Services
+from kernel.store import DiskHistoryStore
+from kernel.types import ChatRequest, ChatResponse, Layer, Next, RequestContext
+from middleware.pipeline import MiddlewareError, build_layers, compose
 from providers.fake import ScriptedProvider, json_response
 from providers.router import Router
-from proxy.config import Settings
-from proxy.pipeline import MiddlewareError, Services, build_layers, compose
-from proxy.store import DiskHistoryStore
-from proxy.types import ChatRequest, ChatResponse, Layer, Next, RequestContext
 from tests.conftest import AppClient, settings_from
 
 USER = {"role": "user", "content": "hi"}
@@ -117,9 +118,9 @@ async def test_configured_layers_act_and_report(app_client: AppClient) -> None:
 
 def test_ollama_window_must_be_inside_overflow_recovery(store: DiskHistoryStore) -> None:
     """ollama_window before overflow_recovery would make its pre-flight unrecoverable."""
-    from proxy.app import LAYER_REGISTRY
+    from middleware.pipeline import LAYERS
 
     order = ("ollama_window", "overflow_recovery")
     settings = settings_from().model_copy(update={"middleware": order})
     with pytest.raises(MiddlewareError, match="ollama_window must come after overflow_recovery"):
-        build_layers(services(settings, store), LAYER_REGISTRY)
+        build_layers(services(settings, store), LAYERS)

@@ -1,0 +1,376 @@
+"""The Redis history store: conversation state shared by several replicas, and a distributed lock.
+
+    RedisHistoryStore    a HistoryStore in Redis (redis.asyncio), for replicas on several hosts
+    open_redis_store     build one from `general_settings.store` (backend: redis)
+
+Keys live under `key_prefix` (default `overspill:`), tenant-namespaced as in the disk store:
+
+    {prefix}h:<len(tenant)>:<tenant>:<id>     the entry, `HistoryEntry.to_json()`, `SET ... PX ttl`
+    {prefix}index                             sorted set: member = entry key, score = write time
+    {prefix}lock:<len(tenant)>:<tenant>:<id>  single-flight lock: a random token, `NX PX lock_ttl`
+
+Size bound: Redis has no per-namespace byte cap, so the store bounds the NUMBER of entries.
+A put is one Lua script (atomic): it writes the value, indexes it at Redis's own `TIME` in µs
+(one clock for every replica, so "oldest" means least recently stored, as in diskcache), then
+pops the oldest members beyond `max_entries` and deletes their keys. With one TTL the members
+whose key has expired are the oldest, so eviction drops them first, lazily; `entries()` drops
+the expired members it meets. The index carries the entry TTL too, so an idle deployment
+leaves nothing behind. Use a `maxmemory-policy` of `noeviction` or `volatile-*`: an
+`allkeys-*` policy may evict the index itself.
+
+Errors: a connection, timeout or server error raises `StoreError` naming
+`general_settings.store.url` with the password redacted. A corrupt record is logged, deleted
+(only if unchanged) and treated as a miss, as in the disk store.
+
+Single flight: the in-process `SingleFlight` first (one replica's waiters do not poll Redis),
+then `SET lock token NX PX lock_ttl`, polled with a 20-200 ms backoff. The lock is released by
+a compare-and-delete script, so a holder whose lock expired never removes a successor's. A
+crashed holder blocks the others for at most `lock_ttl`. A waiter still without the lock
+`wait_deadline` after it arrived (queueing in this process included) proceeds without it, and
+so does a holder that cannot reach Redis; both are logged. The lock never fails a request: at
+worst two replicas extract the same conversation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import secrets
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any, TypeVar
+
+import orjson
+import redis.asyncio as redis
+from pydantic import SecretStr
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import RedisError
+
+from kernel.config import StoreSettings
+from kernel.store import (
+    DEFAULT_SIZE_LIMIT_BYTES,
+    DEFAULT_TTL_SECONDS,
+    HistoryEntry,
+    SingleFlight,
+    StoreError,
+)
+
+__all__ = ["RedisHistoryStore", "open_redis_store"]
+
+log = logging.getLogger("overspill.store")
+
+DEFAULT_KEY_PREFIX = "overspill:"
+TYPICAL_ENTRY_BYTES = 32 * 1024
+DEFAULT_MAX_ENTRIES = DEFAULT_SIZE_LIMIT_BYTES // TYPICAL_ENTRY_BYTES
+DEFAULT_LOCK_TTL_SECONDS = 120.0
+DEFAULT_WAIT_DEADLINE_SECONDS = 60.0
+DEFAULT_TIMEOUT_SECONDS = 5.0
+_POLL_FIRST_SECONDS = 0.02
+_POLL_MAX_SECONDS = 0.2
+_BATCH = 500
+_URL_KEY = "general_settings.store.url"
+_T = TypeVar("_T")
+
+# KEYS: entry, index. ARGV: record, ttl ms, max entries. Returns how many live entries it evicted.
+_PUT = """
+local now = redis.call('TIME')
+local ttl = tonumber(ARGV[2])
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl)
+redis.call('ZADD', KEYS[2], tonumber(now[1]) * 1000000 + tonumber(now[2]), KEYS[1])
+redis.call('PEXPIRE', KEYS[2], ttl)
+local excess = redis.call('ZCARD', KEYS[2]) - tonumber(ARGV[3])
+local evicted = 0
+if excess > 0 then
+  local oldest = redis.call('ZPOPMIN', KEYS[2], excess)
+  for i = 1, #oldest, 2 do evicted = evicted + redis.call('DEL', oldest[i]) end
+end
+return evicted
+"""
+# KEYS: index, then entry keys. Drops the members whose key has expired; returns how many.
+_PURGE = """
+local dropped = 0
+for i = 2, #KEYS do
+  if redis.call('EXISTS', KEYS[i]) == 0 then
+    dropped = dropped + redis.call('ZREM', KEYS[1], KEYS[i])
+  end
+end
+return dropped
+"""
+# KEYS: key, index. ARGV: expected value. Deletes the key only if it still holds the value.
+_DELETE_IF = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('ZREM', KEYS[2], KEYS[1])
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+# KEYS: lock. ARGV: token. Releases the lock only if this holder still owns it.
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+class RedisHistoryStore:
+    """A HistoryStore in Redis, shared by replicas; single flight holds a Redis lock too."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        key_prefix: str = DEFAULT_KEY_PREFIX,
+        ttl_seconds: float = DEFAULT_TTL_SECONDS,
+        max_entries: int = DEFAULT_MAX_ENTRIES,
+        lock_ttl: float = DEFAULT_LOCK_TTL_SECONDS,
+        wait_deadline: float = DEFAULT_WAIT_DEADLINE_SECONDS,
+        timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        for name, value in [
+            ("ttl_seconds", ttl_seconds),
+            ("max_entries", max_entries),
+            ("lock_ttl", lock_ttl),
+            ("timeout_seconds", timeout_seconds),
+        ]:
+            if value <= 0:
+                raise ValueError(f"{name} must be positive, got {value}")
+        if wait_deadline < 0:
+            raise ValueError(f"wait_deadline cannot be negative, got {wait_deadline}")
+        self.url = redact(url)
+        self.key_prefix = key_prefix
+        self.ttl_seconds = ttl_seconds
+        self.max_entries = max_entries
+        self.lock_ttl = lock_ttl
+        self.wait_deadline = wait_deadline
+        self.flights = SingleFlight()
+        self._monotonic = monotonic
+        self._index = f"{key_prefix}index"
+        try:
+            self._redis: redis.Redis = redis.Redis.from_url(
+                url,
+                socket_timeout=timeout_seconds,
+                socket_connect_timeout=timeout_seconds,
+                retry=Retry(ExponentialBackoff(cap=0.1, base=0.01), retries=1),
+            )
+        except ValueError as exc:
+            raise StoreError(f"{_URL_KEY} ({self.url}) is not a Redis URL: {exc}") from None
+        self._put = self._redis.register_script(_PUT)
+        self._purge = self._redis.register_script(_PURGE)
+        self._delete_if = self._redis.register_script(_DELETE_IF)
+        self._release = self._redis.register_script(_RELEASE)
+
+    async def get(self, tenant: str, conversation_id: str) -> HistoryEntry | None:
+        """The tenant's entry for the conversation, or None (missing, expired or corrupt)."""
+        key = self._key(tenant, conversation_id)
+        raw = await self._call(f"read {key!r}", self._redis.get(key))
+        return await self._decode(key, raw)
+
+    async def put(self, entry: HistoryEntry) -> None:
+        """Write the entry atomically (value, index, eviction), replacing any previous one."""
+        key = self._key(entry.tenant, entry.conversation_id)
+        try:
+            record = entry.to_json()
+        except orjson.JSONEncodeError as exc:
+            raise StoreError(f"cannot serialise the entry for {key!r}: {exc}") from None
+        args: list[bytes | int] = [record, _ms(self.ttl_seconds), self.max_entries]
+        await self._call(f"write {key!r}", self._put(keys=[key, self._index], args=args))
+
+    async def delete(self, tenant: str, conversation_id: str) -> bool:
+        """Remove one entry; whether there was one."""
+        key = self._key(tenant, conversation_id)
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.delete(key)
+            pipe.zrem(self._index, key)
+            deleted, _ = await self._call(f"delete {key!r}", pipe.execute())
+        return bool(deleted)
+
+    async def clear(self, tenant: str | None = None) -> int:
+        """Remove the tenant's entries (every tenant's when None); how many were removed."""
+        prefix = self._prefix(tenant)
+        pattern = _glob_escape(prefix) + "*"
+        keys = set(await self._scan(prefix, self._redis.scan_iter(match=pattern, count=_BATCH)))
+        keys |= set(await self._indexed(prefix))
+        removed = 0
+        ordered = sorted(keys)
+        for start in range(0, len(ordered), _BATCH):
+            batch = ordered[start : start + _BATCH]
+            async with self._redis.pipeline(transaction=True) as pipe:
+                pipe.delete(*batch)
+                pipe.zrem(self._index, *batch)
+                deleted, _ = await self._call(f"clear {prefix!r}*", pipe.execute())
+            removed += int(deleted)
+        return removed
+
+    async def entries(self, tenant: str | None = None) -> list[HistoryEntry]:
+        """The live entries of a tenant (or of all), ordered by tenant and conversation id."""
+        prefix = self._prefix(tenant)
+        keys = await self._indexed(prefix)
+        found: list[HistoryEntry] = []
+        for start in range(0, len(keys), _BATCH):
+            batch = keys[start : start + _BATCH]
+            values = await self._call(f"list {prefix!r}*", self._redis.mget(batch))
+            gone = [key for key, raw in zip(batch, values, strict=True) if raw is None]
+            if gone:
+                await self._call(
+                    "drop expired index members", self._purge(keys=[self._index, *gone])
+                )
+            for key, raw in zip(batch, values, strict=True):
+                if (entry := await self._decode(key, raw)) is not None:
+                    found.append(entry)
+        return sorted(found, key=lambda entry: (entry.tenant, entry.conversation_id))
+
+    async def ping(self) -> None:
+        """Raise StoreError unless Redis can be written and read (readiness probe)."""
+        key = f"{self.key_prefix}ping"
+        await self._call("write the readiness key", self._redis.set(key, b"1", px=60_000))
+        if await self._call("read the readiness key", self._redis.get(key)) is None:
+            raise StoreError(f"the readiness key vanished in Redis at {self.url} ({_URL_KEY})")
+
+    def single_flight(self, tenant: str, conversation_id: str) -> AbstractAsyncContextManager[None]:
+        """Hold the key's flight in this process and in Redis; re-read the store after entering."""
+        return self._flight(tenant, conversation_id)
+
+    async def aclose(self) -> None:
+        """Close the connection pool (idempotent)."""
+        await self._redis.aclose()
+
+    @asynccontextmanager
+    async def _flight(self, tenant: str, conversation_id: str) -> AsyncIterator[None]:
+        deadline = self._monotonic() + self.wait_deadline  # counted from arrival, not from turn
+        async with self.flights.hold(tenant, conversation_id):
+            lock = f"{self.key_prefix}lock:{len(tenant)}:{tenant}:{conversation_id}"
+            token = await self._acquire(lock, deadline)
+            try:
+                yield
+            finally:
+                if token is not None:
+                    await self._unlock(lock, token)
+
+    async def _acquire(self, lock: str, deadline: float) -> str | None:
+        """The lock's token once held; None when proceeding without it (deadline or error)."""
+        token = secrets.token_hex(16)
+        pause = _POLL_FIRST_SECONDS
+        while True:
+            try:
+                if await self._redis.set(lock, token, nx=True, px=_ms(self.lock_ttl)):
+                    return token
+            except RedisError as exc:
+                log.error(
+                    "single-flight lock unavailable; proceeding without it",
+                    extra={"lock": lock, "url": self.url, "error": str(exc)},
+                )
+                return None
+            left = deadline - self._monotonic()
+            if left <= 0:
+                log.warning(
+                    "single-flight lock still held after %.1f s; proceeding without it",
+                    self.wait_deadline,
+                    extra={"lock": lock, "url": self.url},
+                )
+                return None
+            await asyncio.sleep(min(pause, left))
+            pause = min(pause * 2, _POLL_MAX_SECONDS)
+
+    async def _unlock(self, lock: str, token: str) -> None:
+        """Release the lock if still ours; a lost lock or a Redis error is only logged."""
+        try:
+            released = await self._release(keys=[lock], args=[token])
+        except RedisError as exc:
+            log.warning(
+                "single-flight lock not released; it expires by itself",
+                extra={"lock": lock, "url": self.url, "error": str(exc)},
+            )
+            return
+        if not released:
+            log.warning(
+                "single-flight lock expired before release (held longer than lock_ttl %.1f s)",
+                self.lock_ttl,
+                extra={"lock": lock, "url": self.url},
+            )
+
+    async def _decode(self, key: str, found: bytes | str | None) -> HistoryEntry | None:
+        if found is None:
+            return None
+        raw = found.encode() if isinstance(found, str) else found
+        try:
+            entry = HistoryEntry.from_json(raw)
+            if key != self._key(entry.tenant, entry.conversation_id):
+                raise StoreError("history record belongs to another key")
+        except StoreError as exc:
+            log.warning(
+                "corrupt history record deleted: %s", exc, extra={"key": key, "url": self.url}
+            )
+            delete = self._delete_if(keys=[key, self._index], args=[raw])
+            await self._call(f"delete corrupt {key!r}", delete)
+            return None
+        return entry
+
+    async def _indexed(self, prefix: str) -> list[str]:
+        """The indexed entry keys under `prefix` (live or expired), in no particular order."""
+        pattern = _glob_escape(prefix) + "*"
+        members = self._redis.zscan_iter(self._index, match=pattern, count=_BATCH)
+        return await self._scan(prefix, (member async for member, _ in members))
+
+    async def _scan(self, prefix: str, found: AsyncIterator[Any]) -> list[str]:
+        async def collect() -> list[str]:
+            return [key.decode() async for key in found]
+
+        return await self._call(f"list {prefix!r}*", collect())
+
+    async def _call(self, what: str, pending: Awaitable[_T]) -> _T:
+        try:
+            return await pending
+        except (RedisError, OSError) as exc:
+            raise StoreError(
+                f"cannot {what} in Redis at {self.url} ({_URL_KEY}): {type(exc).__name__}: {exc}"
+            ) from exc
+
+    def _key(self, tenant: str, conversation_id: str) -> str:
+        return f"{self._prefix(tenant)}{conversation_id}"
+
+    def _prefix(self, tenant: str | None) -> str:
+        entries = f"{self.key_prefix}h:"
+        return entries if tenant is None else f"{entries}{len(tenant)}:{tenant}:"
+
+
+def open_redis_store(settings: StoreSettings) -> RedisHistoryStore:
+    """Build the Redis backend from `general_settings.store` (url required)."""
+    url = getattr(settings, "url", None)
+    secret = url.get_secret_value() if isinstance(url, SecretStr) else url
+    if not secret:
+        raise StoreError(f"{_URL_KEY} is required when general_settings.store.backend is redis")
+    size_limit = getattr(settings, "size_limit_bytes", DEFAULT_SIZE_LIMIT_BYTES)
+    max_entries = getattr(settings, "max_entries", None)
+    try:
+        return RedisHistoryStore(
+            str(secret),
+            key_prefix=getattr(settings, "key_prefix", DEFAULT_KEY_PREFIX),
+            ttl_seconds=getattr(settings, "ttl_seconds", DEFAULT_TTL_SECONDS),
+            max_entries=max_entries or max(1, size_limit // TYPICAL_ENTRY_BYTES),
+            lock_ttl=getattr(settings, "lock_ttl_seconds", DEFAULT_LOCK_TTL_SECONDS),
+            wait_deadline=getattr(settings, "lock_wait_seconds", DEFAULT_WAIT_DEADLINE_SECONDS),
+        )
+    except ValueError as exc:
+        raise StoreError(f"general_settings.store: {exc}") from exc
+
+
+def redact(url: str) -> str:
+    """The URL with any password (userinfo or `password=` parameter) replaced by `***`."""
+    scheme, sep, rest = url.partition("://")
+    if sep and "@" in rest:
+        userinfo, _, where = rest.rpartition("@")  # a raw "@" in a password stays hidden
+        name, colon, _ = userinfo.partition(":")
+        rest = f"{name}:***@{where}" if colon else rest
+    return scheme + sep + re.sub(r"(?i)([?&]password=)[^&#]*", r"\1***", rest)
+
+
+def _glob_escape(text: str) -> str:
+    """`text` as a literal in a Redis MATCH pattern."""
+    return re.sub(r"([\\*?\[\]])", r"\\\1", text)
+
+
+def _ms(seconds: float) -> int:
+    return max(1, round(seconds * 1000))

@@ -1,0 +1,152 @@
+"""The request, the response, the per-request context, and the two protocols (Layer, Provider).
+
+A `ChatRequest` is frozen: layers return changed copies and never mutate. Fields we do not
+model ride along untouched in `body`, and while nothing changed `raw` keeps the exact bytes the
+client sent, so an unchanged request is forwarded byte for byte.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol
+
+import orjson
+
+from kernel.config import ModelEntry
+
+Message = Mapping[str, Any]
+"""One OpenAI chat message, as the client sent it (never mutated)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChatRequest:
+    """A parsed `/v1/chat/completions` request."""
+
+    model: str
+    messages: tuple[Message, ...]
+    stream: bool
+    body: Mapping[str, Any]
+    raw: bytes | None = None
+    extensions: Mapping[str, Any] = field(default_factory=dict)
+
+    def with_messages(self, messages: Sequence[Message]) -> ChatRequest:
+        """A copy with other messages (the raw bytes no longer apply)."""
+        return dataclasses.replace(self, messages=tuple(messages), raw=None)
+
+    def with_params(self, **params: Any) -> ChatRequest:
+        """A copy with body parameters set (e.g. `max_tokens`); `None` removes one."""
+        body = {k: v for k, v in self.body.items() if k not in params}
+        body.update({k: v for k, v in params.items() if v is not None})
+        return dataclasses.replace(self, body=body, raw=None)
+
+    def upstream_body(self, model: str) -> dict[str, Any]:
+        """The body to send upstream, with the upstream's model name."""
+        body = dict(self.body)
+        body["model"] = model
+        body["messages"] = list(self.messages)
+        return body
+
+    def render(self, model: str) -> bytes:
+        """The JSON bytes to send upstream: the client's own bytes when nothing changed."""
+        if self.raw is not None and model == self.model:
+            return self.raw
+        return orjson.dumps(self.upstream_body(model))
+
+    def params(self) -> dict[str, Any]:
+        """Every body field except model and messages (what a provider forwards as-is)."""
+        return {k: v for k, v in self.body.items() if k not in ("model", "messages")}
+
+
+@dataclass(frozen=True, slots=True)
+class ChatResponse:
+    """What a provider answered: a whole JSON body, or a primed SSE byte stream.
+
+    A stream's first event has already arrived when the response exists (priming), so any
+    error the upstream reports up front is an exception, not a response. The stream yields
+    bytes in SSE wire format (`data: {...}\\n\\n`, ending with `data: [DONE]\\n\\n`).
+    """
+
+    body: bytes | None = None
+    stream: AsyncIterator[bytes] | None = None
+    status: int = 200
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+    def json(self) -> Any:
+        """The parsed JSON body (non-stream responses only)."""
+        if self.body is None:
+            raise TypeError("a streamed response has no JSON body")
+        return orjson.loads(self.body)
+
+
+@dataclass(slots=True)
+class RequestContext:
+    """What travels with a request but is never sent upstream."""
+
+    request_id: str
+    tenant: str
+    model: ModelEntry | None = None
+    conversation_id: str | None = None
+    deadline: float | None = None
+    internal: bool = False
+    headers: Mapping[str, str] = field(default_factory=dict)
+    notes: dict[str, str] = field(default_factory=dict)
+    unspliced: ChatRequest | None = None
+    """The client's own request when a layer sent a spliced copy on (history_splice)."""
+
+    def note(self, key: str, value: object) -> None:
+        """Record what a layer did; becomes an `x-overspill-<key>` header and a log field."""
+        self.notes[key] = str(value)
+
+
+Next = Callable[[ChatRequest, RequestContext], Awaitable[ChatResponse]]
+"""The rest of the pipeline, as a layer sees it."""
+
+
+class Layer(Protocol):
+    """One middleware layer; `name` is its key in config.yaml's `middleware:` list."""
+
+    name: ClassVar[str]
+
+    async def handle(
+        self, request: ChatRequest, ctx: RequestContext, call_next: Next
+    ) -> ChatResponse:
+        """Handle the request, calling `call_next` for the rest of the pipeline."""
+        ...
+
+
+class Provider(Protocol):
+    """Sends one request to one upstream deployment; raises errors from kernel/errors.py."""
+
+    name: str
+
+    async def complete(self, request: ChatRequest, ctx: RequestContext) -> ChatResponse:
+        """Send the request; streams are returned primed."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """The text of an internal (layer-skipping) call, with the upstream's token counts."""
+
+    text: str
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    finish_reason: str | None = None
+
+
+class Complete(Protocol):
+    """An internal chat call to one configured model, skipping the layers.
+
+    Raises `ContextWindowExceeded` when the messages do not fit that model's window, and the
+    other errors of kernel/errors.py as any provider call does.
+    """
+
+    async def __call__(self, messages: Sequence[Message], *, max_tokens: int) -> Completion:
+        """Send `messages`; the answer's text, at most `max_tokens` long."""
+        ...

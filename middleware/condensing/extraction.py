@@ -1,0 +1,383 @@
+"""The extraction engine: condense old conversation turns into a dense, fact-keeping text.
+
+``extract_history`` renders the historical messages as a transcript and builds a fact ledger
+(fact-bearing sentences quoted verbatim, pure and deterministic, see ``fact_ledger``).
+The extractor model writes structured notes: in one call when the input fits its window,
+else by map-reduce. Every answer that is empty or a refusal/error text, and final notes not
+shorter than what they summarise (transcript + earlier notes), raise ``BadExtraction``. Note
+lines naming numbers or identifiers the input never had are dropped, then notes and ledger
+are assembled within ``target_tokens`` (the ledger's verbatim lines may make a tiny history's
+extraction as long as the history: the layer's budget, not the input's size, bounds it).
+Incremental extraction feeds the previous notes to the model and carries the previous ledger
+forward, so facts survive nesting.
+
+Map-reduce (seed 000, improved): the transcript is cut with ``chunk_text`` into windows sized
+from the extractor's window (window - output - prompt overhead - safety margin). A map call
+that overflows halves only that chunk's budget (floor 320 tokens, then ``BadExtraction``).
+Partial notes merge in passes of consecutive groups (``plan_merge_groups``); a merge that
+overflows is retried alone as two smaller groups and lowers the merge budget of later passes
+(nothing already done is recomputed); a pass that does not reduce the total tokens ends the
+merging, and the joined result is cut to budget with a visible marker.
+
+``condense_message`` is the oversized-single-message ladder (seed 001): each rung is tried in
+order, a rung whose window cannot hold the text by its chars-per-token estimate is skipped
+(no map-reduce there: the next rung is the larger window), a rung that overflows or answers
+badly passes to the next, and when none is left the middle of the text is cut.
+
+The only I/O is through the injected ``Complete`` calls; every decision is a pure function.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+from kernel.errors import ContextWindowExceeded, OverspillError
+from kernel.tokens import count_messages, count_text
+from kernel.types import Complete, Completion, Message
+from middleware.condensing.chunking import Chunk, chunk_text
+from middleware.condensing.cutting import cut_middle, cut_tail
+from middleware.condensing.ledger import (
+    LAYOUT_TOKENS,
+    assemble,
+    dedupe_facts,
+    fact_lines,
+    parse_extraction,
+)
+from middleware.condensing.prompt import (
+    PROMPT_VERSION,
+    clean_output,
+    condense_prompt,
+    drop_unsupported,
+    looks_refused,
+    map_prompt,
+    merge_prompt,
+    render_transcript,
+)
+
+__all__ = [
+    "PROMPT_VERSION",
+    "BadExtraction",
+    "Budget",
+    "Condensed",
+    "Extraction",
+    "Rung",
+    "condense_message",
+    "cut_middle",
+    "extract_history",
+    "plan_budget",
+    "plan_merge_groups",
+    "rejection",
+]
+
+MIN_CHUNK_TOKENS = 320
+MIN_NOTES_TOKENS = 32
+LEDGER_SHARE = 0.6
+MAX_MERGE_PASSES = 8
+MAP_CONCURRENCY = 4
+WORDS_PER_TOKEN = 0.7
+_T = TypeVar("_T")
+
+
+class BadExtraction(OverspillError):
+    """An extraction was rejected (the message says why); never cache it."""
+
+    code = "bad_extraction"
+
+
+@dataclass(frozen=True, slots=True)
+class Extraction:
+    """A condensed history, ready for one labelled context message, and what it cost."""
+
+    text: str
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    incremental: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """Token sizes of one extraction: the notes, each call's output, each call's content."""
+
+    notes: int
+    output: int
+    input: int
+
+
+@dataclass(frozen=True, slots=True)
+class Rung:
+    """One model of the oversized-message ladder, with its window and chars-per-token estimate."""
+
+    complete: Complete
+    window: int
+    chars_per_token: float
+
+
+@dataclass(frozen=True, slots=True)
+class Condensed:
+    """An oversized message condensed to its share, and which rung produced it."""
+
+    text: str
+    how: Literal["cheapest", "model", "truncated"]
+    calls: int
+
+
+def plan_budget(target_tokens: int, window: int, ledger_tokens: int, overhead: int) -> Budget:
+    """Size the notes, the calls' output and the calls' content from target and window."""
+    ledger = min(ledger_tokens, int(target_tokens * LEDGER_SHARE))
+    notes = max(MIN_NOTES_TOKENS, target_tokens - ledger - LAYOUT_TOKENS)
+    output = max(16, min(notes, window // 4))
+    margin = window // 10 + 16
+    return Budget(notes, output, max(MIN_CHUNK_TOKENS, window - output - overhead - margin))
+
+
+def plan_merge_groups(sizes: Sequence[int], budget: int) -> list[tuple[int, ...]]:
+    """Group consecutive partials whose sizes fit the budget together (a too-big one alone)."""
+    groups: list[tuple[int, ...]] = []
+    current: list[int] = []
+    total = 0
+    for index, size in enumerate(sizes):
+        if current and total + size > budget:
+            groups.append(tuple(current))
+            current, total = [], 0
+        current.append(index)
+        total += size
+    if current:
+        groups.append(tuple(current))
+    return groups
+
+
+def rejection(text: str, input_tokens: int | None = None, model: str = "") -> str | None:
+    """Why an extraction is unusable (empty, refusal or error, not shorter), or None."""
+    if not text.strip():
+        return "empty"
+    if looks_refused(text):
+        return f"a refusal or error text ({text[:60]!r})"
+    if input_tokens is not None:
+        tokens = count_text(text, model)
+        if tokens >= input_tokens:
+            return f"not shorter than its input ({tokens} >= {input_tokens} tokens)"
+    return None
+
+
+async def _bounded(coros: Sequence[Coroutine[Any, Any, _T]], limit: int) -> list[_T]:
+    """Run coroutines at most `limit` at a time; on a failure cancel the rest and re-raise."""
+    semaphore = asyncio.Semaphore(limit)
+
+    async def one(coro: Coroutine[Any, Any, _T]) -> _T:
+        async with semaphore:
+            return await coro
+
+    tasks = [asyncio.ensure_future(one(coro)) for coro in coros]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+
+
+@dataclass(slots=True)
+class _Run:
+    """One extraction's calls: counts them and their tokens, holds the shrinking merge budget."""
+
+    complete: Complete
+    model: str
+    focus: str | None
+    budget: Budget
+    merge_budget: int = 0
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def count(self, text: str) -> int:
+        """Tokens of a text for this run's model."""
+        return count_text(text, self.model)
+
+    def _tally(self, prompt: Sequence[Message], result: Completion) -> None:
+        """Add a call's token counts (upstream-reported, else estimated)."""
+        reported = result.prompt_tokens
+        self.prompt_tokens += (
+            reported if reported is not None else count_messages(prompt, self.model)
+        )
+        done = result.completion_tokens
+        self.completion_tokens += done if done is not None else self.count(result.text)
+
+    async def ask(self, prompt: Sequence[Message], *, partial: bool = False) -> str:
+        """One call's cleaned notes; BadExtraction for a refusal or error, or empty notes.
+
+        A chunk's partial notes may be empty (a stretch of small talk has nothing to keep).
+        """
+        self.calls += 1
+        result = await self.complete(prompt, max_tokens=self.budget.output)
+        self._tally(prompt, result)
+        text = clean_output(result.text, truncated=result.finish_reason == "length")
+        reason = rejection(text) if text or not partial else None
+        if reason is not None:
+            raise BadExtraction(f"the extractor's answer was {reason}")
+        return text
+
+    def _words(self) -> int:
+        """The word limit stated in prompts."""
+        return max(16, int(self.budget.output * WORDS_PER_TOKEN))
+
+    async def notes(self, transcript: str, earlier: str) -> str:
+        """Notes on the transcript and earlier notes: one call if it fits, else map-reduce."""
+        size = self.budget.input
+        tokens = self.count(transcript)
+        if tokens + self.count(earlier) <= size:
+            prompt = map_prompt(
+                transcript, max_words=self._words(), earlier_notes=earlier, focus=self.focus
+            )
+            try:
+                return await self.ask(prompt)
+            except ContextWindowExceeded:  # the estimate fell short of the extractor's count
+                size = max(MIN_CHUNK_TOKENS, tokens // 2)
+        maps = [self.map_chunk(c.text, size) for c in _chunks(transcript, size)]
+        chunks = await _bounded(maps, MAP_CONCURRENCY)
+        partials = [earlier] if earlier else []
+        partials += [p for chunk in chunks for p in chunk]
+        return await self.reduce(partials) if partials else ""
+
+    async def map_chunk(self, text: str, budget: int) -> list[str]:
+        """Notes on one chunk; on overflow, notes on its halves (floor MIN_CHUNK_TOKENS)."""
+        try:
+            prompt = map_prompt(text, max_words=self._words(), focus=self.focus)
+            return [notes] if (notes := await self.ask(prompt, partial=True)) else []
+        except ContextWindowExceeded as exc:
+            size = min(budget, self.count(text))
+            if size <= MIN_CHUNK_TOKENS:
+                raise BadExtraction(
+                    f"a {size}-token chunk overflows the extractor's window (floor "
+                    f"{MIN_CHUNK_TOKENS} tokens)"
+                ) from exc
+            half = max(MIN_CHUNK_TOKENS, size // 2)
+            out: list[str] = []
+            for chunk in _chunks(text, half):
+                out += await self.map_chunk(chunk.text, half)
+            return out
+
+    async def reduce(self, partials: list[str]) -> str:
+        """Merge partial notes in passes until one remains or a pass stops reducing."""
+        self.merge_budget = self.budget.input
+        for _ in range(MAX_MERGE_PASSES):
+            sizes = [self.count(p) for p in partials]
+            groups = plan_merge_groups(sizes, self.merge_budget)
+            if len(groups) == len(partials):
+                break  # nothing fits together: merging cannot progress
+            merged: list[str] = []
+            for group in groups:
+                merged += await self.merge([partials[i] for i in group])
+            if sum(self.count(p) for p in merged) >= sum(sizes):
+                break  # the non-reducing guard: keep the smaller pass
+            partials = merged
+        return "\n".join(partials)
+
+    async def merge(self, parts: list[str]) -> list[str]:
+        """Merge one group; on overflow merge its halves alone and shrink later groups."""
+        if len(parts) == 1:
+            return parts
+        try:
+            return [await self.ask(merge_prompt(parts, max_words=self._words(), focus=self.focus))]
+        except ContextWindowExceeded:
+            tokens = sum(self.count(p) for p in parts)
+            self.merge_budget = min(self.merge_budget, tokens - 1)
+            mid = len(parts) // 2
+            return await self.merge(parts[:mid]) + await self.merge(parts[mid:])
+
+
+def _chunks(text: str, budget: int) -> list[Chunk]:
+    """The text in windows of `budget` tokens with a small overlap."""
+    return chunk_text(
+        "history",
+        text,
+        chunk_tokens=budget,
+        overlap_tokens=min(64, budget // 8),
+        single_chunk_max=budget,
+    )
+
+
+def _check_sizes(target_tokens: int, window: int) -> None:
+    """Raise ValueError for budgets no extraction can meet."""
+    if target_tokens < 1:
+        raise ValueError(f"target_tokens must be at least 1, got {target_tokens}")
+    if window < MIN_CHUNK_TOKENS:
+        raise ValueError(f"extractor_window must be at least {MIN_CHUNK_TOKENS}, got {window}")
+
+
+async def extract_history(
+    messages: Sequence[Message],
+    *,
+    complete: Complete,
+    target_tokens: int,
+    extractor_window: int,
+    previous: str | None = None,
+    focus: str | None = None,
+    model: str = "",
+) -> Extraction:
+    """Condense historical messages (after a previous extraction) into at most target_tokens."""
+    _check_sizes(target_tokens, extractor_window)
+    earlier, old_facts = parse_extraction(previous, focus) if previous else ("", [])
+    if not messages:
+        if not previous:
+            raise BadExtraction("no messages to extract")
+        return Extraction(cut_tail(previous, target_tokens, model), 0, 0, 0, True)
+    transcript = render_transcript(messages)
+    facts = dedupe_facts([*old_facts, *fact_lines(messages, focus)])
+    ledger_tokens = sum(count_text(f.render(), model) + 1 for f in facts)
+    overhead = count_messages(map_prompt("", max_words=999, earlier_notes="-", focus=focus), model)
+    run = _Run(
+        complete,
+        model,
+        focus,
+        plan_budget(target_tokens, extractor_window, ledger_tokens, overhead),
+    )
+    notes = await run.notes(transcript, earlier)
+    reason = rejection(notes, run.count(transcript) + run.count(earlier), model)
+    if reason is not None:
+        raise BadExtraction(f"the extractor's notes were {reason}")
+    notes = drop_unsupported(notes, f"{previous or ''}\n{transcript}")
+    text = assemble(cut_tail(notes, run.budget.notes, model), facts, target_tokens, model)
+    return Extraction(text, run.calls, run.prompt_tokens, run.completion_tokens, bool(previous))
+
+
+def _rung_fits(text: str, rung: Rung, output: int, overhead: int) -> bool:
+    """Whether a rung's window holds the text by its chars-per-token estimate, with room."""
+    estimate = len(text) / rung.chars_per_token
+    return estimate + output + overhead + rung.window // 10 <= rung.window
+
+
+async def condense_message(
+    text: str,
+    *,
+    share_tokens: int,
+    rungs: Sequence[Rung],
+    focus: str | None = None,
+    model: str = "",
+) -> Condensed:
+    """Condense one oversized message to share_tokens: each rung in turn, then cut the middle.
+
+    A text that already fits is returned unchanged (how="truncated", calls=0: nothing cut).
+    """
+    tokens = count_text(text, model)
+    calls = 0
+    for index, rung in enumerate(rungs if tokens > share_tokens else ()):
+        output = max(16, min(share_tokens, rung.window // 4))
+        prompt = condense_prompt(text, max_words=int(output * WORDS_PER_TOKEN), focus=focus)
+        overhead = count_messages(condense_prompt("", max_words=9, focus=focus), model)
+        if not _rung_fits(text, rung, output, overhead):
+            continue
+        calls += 1
+        try:
+            result = await rung.complete(prompt, max_tokens=output)
+        except ContextWindowExceeded:
+            continue
+        notes = clean_output(result.text, truncated=result.finish_reason == "length")
+        if rejection(notes, tokens, model) is None:
+            how: Literal["cheapest", "model"] = "cheapest" if index == 0 else "model"
+            return Condensed(cut_middle(notes, share_tokens, model), how, calls)
+    return Condensed(cut_middle(text, share_tokens, model), "truncated", calls)

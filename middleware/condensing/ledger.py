@@ -1,0 +1,248 @@
+"""The fact ledger: fact-bearing sentences quoted verbatim from the conversation.
+
+An extraction is two sections: the model's structured notes, and a fact ledger of
+fact-bearing sentences quoted verbatim from the conversation (numbers, codes, dates, names,
+identifiers, decisions, preferences). The ledger is built deterministically, without a model,
+so a small model that paraphrases, loops or forgets cannot lose a planted fact; incremental
+extractions parse the previous ledger back and carry it forward. Under budget pressure ledger
+lines go in this order: lines whose key tokens the notes or other lines already hold, then
+the lowest-ranked (the assistant's before the user's and tools'), then the longest.
+
+The ledger's rules and the extraction's layout are part of a cached extraction's validity:
+bump ``extraction_prompt.PROMPT_VERSION`` whenever they change.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from kernel.tokens import count_text
+from kernel.types import Message
+from middleware.condensing.cutting import cut_tail
+from middleware.condensing.prompt import (
+    DIGIT_TOKEN,
+    NOTES_HEADER,
+    content_text,
+    content_words,
+    speaker,
+)
+
+__all__ = [
+    "FACTS_HEADER",
+    "FactLine",
+    "assemble",
+    "dedupe_facts",
+    "fact_lines",
+    "fact_score",
+    "fact_signal",
+    "key_tokens",
+    "parse_extraction",
+    "select_facts",
+    "sentences",
+]
+
+FACTS_HEADER = "Quoted facts (verbatim from earlier turns):"
+MIN_ASSISTANT_SIGNAL = 3
+FIRST_HAND_BONUS = 5
+MAX_LINE_CHARS = 300
+LAYOUT_TOKENS = 24
+"""Tokens the layout (headers, bullets) adds around the notes and the quoted facts."""
+MAX_SELECT_EXACT = 300
+
+_IDENT_TOKEN = re.compile(
+    r"`[^`\n]{1,80}`|\b[A-Za-z]\w*_\w+\b|\b[a-z]+[A-Z]\w*\b|\b\w+\.\w+\(\)|\b[\w.+-]+@[\w-]+\.\w+"
+)
+_NAME_RUN = re.compile(r"(?<![.!?:]\s)(?<!^)\b[A-Z][a-z]+(?:\s+[A-Z][a-z]+)+")
+_CAPITAL = re.compile(r"(?<!^)(?<![.!?]\s)\b[A-Z][a-z]{2,}\b")
+_DATE_WORD = re.compile(
+    r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\b|"
+    r"\b(?:mon|tues|wednes|thurs|fri|satur|sun)day\b|\b(?:tomorrow|yesterday|tonight)\b",
+    re.IGNORECASE,
+)
+_DECISION = re.compile(
+    r"\b(?:decided|decision|agreed|chose|chosen|prefer\w*|always|never|must|don'?t|do not|"
+    r"deadline|remember|my name|call me|we(?:'ll| will) use|switch(?:ed)? to|todo|"
+    r"next step|open task|password|budget|code is|id is|called)\b",
+    re.IGNORECASE,
+)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[`])")
+_FACT_LINE = re.compile(r"^- ([\w()\-. ]{1,40}): (.*)$")
+
+
+@dataclass(frozen=True, slots=True)
+class FactLine:
+    """One fact-bearing sentence quoted verbatim, with who said it and how fact-dense it is."""
+
+    role: str
+    text: str
+    score: int
+
+    def render(self) -> str:
+        """The ledger line: ``- role: text``."""
+        return f"- {self.role}: {self.text}"
+
+
+def key_tokens(text: str) -> frozenset[str]:
+    """The tokens a fact hangs on: anything with a digit, code identifiers, name runs."""
+    found = {m.group(0).strip(".,:;-/").lower() for m in DIGIT_TOKEN.finditer(text)}
+    found |= {m.group(0).strip("`").lower() for m in _IDENT_TOKEN.finditer(text)}
+    found |= {m.group(0).lower() for m in _NAME_RUN.finditer(text)}
+    return frozenset(t for t in found if t)
+
+
+def fact_signal(sentence: str) -> int:
+    """How surely a sentence bears a fact, from 0 to 5 (a question counts 1 less).
+
+    A digit 3, a code identifier 2, a date word 2, a decision or preference word 2, and
+    capitalised words inside the sentence 1 each (at most 2).
+    """
+    signal = 3 if DIGIT_TOKEN.search(sentence) else 0
+    signal += 2 if _IDENT_TOKEN.search(sentence) else 0
+    signal += 2 if _DATE_WORD.search(sentence) else 0
+    signal += 2 if _DECISION.search(sentence) else 0
+    signal += min(2, len(_CAPITAL.findall(sentence)))
+    return min(signal, 5) - (1 if sentence.rstrip().endswith("?") else 0)
+
+
+def fact_score(sentence: str, role: str, focus_words: frozenset[str] = frozenset()) -> int:
+    """A ledger line's priority, or 0 when the sentence is no fact.
+
+    The user's and tools' sentences count from signal 1 and rank above the assistant's
+    (signal 3 or more; what the assistant said is mostly reconstructible); a sentence
+    sharing a word with the focus ranks 2 higher.
+    """
+    signal = fact_signal(sentence)
+    first_hand = role.split("(")[0] in ("user", "tool")
+    if signal < (1 if first_hand else MIN_ASSISTANT_SIGNAL):
+        return 0
+    focused = bool(focus_words and focus_words & content_words(sentence))
+    return signal + (FIRST_HAND_BONUS if first_hand else 0) + (2 if focused else 0)
+
+
+def _clip(sentence: str) -> str:
+    """A sentence cut to a window around its first key token when it is over-long."""
+    if len(sentence) <= MAX_LINE_CHARS:
+        return sentence
+    hit = DIGIT_TOKEN.search(sentence) or _IDENT_TOKEN.search(sentence)
+    start = max(0, (hit.start() if hit else 0) - MAX_LINE_CHARS // 3)
+    piece = sentence[start : start + MAX_LINE_CHARS].strip()
+    return ("…" if start else "") + piece + "…"
+
+
+def sentences(text: str) -> list[str]:
+    """Split text into lines, then sentences, skipping code fences' marker lines."""
+    out: list[str] = []
+    for line in text.splitlines():
+        line = line.strip().lstrip("-*• ").strip()
+        if line and not line.startswith("```"):
+            out.extend(s.strip() for s in _SENTENCE_END.split(line) if s.strip())
+    return out
+
+
+def fact_lines(messages: Sequence[Message], focus: str | None = None) -> list[FactLine]:
+    """The fact ledger: every fact-bearing sentence of the messages, verbatim, in order."""
+    focus_words = content_words(focus) if focus else frozenset()
+    found: list[FactLine] = []
+    for message in messages:
+        role = speaker(message)
+        for sentence in sentences(content_text(message)):
+            score = fact_score(sentence, role, focus_words)
+            if score > 0:
+                found.append(FactLine(role, _clip(sentence), score))
+    return dedupe_facts(found)
+
+
+def dedupe_facts(facts: Iterable[FactLine]) -> list[FactLine]:
+    """Facts without exact repeats (same text, whitespace and case aside), first kept."""
+    seen: set[str] = set()
+    out: list[FactLine] = []
+    for fact in facts:
+        norm = " ".join(fact.text.lower().split())
+        if norm not in seen:
+            seen.add(norm)
+            out.append(fact)
+    return out
+
+
+def parse_extraction(text: str, focus: str | None = None) -> tuple[str, list[FactLine]]:
+    """Split an earlier extraction into its notes and its ledger facts (re-scored)."""
+    notes, _, facts_part = text.partition(FACTS_HEADER)
+    notes = notes.strip()
+    notes = notes.removeprefix(NOTES_HEADER).strip()
+    focus_words = content_words(focus) if focus else frozenset()
+    facts: list[FactLine] = []
+    for line in facts_part.splitlines():
+        match = _FACT_LINE.match(line.strip())
+        if match:
+            role, body = match.group(1), match.group(2)
+            score = fact_score(body, role, focus_words)
+            facts.append(FactLine(role, body, max(score, 1)))
+    return notes, facts
+
+
+def select_facts(
+    facts: Sequence[FactLine], notes: str, budget: int, model: str = ""
+) -> list[FactLine]:
+    """The facts that fit the budget, in order; drops covered, then low-score, then long ones.
+
+    A fact is covered when each of its key tokens appears in the notes or in another kept
+    fact. Among equals the longer line goes first (it frees the most room for one fact lost),
+    then the later one (earlier facts have survived more passes: keep the cache stable).
+    """
+    facts = _candidates(facts, budget, model)
+    costs = [count_text(fact.render(), model) + 1 for fact in facts]
+    keys = [key_tokens(fact.text) for fact in facts]
+    note_keys = key_tokens(notes)
+    held: Counter[str] = Counter(k for ks in keys for k in ks)
+    keep = set(range(len(facts)))
+    total = sum(costs)
+    while total > budget and keep:
+
+        def rank(i: int) -> tuple[bool, int, int, int]:
+            covered = bool(keys[i]) and all(k in note_keys or held[k] > 1 for k in keys[i])
+            return (not covered, facts[i].score, -costs[i], -i)
+
+        victim = min(keep, key=rank)
+        keep.remove(victim)
+        held.subtract(keys[victim])
+        total -= costs[victim]
+    return [facts[i] for i in sorted(keep)]
+
+
+def _candidates(facts: Sequence[FactLine], budget: int, model: str) -> Sequence[FactLine]:
+    """A long ledger's best lines, twice the budget's worth, in order (bounds select's cost)."""
+    if len(facts) <= MAX_SELECT_EXACT:
+        return facts
+    costs = [count_text(fact.render(), model) + 1 for fact in facts]
+    order = sorted(range(len(facts)), key=lambda i: (-facts[i].score, costs[i], i))
+    chosen: list[int] = []
+    total = 0
+    for i in order:
+        if total + costs[i] > 2 * budget or len(chosen) >= MAX_SELECT_EXACT:
+            break
+        chosen.append(i)
+        total += costs[i]
+    return [facts[i] for i in sorted(chosen)]
+
+
+def _layout(notes: str, facts: Sequence[FactLine]) -> str:
+    """The extraction text: the notes section, then the quoted facts section."""
+    sections = [f"{NOTES_HEADER}\n{notes}"] if notes else []
+    if facts:
+        sections.append(FACTS_HEADER + "\n" + "\n".join(fact.render() for fact in facts))
+    return "\n\n".join(sections)
+
+
+def assemble(notes: str, facts: Sequence[FactLine], target_tokens: int, model: str = "") -> str:
+    """Notes and as many facts as fit, within target_tokens (cut with a marker if need be)."""
+    room = target_tokens - count_text(_layout(notes, ()), model) - LAYOUT_TOKENS // 2
+    while True:
+        chosen = select_facts(facts, notes, room, model) if room > 0 else []
+        text = _layout(notes, chosen)
+        over = count_text(text, model) - target_tokens
+        if over <= 0 or not chosen:
+            return cut_tail(text, target_tokens, model)
+        room -= over

@@ -1,0 +1,308 @@
+"""The `documents` layer: retrieved documents fitted into the budget with the conversation.
+
+Clients send `documents: [{id?, text, score?, source?, language?}]` and optionally
+`overspill: {compact: [languages]}` beside `messages`. Per request (seeds 001, 003, 004):
+
+1. documents are ranked by score (unscored ones after, in the order sent), their language is
+   detected when absent, and the first matching compaction rule decides: `always` compacts,
+   `threshold` compacts when adding the raw block would pass `threshold x budget`, `demand`
+   compacts when `overspill.compact` names the language; no rule, never;
+2. the budget B is `documents.max_context_tokens`, capped at the model's window minus output
+   reserve, safety margin and system prompt; it covers the conversation and the documents;
+3. when the batch does not fit the room the conversation leaves, seed 003's top_k keeps the
+   `clamp(room / avg_chunk_tokens, 2, 10)` best documents; when the kept documents alone
+   exceed B the request is refused (`documents_budget_exceeded`, 400);
+4. documents over `condense_share` of B are condensed one by one by an internal call focused
+   on the user's latest question (seed 001's 85% rule);
+5. while the conversation + batch exceed B, the existing context is compacted (earlier
+   batches condensed, then history extracted), at most `max_passes` passes, stopping when a
+   pass does not shrink it; whatever still does not fit drops the least relevant documents;
+6. the batch is one `user` message (the divider, then one `--- DOCUMENT ---` block per
+   document) inserted just before the last user message.
+
+Where the batch goes and why: see `documents_plan`; the request extension: `documents_request`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
+
+from kernel.config import ModelEntry
+from kernel.documents_config import DocumentsSettings
+from kernel.services import Services
+from kernel.tokens import count_text
+from kernel.types import ChatRequest, ChatResponse, Message, Next, RequestContext
+from middleware.condensing.condenser import Condenser, latest_question
+from middleware.condensing.extraction import Rung, condense_message
+from middleware.condensing.history import SYSTEM_ROLES, assemble, output_reserve, plan_budget
+from middleware.documents.plan import (
+    Batch,
+    BatchMemory,
+    BatchPlan,
+    Count,
+    arrange,
+    drop_to_fit,
+    insert_before_last_user,
+    most_relevant_last,
+    new_batch,
+    place,
+    plan_batch,
+    render_batch,
+    still_valid,
+    weave,
+)
+from middleware.documents.request import Document, parse_compact, parse_documents
+
+log = logging.getLogger("overspill.documents")
+
+UNBUDGETED = 1 << 40
+"""The budget when neither the model's window nor max_context_tokens is known."""
+
+
+@dataclass(slots=True)
+class _Turn:
+    """One request's working state: its messages (earlier batches woven in) and the plan."""
+
+    request: ChatRequest
+    entry: ModelEntry
+    messages: list[Any]
+    batches: list[Batch]
+    plan: BatchPlan
+    window: int
+    slack: int
+    """How much smaller B is than the window's own budget (max_context_tokens)."""
+    scale: float
+    steps: list[str]
+    passes: int = 0
+
+
+class Documents:
+    """Fits the request's `documents` into the budget with the conversation (module doc)."""
+
+    name: ClassVar[str] = "documents"
+
+    def __init__(self, services: Services) -> None:
+        self.services = services
+        self.settings = settings_of(services.settings)
+        self.condenser = Condenser(services)
+        self.memory = BatchMemory(self.settings.memory_conversations)
+
+    async def handle(
+        self, request: ChatRequest, ctx: RequestContext, call_next: Next
+    ) -> ChatResponse:
+        """Place the documents (planned, compacted, condensed as needed) and call on."""
+        if "documents" not in request.extensions or ctx.internal or ctx.model is None:
+            return await call_next(request, ctx)
+        documents = parse_documents(request.extensions["documents"])
+        options = request.extensions.get("overspill") or {}
+        demanded = parse_compact(options.get("compact") if isinstance(options, dict) else None)
+        extensions = {k: v for k, v in request.extensions.items() if k != "documents"}
+        request = dataclasses.replace(request, extensions=extensions)
+        if not documents:
+            return await call_next(request, ctx)
+        turn = self._plan(request, ctx, ctx.model, documents, demanded)
+        await self._fit(turn, ctx)
+        return await call_next(self._finish(turn, ctx), ctx)
+
+    def _plan(
+        self,
+        request: ChatRequest,
+        ctx: RequestContext,
+        entry: ModelEntry,
+        documents: Sequence[Document],
+        demanded: frozenset[str],
+    ) -> _Turn:
+        """Weave in earlier batches, size the budget, plan the batch (may raise the 400)."""
+        key = (ctx.tenant, self.condenser.conversation(request, ctx))
+        batches = still_valid(self.memory.get(key), request.messages)
+        messages = weave(request.messages, batches)
+        scale = self.services.calibration.ratio(entry.model_name)
+        budget, window, derived = self._budget(request, entry, messages, scale)
+        model = entry.litellm_params.upstream_model
+        plan = plan_batch(
+            documents,
+            self.settings,
+            budget=budget,
+            context_tokens=self._context_tokens(entry, messages),
+            demanded=demanded,
+            count=lambda text: int(count_text(text, model) * scale) + 1,
+        )
+        steps = [f"top_k={plan.top_k}"] if plan.top_k else []
+        return _Turn(
+            request, entry, messages, batches, plan, window, derived - budget, scale, steps
+        )
+
+    def _budget(
+        self, request: ChatRequest, entry: ModelEntry, messages: Sequence[Message], scale: float
+    ) -> tuple[int, int, int]:
+        """B (conversation + documents), the window, and the window's own budget."""
+        counter = self.condenser.counter(entry)
+        system = int(sum(counter.count_message(m) for m in messages if _is_system(m)) * scale)
+        reserve = output_reserve(request.body, entry.context.max_output_tokens or 1024)
+        configured = self.settings.max_context_tokens
+        known = self.services.window_of(request.model)
+        if known is None and configured is None:
+            return UNBUDGETED, UNBUDGETED, UNBUDGETED
+        window = known or (configured or 0) + reserve + system
+        derived = plan_budget(
+            window,
+            output_reserve=reserve,
+            safety_margin=entry.context.safety_margin,
+            system_tokens=system,
+        ).input
+        return (min(configured, derived) if configured else derived), window, derived
+
+    def _context_tokens(self, entry: ModelEntry, messages: Sequence[Message]) -> int:
+        """The conversation's estimated tokens, without system messages (calibrated)."""
+        counter = self.condenser.counter(entry)
+        raw = 3 + sum(counter.count_message(m) for m in messages if not _is_system(m))
+        return int(raw * self.services.calibration.ratio(entry.model_name))
+
+    async def _fit(self, turn: _Turn, ctx: RequestContext) -> None:
+        """Seed 001's 85% rule, then compact the existing context, then drop what still
+        does not fit."""
+        plan = turn.plan
+        if plan.tokens > self.settings.condense_share * plan.budget:
+            turn.plan = await self._condense_documents(turn)
+            turn.steps.append("condensed")
+        while not turn.plan.fits and turn.passes < self.settings.max_passes:
+            before = turn.plan.context_tokens
+            await self._compact_context(turn, ctx)
+            turn.passes += 1
+            turn.plan = replace(
+                turn.plan, context_tokens=self._context_tokens(turn.entry, turn.messages)
+            )
+            if turn.plan.context_tokens >= before:
+                break
+        if turn.passes:
+            turn.steps.append(f"context_compacted={turn.passes}")
+        if not turn.plan.fits:
+            kept = drop_to_fit(turn.plan)
+            turn.steps.append(f"dropped={len(turn.plan.placed) - len(kept.placed)}")
+            turn.plan = kept
+
+    async def _condense_documents(self, turn: _Turn) -> BatchPlan:
+        """Each document condensed to its share by an internal call focused on the question."""
+        plan = turn.plan
+        room = plan.budget - plan.context_tokens
+        target = min(int(self.settings.condense_share * plan.budget), max(room, plan.budget // 2))
+        rungs = self._rungs(turn)
+        focus = latest_question(turn.request.messages)
+        model = turn.entry.litellm_params.upstream_model
+        count = self._count(turn)
+        placed = []
+        for p in plan.placed:
+            share = max(32, p.tokens_after * target // max(1, plan.tokens))
+            done = await condense_message(
+                p.text, share_tokens=share, rungs=rungs, focus=focus, model=model
+            )
+            condensed = place(p.doc, p.language, p.policy, "condensed", done.text, count)
+            placed.append(replace(condensed, tokens_before=p.tokens_before))
+        return replace(plan, placed=tuple(placed))
+
+    async def _compact_context(self, turn: _Turn, ctx: RequestContext) -> None:
+        """One pass: earlier batches condensed if any are raw, else the history extracted."""
+        raw = [b for b in turn.batches if not b.condensed]
+        if raw:
+            turn.batches = [await self._condense_batch(turn, b) if not b.condensed else b
+                            for b in turn.batches]  # fmt: skip
+            turn.messages = weave(turn.request.messages, turn.batches)
+            return
+        room_window = max(256, turn.window - turn.plan.tokens - turn.slack)
+        request = turn.request.with_messages(turn.messages)
+        plan = self.condenser.plan(request, turn.entry, window=room_window, scale=turn.scale)
+        if not plan.split.historical:
+            return
+        stand_in = await self.condenser.stand_in(request, ctx, turn.entry, plan)
+        turn.messages = assemble(turn.messages, plan.split, stand_in.message)
+
+    async def _condense_batch(self, turn: _Turn, batch: Batch) -> Batch:
+        """An earlier batch condensed to half its size, focused on the latest question."""
+        text = str(batch.message.get("content", ""))
+        model = turn.entry.litellm_params.upstream_model
+        done = await condense_message(
+            text,
+            share_tokens=max(32, count_text(text, model) // 2),
+            rungs=self._rungs(turn),
+            focus=latest_question(turn.request.messages),
+            model=model,
+        )
+        content = f"{self.settings.divider}\n[overspill: earlier documents, condensed]\n{done.text}"
+        return replace(batch, message={"role": "user", "content": content}, condensed=True)
+
+    def _rungs(self, turn: _Turn) -> list[Rung]:
+        """The extraction model (~4 chars/token), then the user's model (~3.5)."""
+        entry = turn.entry
+        ladder = {entry.model_name: 3.5}
+        extractor = entry.context.extraction_model
+        if extractor and extractor != entry.model_name:
+            ladder = {extractor: 4.0, **ladder}
+        return [
+            Rung(
+                self.services.internal(name),
+                int((self.services.window_of(name) or turn.window) / turn.scale),
+                chars,
+            )
+            for name, chars in ladder.items()
+        ]
+
+    def _count(self, turn: _Turn) -> Count:
+        model = turn.entry.litellm_params.upstream_model
+        return lambda text: int(count_text(text, model) * turn.scale) + 1
+
+    def _finish(self, turn: _Turn, ctx: RequestContext) -> ChatRequest:
+        """Render and insert the batch, remember it, and report: one event, some headers."""
+        plan = turn.plan
+        ordered = arrange(
+            plan.placed, most_relevant_last(self.settings, turn.entry.litellm_params.model)
+        )
+        request = turn.request
+        batches = list(turn.batches)
+        if ordered:
+            batch = new_batch(request.messages, render_batch(ordered, self.settings.divider))
+            batches.append(batch)
+            turn.messages = insert_before_last_user(turn.messages, batch.message)
+        key = (ctx.tenant, ctx.conversation_id or "")
+        self.memory.put(key, batches)
+        decision = "+".join(["appended", *turn.steps])
+        self._report(turn, ctx, decision)
+        return request.with_messages(turn.messages)
+
+    def _report(self, turn: _Turn, ctx: RequestContext, decision: str) -> None:
+        plan = turn.plan
+        ctx.note("documents", f"{len(plan.placed)}/{plan.received}")
+        ctx.note("documents-decision", decision)
+        ctx.note("documents-tokens", plan.tokens)
+        ctx.note("documents-budget", plan.budget)
+        ctx.note("documents-compacted", sum(p.how != "raw" for p in plan.placed))
+        log.info(
+            "documents_budget",
+            extra={
+                "request_id": ctx.request_id,
+                "conversation": ctx.conversation_id,
+                "model": turn.request.model,
+                "decision": decision,
+                "budget": plan.budget,
+                "context_tokens": plan.context_tokens,
+                "documents_tokens": plan.tokens,
+                "passes": turn.passes,
+                "top_k": plan.top_k,
+                "documents": [p.trace() for p in plan.placed],
+            },
+        )
+
+
+def settings_of(settings: object) -> DocumentsSettings:
+    """The `documents:` block of the validated config (defaults when absent)."""
+    found = getattr(settings, "documents", None)
+    if isinstance(found, DocumentsSettings):
+        return found
+    return DocumentsSettings.model_validate(found or {})
+
+
+def _is_system(message: Message) -> bool:
+    return message.get("role") in SYSTEM_ROLES

@@ -1,0 +1,30 @@
+"""The store backend a config names, opened: diskcache on one host, Redis for replicas."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from kernel.config import StoreSettings
+from kernel.store import DiskHistoryStore, HistoryStore, StoreError
+from kernel.store_redis import open_redis_store
+
+
+def open_store(settings: StoreSettings, *, base_dir: str | None = None) -> HistoryStore:
+    """Build the configured backend; a relative path is relative to `base_dir` (or the cwd)."""
+    if settings.backend == "redis":
+        return open_redis_store(settings)
+    if settings.backend != "diskcache":
+        raise StoreError(f"general_settings.store.backend: unknown backend {settings.backend!r}")
+    path = Path(settings.path).expanduser()
+    if not path.is_absolute():
+        path = Path(base_dir if base_dir is not None else os.getcwd()) / path
+    ttl_seconds = settings.ttl_seconds
+    size_limit_bytes = settings.size_limit_bytes
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        return DiskHistoryStore(path, ttl_seconds=ttl_seconds, size_limit_bytes=size_limit_bytes)
+    except ValueError as exc:
+        raise StoreError(f"general_settings.store: {exc}") from exc
+    except (OSError, StoreError) as exc:
+        raise StoreError(f"general_settings.store.path ({path}) cannot be used: {exc}") from exc

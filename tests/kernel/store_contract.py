@@ -1,0 +1,187 @@
+"""Behaviour every HistoryStore backend shares, as checks to parametrise a backend's tests with.
+
+Use: ``@pytest.mark.parametrize("check", CONTRACT, ids=contract_id)`` on a test that awaits
+``check(store)`` with a fresh, empty store whose TTL is long enough not to expire during a test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from kernel.store import HistoryEntry, HistoryStore, StoreError
+
+Check = Callable[[HistoryStore], Awaitable[None]]
+
+
+def make_entry(**changes: Any) -> HistoryEntry:
+    """A valid entry with some fields changed."""
+    fields: dict[str, Any] = {
+        "tenant": "acme",
+        "conversation_id": "conv-1",
+        "model_id": "gpt-4o",
+        "historical_end_index": 8,
+        "message_count": 12,
+        "extraction": "The user is planning a trip to Lisbon.",
+        "chain": "ab" * 32,
+        "prompt_version": "extract-v1",
+        "tokens_before": 9000,
+        "tokens_after": 1200,
+        "created_at": 1_700_000_000.0,
+    }
+    fields.update(changes)
+    return HistoryEntry(**fields)
+
+
+async def put_then_get(store: HistoryStore) -> None:
+    """A written entry is read back equal; a later put replaces it."""
+    await store.put(make_entry(extraction="naïve — 🚀"))
+    assert await store.get("acme", "conv-1") == make_entry(extraction="naïve — 🚀")
+    await store.put(make_entry(historical_end_index=10))
+    found = await store.get("acme", "conv-1")
+    assert found is not None
+    assert found.historical_end_index == 10
+
+
+async def missing_entry_is_none(store: HistoryStore) -> None:
+    """An unknown conversation is a miss."""
+    assert await store.get("acme", "nope") is None
+
+
+async def other_tenant_cannot_read_entry(store: HistoryStore) -> None:
+    """get with another tenant returns None, even when tenant and id share a colon."""
+    await store.put(make_entry(tenant="a:b", conversation_id="c"))
+    assert await store.get("other", "c") is None
+    assert await store.get("a", "b:c") is None
+    assert await store.get("a:b", "c") is not None
+    assert await store.entries("a") == []
+
+
+async def glob_characters_are_literal(store: HistoryStore) -> None:
+    """Tenants with pattern characters (`*`, `?`, `[`) list and clear only their own entries."""
+    for tenant in ["t*", "t?", "t[x]", "tx", "t\\"]:
+        await store.put(make_entry(tenant=tenant))
+    assert [e.tenant for e in await store.entries("t*")] == ["t*"]
+    assert [e.tenant for e in await store.entries("t[x]")] == ["t[x]"]
+    assert await store.clear("t?") == 1
+    assert await store.clear("t\\") == 1
+    assert sorted(e.tenant for e in await store.entries()) == ["t*", "t[x]", "tx"]
+
+
+async def failed_serialisation_keeps_previous_entry(store: HistoryStore) -> None:
+    """An entry that cannot be serialised raises StoreError and leaves the old one."""
+    await store.put(make_entry())
+    with pytest.raises(StoreError, match="cannot serialise"):
+        await store.put(make_entry(extraction="lone surrogate \ud800"))
+    assert await store.get("acme", "conv-1") == make_entry()
+
+
+async def delete_reports_whether_entry_existed(store: HistoryStore) -> None:
+    """delete removes the entry and says True; a second delete says False."""
+    await store.put(make_entry())
+    assert await store.delete("acme", "conv-1") is True
+    assert await store.get("acme", "conv-1") is None
+    assert await store.delete("acme", "conv-1") is False
+
+
+async def clear_and_entries_by_tenant(store: HistoryStore) -> None:
+    """clear(tenant) removes only that tenant's entries; entries() lists them sorted."""
+    for tenant, conv in [("acme", "b"), ("acme", "a"), ("acme2", "a"), ("zeta", "x")]:
+        await store.put(make_entry(tenant=tenant, conversation_id=conv))
+    listed = [(e.tenant, e.conversation_id) for e in await store.entries("acme")]
+    assert listed == [("acme", "a"), ("acme", "b")]
+    assert len(await store.entries()) == 4
+    assert await store.clear("acme") == 2
+    assert [e.tenant for e in await store.entries()] == ["acme2", "zeta"]
+    assert await store.clear() == 2
+    assert await store.entries() == []
+
+
+async def clear_all_keeps_readiness_working(store: HistoryStore) -> None:
+    """clear() counts only history entries, not the readiness key."""
+    await store.ping()
+    await store.put(make_entry())
+    assert await store.clear() == 1
+    await store.ping()
+
+
+async def same_key_holders_serialise(store: HistoryStore) -> None:
+    """A second holder of the same key enters only after the first leaves."""
+    order: list[str] = []
+    second_waiting = asyncio.Event()
+
+    async def second() -> None:
+        second_waiting.set()
+        async with store.single_flight("acme", "c"):
+            order.append("second in")
+
+    async with store.single_flight("acme", "c"):
+        order.append("first in")
+        task = asyncio.create_task(second())
+        await second_waiting.wait()
+        order.append("first out")
+    await task
+    assert order == ["first in", "first out", "second in"]
+
+
+async def different_keys_do_not_block(store: HistoryStore) -> None:
+    """Holders of different keys (or tenants) run at the same time."""
+    inside = asyncio.Event()
+
+    async def other(tenant: str, conv: str) -> None:
+        async with store.single_flight(tenant, conv):
+            inside.set()
+
+    async with asyncio.timeout(5), store.single_flight("acme", "c"):
+        for tenant, conv in [("acme", "d"), ("beta", "c"), ("acme:c", ""), ("", "acme:c")]:
+            inside.clear()
+            task = asyncio.create_task(other(tenant, conv))
+            await inside.wait()
+            await task
+
+
+async def holder_errors_and_cancelled_waiters_leave_no_lock(store: HistoryStore) -> None:
+    """A holder that raises or a waiter that is cancelled leaves the key free for the next."""
+    waiting = asyncio.Event()
+
+    async def waiter() -> None:
+        waiting.set()
+        async with store.single_flight("acme", "c"):
+            pytest.fail("a cancelled waiter must not enter")
+
+    async def hold_then_fail() -> None:
+        async with store.single_flight("acme", "c"):
+            task = asyncio.create_task(waiter())
+            await waiting.wait()
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        await hold_then_fail()
+    async with asyncio.timeout(5), store.single_flight("acme", "c"):
+        pass
+
+
+CONTRACT: list[Check] = [
+    put_then_get,
+    missing_entry_is_none,
+    other_tenant_cannot_read_entry,
+    glob_characters_are_literal,
+    failed_serialisation_keeps_previous_entry,
+    delete_reports_whether_entry_existed,
+    clear_and_entries_by_tenant,
+    clear_all_keeps_readiness_working,
+    same_key_holders_serialise,
+    different_keys_do_not_block,
+    holder_errors_and_cancelled_waiters_leave_no_lock,
+]
+
+
+def contract_id(check: Check) -> str:
+    """The check's name, as a test id."""
+    return getattr(check, "__name__", repr(check))

@@ -1,0 +1,289 @@
+"""Tests for kernel.store: the history entry record, the diskcache store, single flight."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import sqlite3
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import diskcache.core
+import orjson
+import pytest
+
+from kernel.config import StoreSettings
+from kernel.store import DiskHistoryStore, HistoryEntry, StoreError
+from proxy.stores import open_store
+from tests.kernel.store_contract import CONTRACT, Check, contract_id, make_entry
+
+TTL = 3600.0
+
+
+class Clock:
+    """A settable unix clock."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        """Move time forward."""
+        self.now += seconds
+
+
+@pytest.fixture
+def clock() -> Clock:
+    """A clock that starts at the real time (diskcache stamps expiry with time.time)."""
+    return Clock(time.time())
+
+
+@pytest.fixture
+async def store(tmp_path: Path, clock: Clock) -> AsyncIterator[DiskHistoryStore]:
+    """A store in a fresh directory, closed afterwards."""
+    opened = DiskHistoryStore(tmp_path / "store", ttl_seconds=TTL, clock=clock)
+    yield opened
+    await opened.aclose()
+
+
+@pytest.fixture
+def disk_clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    """A fake clock that diskcache itself reads (store, expiry and eviction times)."""
+    fake = Clock(1_000_000.0)
+    monkeypatch.setattr(diskcache.core, "time", SimpleNamespace(time=fake, sleep=time.sleep))
+    return fake
+
+
+# --- the record ----------------------------------------------------------------------------
+
+
+def test_entry_round_trips_through_json() -> None:
+    """from_json(to_json(e)) == e."""
+    entry = make_entry(extraction="naïve — 🚀")
+    assert HistoryEntry.from_json(entry.to_json()) == entry
+
+
+def test_integer_created_at_is_accepted() -> None:
+    """A whole-number created_at written by another writer decodes as a float."""
+    record = orjson.loads(make_entry().to_json())
+    record["created_at"] = 1_700_000_000
+    assert HistoryEntry.from_json(orjson.dumps(record)).created_at == 1_700_000_000.0
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        (lambda r: b"{not json", "not JSON"),
+        (lambda r: orjson.dumps([r]), "version 1 object"),
+        (lambda r: orjson.dumps({**r, "v": 2}), "version 1 object"),
+        (lambda r: orjson.dumps({k: v for k, v in r.items() if k != "chain"}), "'chain'"),
+        (lambda r: orjson.dumps({**r, "message_count": "12"}), "'message_count' is not a int"),
+        (lambda r: orjson.dumps({**r, "tokens_after": True}), "'tokens_after'"),
+        (lambda r: orjson.dumps({**r, "historical_end_index": 13}), "inconsistent"),
+    ],
+)
+def test_corrupt_records_raise_store_error(
+    change: Callable[[dict[str, Any]], bytes], problem: str
+) -> None:
+    """A record that is not a valid entry raises StoreError saying what is wrong."""
+    record = orjson.loads(make_entry().to_json())
+    with pytest.raises(StoreError, match=problem):
+        HistoryEntry.from_json(change(record))
+
+
+def test_entry_rejects_end_past_message_count() -> None:
+    """An entry cannot summarise more messages than its request had."""
+    with pytest.raises(ValueError, match="historical_end_index"):
+        make_entry(historical_end_index=13, message_count=12)
+
+
+# --- get / put / delete --------------------------------------------------------------------
+
+
+async def test_entries_survive_reopening(tmp_path: Path) -> None:
+    """The store is persistent: another instance on the same directory reads the entry."""
+    first = DiskHistoryStore(tmp_path / "s")
+    await first.put(make_entry())
+    await first.aclose()
+    second = DiskHistoryStore(tmp_path / "s")
+    try:
+        assert await second.get("acme", "conv-1") == make_entry()
+    finally:
+        await second.aclose()
+
+
+# --- atomicity and corruption --------------------------------------------------------------
+
+
+async def test_failed_write_rolls_back(
+    store: DiskHistoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failure inside the write transaction (after the row changed) leaves the old entry."""
+    await store.put(make_entry())
+
+    def fail(*args: object, **kwargs: object) -> None:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(store._cache, "_cull", fail)
+    with pytest.raises(StoreError, match=r"cannot write .* disk I/O error"):
+        await store.put(make_entry(extraction="half-written"))
+    monkeypatch.undo()
+    assert await store.get("acme", "conv-1") == make_entry()
+
+
+async def test_corrupt_record_is_a_logged_miss_and_deleted(
+    store: DiskHistoryStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A record that does not decode is logged, deleted and reported as a miss."""
+    await store.put(make_entry())
+    key = "h:4:acme:conv-1"
+    assert store._cache.set(key, b'{"v": 1, "tenant": ')
+    with caplog.at_level(logging.WARNING, logger="overspill.store"):
+        assert await store.get("acme", "conv-1") is None
+    assert "corrupt history record" in caplog.text
+    assert key not in store._cache
+
+
+async def test_record_under_wrong_key_is_a_miss(store: DiskHistoryStore) -> None:
+    """A record whose tenant/id differ from its key is never returned."""
+    store._cache.set("h:4:acme:conv-1", make_entry(tenant="evil").to_json())
+    assert await store.get("acme", "conv-1") is None
+
+
+async def test_non_bytes_record_is_a_miss(store: DiskHistoryStore) -> None:
+    """A value of another type under a history key is treated as corrupt."""
+    store._cache.set("h:4:acme:conv-1", 42)
+    assert await store.get("acme", "conv-1") is None
+    assert await store.entries() == []
+
+
+# --- expiry and size -----------------------------------------------------------------------
+
+
+async def test_entry_expires_after_ttl_by_injected_clock(
+    store: DiskHistoryStore, clock: Clock
+) -> None:
+    """An entry is served until ttl_seconds have passed on the store's clock, then missed."""
+    await store.put(make_entry())
+    clock.advance(TTL - 1)
+    assert await store.get("acme", "conv-1") is not None
+    clock.advance(2)
+    assert await store.get("acme", "conv-1") is None
+    assert await store.entries() == []
+
+
+async def test_diskcache_expires_and_removes_entries(tmp_path: Path, disk_clock: Clock) -> None:
+    """The TTL is diskcache's `expire=`: past it, the entry is gone and culled from disk."""
+    store = DiskHistoryStore(tmp_path / "s", ttl_seconds=60, clock=disk_clock)
+    try:
+        await store.put(make_entry())
+        disk_clock.advance(59)
+        assert await store.get("acme", "conv-1") is not None
+        disk_clock.advance(2)
+        assert await store.get("acme", "conv-1") is None
+        assert store._cache.expire() == 1
+    finally:
+        await store.aclose()
+
+
+async def test_size_limit_evicts_least_recently_stored(tmp_path: Path, disk_clock: Clock) -> None:
+    """Past size_limit_bytes, the oldest-written entries go and the newest stay."""
+    limit = 1 << 20
+    store = DiskHistoryStore(tmp_path / "s", size_limit_bytes=limit, clock=disk_clock)
+    try:
+        for index in range(80):
+            disk_clock.advance(1)
+            await store.put(make_entry(conversation_id=f"c{index}", extraction="x" * 30_000))
+        kept = {entry.conversation_id for entry in await store.entries()}
+        assert "c0" not in kept
+        assert {f"c{index}" for index in range(70, 80)} <= kept
+        assert len(kept) < 80
+        assert store._cache.volume() <= limit + 11 * 32 * 1024
+    finally:
+        await store.aclose()
+
+
+# --- health and lifecycle ------------------------------------------------------------------
+
+
+async def test_ping_succeeds_on_a_working_store(store: DiskHistoryStore) -> None:
+    """ping returns quietly when the store can be written and read."""
+    await store.ping()
+
+
+async def test_ping_raises_store_error_when_writes_fail(
+    store: DiskHistoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ping raises StoreError naming the store's path when the backend fails."""
+
+    def fail(*args: object, **kwargs: object) -> None:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(store._cache, "set", fail)
+    with pytest.raises(StoreError, match=str(store.path)):
+        await store.ping()
+
+
+async def test_aclose_twice_is_harmless(tmp_path: Path) -> None:
+    """Closing an already closed store does nothing."""
+    store = DiskHistoryStore(tmp_path / "s")
+    await store.aclose()
+    await store.aclose()
+
+
+def test_rejects_non_positive_limits(tmp_path: Path) -> None:
+    """A zero TTL or size limit is a programming error."""
+    with pytest.raises(ValueError, match="ttl_seconds"):
+        DiskHistoryStore(tmp_path / "s", ttl_seconds=0)
+    with pytest.raises(ValueError, match="size_limit_bytes"):
+        DiskHistoryStore(tmp_path / "s", size_limit_bytes=0)
+
+
+def test_unopenable_directory_raises_store_error(tmp_path: Path) -> None:
+    """A store path that is a file raises StoreError naming it."""
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(StoreError, match="cannot open the history store"):
+        DiskHistoryStore(tmp_path / "file")
+
+
+# --- open_store ----------------------------------------------------------------------------
+
+
+async def test_open_store_resolves_relative_path_under_base_dir(tmp_path: Path) -> None:
+    """A relative path is created under base_dir."""
+    store = open_store(StoreSettings(path="var/store"), base_dir=str(tmp_path))
+    try:
+        assert isinstance(store, DiskHistoryStore)
+        assert store.path == tmp_path / "var" / "store"
+        assert store.path.is_dir()
+        assert store.ttl_seconds == 7 * 24 * 3600
+    finally:
+        await store.aclose()
+
+
+def test_open_store_names_config_key_when_path_unusable(tmp_path: Path) -> None:
+    """A path that cannot be created raises StoreError naming general_settings.store.path."""
+    (tmp_path / "file").write_text("x")
+    settings = StoreSettings(path=str(tmp_path / "file" / "store"))
+    with pytest.raises(StoreError, match=r"general_settings\.store\.path"):
+        open_store(settings)
+
+
+# --- single flight -------------------------------------------------------------------------
+
+
+def test_entry_is_frozen() -> None:
+    """Entries cannot be changed in place."""
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        make_entry().tenant = "other"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("check", CONTRACT, ids=contract_id)
+async def test_disk_store_keeps_the_store_contract(store: DiskHistoryStore, check: Check) -> None:
+    """The disk store passes the same behaviour checks as every other backend."""
+    await check(store)

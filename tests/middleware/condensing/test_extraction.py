@@ -1,0 +1,731 @@
+"""Tests for middleware.condensing.extraction: the fact ledger, budgets, map-reduce, rejection, the ladder."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from itertools import pairwise
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kernel.errors import ContextWindowExceeded
+from kernel.tokens import count_messages, count_text
+from kernel.types import Completion, Message
+from middleware.condensing.cutting import cut_tail
+from middleware.condensing.extraction import (
+    MIN_CHUNK_TOKENS,
+    PROMPT_VERSION,
+    BadExtraction,
+    Rung,
+    condense_message,
+    cut_middle,
+    extract_history,
+    plan_budget,
+    plan_merge_groups,
+    rejection,
+)
+from middleware.condensing.ledger import (
+    FACTS_HEADER,
+    FactLine,
+    assemble,
+    fact_lines,
+    parse_extraction,
+    select_facts,
+)
+from middleware.condensing.prompt import clean_output, drop_unsupported, looks_refused
+
+FACTS = {
+    "ZX-4471": "For the record, our internal project code is ZX-4471.",
+    "8443": "The staging server listens on port 8443.",
+    "orca_ledger": "The main database is named orca_ledger.",
+    "Halvorsen": "My manager is Ingrid Halvorsen, please cc her on status mails.",
+    "14 March": "The public release is scheduled for 14 March 2025.",
+}
+FILLER_Q = "Can you explain how list comprehensions work?"
+FILLER_A = (
+    "A list comprehension builds a list from an iterable in one expression. You can add a "
+    "condition at the end to filter items. They are usually easier to read than a loop that "
+    "appends to a list, but very long ones are better written as ordinary loops. "
+)
+
+
+def conversation(pairs: int = 10, filler_repeat: int = 1) -> list[Message]:
+    """User/assistant pairs: the planted facts first, then filler."""
+    messages: list[Message] = []
+    facts = list(FACTS.values())
+    for i in range(pairs):
+        user = facts[i] if i < len(facts) else FILLER_Q
+        answer = "Noted." if i < len(facts) else FILLER_A * filler_repeat
+        messages += [{"role": "user", "content": user}, {"role": "assistant", "content": answer}]
+    return messages
+
+
+def prompt_text(messages: Sequence[Message]) -> str:
+    """All the text of a prompt."""
+    return "\n".join(str(m["content"]) for m in messages)
+
+
+def is_merge(messages: Sequence[Message]) -> bool:
+    """Whether a prompt is a merge prompt."""
+    return "Notes on consecutive parts" in prompt_text(messages)
+
+
+Answer = Callable[[Sequence[Message], int], Completion]
+
+
+@dataclass
+class Scripted:
+    """A scripted `Complete`: answers with a function of the prompt, records every call."""
+
+    answer: Answer
+    window: int | None = None
+    prompts: list[Sequence[Message]] = field(default_factory=list)
+    max_tokens: list[int] = field(default_factory=list)
+
+    async def __call__(self, messages: Sequence[Message], *, max_tokens: int) -> Completion:
+        """Record the call; overflow when the prompt exceeds the window, else answer."""
+        self.prompts.append(messages)
+        self.max_tokens.append(max_tokens)
+        tokens = count_messages(messages)
+        if self.window is not None and tokens + max_tokens > self.window:
+            raise ContextWindowExceeded("too long", requested=tokens, limit=self.window)
+        return self.answer(messages, max_tokens)
+
+    def merges(self) -> list[Sequence[Message]]:
+        """The merge prompts seen."""
+        return [p for p in self.prompts if is_merge(p)]
+
+
+def fixed(text: str, prompt_tokens: int | None = 50, completion_tokens: int | None = 5) -> Answer:
+    """An answer function that always says `text`."""
+    return lambda _messages, _max: Completion(text, prompt_tokens, completion_tokens, "stop")
+
+
+NOTES = "Goal:\n- plan the release\nOpen tasks:\n- cc the manager"
+
+
+# ---------------------------------------------------------------- the fact ledger (pure)
+
+
+def test_fact_lines_keep_every_planted_fact_and_skip_filler_questions() -> None:
+    """Each planted fact is a ledger line, verbatim; a filler question is not."""
+    ledger = fact_lines(conversation())
+    texts = [fact.text for fact in ledger]
+    for sentence in FACTS.values():
+        assert sentence in texts
+    assert FILLER_Q not in texts
+
+
+def test_fact_lines_rank_the_users_facts_above_the_assistants() -> None:
+    """A user's fact outranks an assistant's explanation full of numbers."""
+    messages: list[Message] = [
+        {"role": "user", "content": "The offsite is in Tallinn."},
+        {"role": "assistant", "content": "HTTP 404 differs from 403 and 410 Gone."},
+    ]
+    user, assistant = fact_lines(messages)
+    assert user.role == "user"
+    assert user.score > assistant.score
+
+
+def test_fact_lines_name_tools_and_read_text_parts_and_tool_calls() -> None:
+    """Tool results carry the tool's name; content parts and tool-call arguments are read."""
+    messages: list[Message] = [
+        {"role": "user", "content": [{"type": "text", "text": "Use bucket logs-2291 please."}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"function": {"name": "lookup", "arguments": '{"id": "A-77"}'}}],
+        },
+        {"role": "tool", "name": "lookup", "content": "Order A-77 shipped on 3 May."},
+    ]
+    rendered = [fact.render() for fact in fact_lines(messages)]
+    assert "- user: Use bucket logs-2291 please." in rendered
+    assert "- tool(lookup): Order A-77 shipped on 3 May." in rendered
+    assert any("A-77" in line and line.startswith("- assistant") for line in rendered)
+
+
+def test_fact_lines_clip_an_overlong_sentence_around_its_fact() -> None:
+    """A very long sentence is cut to a window that still holds its code."""
+    long = "word " * 200 + "the key is QX-1234 " + "word " * 200
+    (fact,) = fact_lines([{"role": "user", "content": long}])
+    assert "QX-1234" in fact.text
+    assert len(fact.text) < 320
+
+
+def test_fact_lines_drop_exact_repeats() -> None:
+    """The same sentence said twice is one ledger line."""
+    sentence = "The staging server listens on port 8443."
+    messages: list[Message] = [{"role": "user", "content": sentence}] * 2
+    assert len(fact_lines(messages)) == 1
+
+
+@given(st.lists(st.tuples(st.sampled_from(["user", "assistant", "tool"]), st.text()), max_size=8))
+@settings(max_examples=60, deadline=None)
+def test_fact_lines_are_deterministic(pairs: list[tuple[str, str]]) -> None:
+    """The ledger is a pure function of the messages."""
+    messages: list[Message] = [{"role": role, "content": text} for role, text in pairs]
+    assert fact_lines(messages) == fact_lines(list(messages))
+
+
+def test_parse_extraction_reads_back_notes_and_facts() -> None:
+    """An assembled extraction parses back into its notes and its ledger lines."""
+    facts = fact_lines(conversation())
+    text = assemble(NOTES, facts, 1000)
+    notes, parsed = parse_extraction(text)
+    assert notes == NOTES
+    assert [(f.role, f.text) for f in parsed] == [(f.role, f.text) for f in facts]
+
+
+def test_parse_extraction_of_foreign_text_is_all_notes() -> None:
+    """A text without the facts header is taken as notes."""
+    assert parse_extraction("just a summary") == ("just a summary", [])
+
+
+# ---------------------------------------------------------------- output checks (pure)
+
+
+def test_clean_output_drops_repeated_lines_and_cuts_loops() -> None:
+    """Repeated lines go, a phrase looping inside a line is cut at its second start."""
+    loop = "- the user wants the report by Friday and " * 4
+    text = f"Notes:\n- a\n- a\n- b\n{loop}"
+    cleaned = clean_output(text)
+    assert cleaned.splitlines()[:2] == ["- a", "- b"]
+    assert cleaned.count("the user wants the report") == 1
+
+
+def test_clean_output_drops_the_cut_last_line_of_a_truncated_answer() -> None:
+    """When the answer hit max_tokens its last, unfinished line is dropped."""
+    assert clean_output("- one\n- two\n- thr", truncated=True) == "- one\n- two"
+    assert clean_output("- one", truncated=True) == "- one"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I'm sorry, but I can't help with that.",
+        "I cannot summarise this conversation.",
+        "As an AI language model, I do not keep notes.",
+        '{"error": "upstream failed"}',
+        "Error: model overloaded",
+    ],
+)
+def test_looks_refused_spots_refusals_and_error_texts(text: str) -> None:
+    """Refusal and error openings are recognised."""
+    assert looks_refused(text)
+
+
+def test_clean_output_drops_echoes_of_the_instructions() -> None:
+    """Lines that repeat the prompt's own wording are not notes."""
+    echo = "Conversation:\n<<<\n- copy names, numbers, dates, codes and identifiers exactly\n- port 8443"
+    assert clean_output(echo) == "- port 8443"
+
+
+def test_looks_refused_ignores_a_refusal_quoted_inside_notes() -> None:
+    """Notes that merely report someone saying "I cannot" are fine."""
+    assert not looks_refused("- user said: I cannot attend on Friday")
+
+
+def test_drop_unsupported_removes_elaboration_the_source_never_said() -> None:
+    """A note line made mostly of words absent from the source is dropped."""
+    notes = "- use PostgreSQL for the new service\n- PostgreSQL is robust, scalable, widely loved"
+    source = "We decided to use PostgreSQL instead of MySQL for the new service."
+    assert drop_unsupported(notes, source) == "- use PostgreSQL for the new service"
+
+
+def test_drop_unsupported_removes_invented_codes_and_their_empty_heading() -> None:
+    """A note line with a code the source never had goes, and so does its bare heading."""
+    notes = "Goal:\n- ship ZX-4471\nCodes:\n- customer CUST-0000"
+    assert drop_unsupported(notes, "ship our code ZX-4471") == "Goal:\n- ship ZX-4471"
+
+
+@pytest.mark.parametrize(
+    ("text", "tokens", "reason"),
+    [
+        ("  ", None, "empty"),
+        ("I'm sorry, I can't.", None, "refusal"),
+        ("a b c d e f", 3, "not shorter"),
+    ],
+)
+def test_rejection_says_why(text: str, tokens: int | None, reason: str) -> None:
+    """Each kind of bad extraction is named."""
+    found = rejection(text, tokens)
+    assert found is not None
+    assert reason in found
+    assert rejection("- fine notes", 100) is None
+
+
+# ---------------------------------------------------------------- budgets and cuts (pure)
+
+
+@given(
+    target=st.integers(1, 20_000),
+    window=st.integers(MIN_CHUNK_TOKENS, 200_000),
+    ledger=st.integers(0, 50_000),
+    overhead=st.integers(0, 2_000),
+)
+def test_plan_budget_leaves_room_and_respects_floors(
+    target: int, window: int, ledger: int, overhead: int
+) -> None:
+    """Outputs stay within a quarter of the window; inputs never go under the chunk floor."""
+    budget = plan_budget(target, window, ledger, overhead)
+    assert budget.input >= MIN_CHUNK_TOKENS
+    assert 16 <= budget.output <= max(16, window // 4)
+    assert budget.output <= budget.notes or budget.output == 16
+    if budget.input > MIN_CHUNK_TOKENS:
+        assert budget.input + budget.output + overhead < window
+
+
+@given(st.lists(st.integers(1, 500), max_size=30), st.integers(1, 1000))
+def test_plan_merge_groups_partitions_in_order_and_reduces_or_stops(
+    sizes: list[int], budget: int
+) -> None:
+    """Groups cover every partial once, in order, within budget; fewer groups when any pair fits."""
+    groups = plan_merge_groups(sizes, budget)
+    assert [i for group in groups for i in group] == list(range(len(sizes)))
+    for group in groups:
+        assert len(group) == 1 or sum(sizes[i] for i in group) <= budget
+    if any(a + b <= budget for a, b in pairwise(sizes)):
+        assert len(groups) < len(sizes)
+    else:
+        assert len(groups) == len(sizes)
+
+
+@given(st.text(min_size=1), st.integers(1, 200))
+@settings(max_examples=150, deadline=None)
+def test_cut_middle_fits_and_keeps_head_and_tail(text: str, max_tokens: int) -> None:
+    """The result fits; a cut one is a prefix, the marker, and a suffix of the text."""
+    out = cut_middle(text, max_tokens)
+    assert count_text(out) <= max_tokens
+    if count_text(text) <= max_tokens:
+        assert out == text
+    elif (
+        match := re.fullmatch(r"(.*)\n\[… (\d+) tokens omitted …\]\n(.*)", out, re.S)
+    ) is not None:
+        assert text.startswith(match[1])
+        assert text.endswith(match[3])
+    else:
+        assert text.startswith(out)
+
+
+def test_cut_middle_marks_how_much_was_omitted() -> None:
+    """A long text keeps its first and last words around the marker."""
+    text = "start " + "middle " * 500 + "finish"
+    out = cut_middle(text, 40)
+    assert out.startswith("start middle")
+    assert out.endswith("middle finish")
+    assert re.search(r"\[… \d+ tokens omitted …\]", out)
+
+
+@given(st.text(min_size=1), st.integers(1, 200))
+@settings(max_examples=100, deadline=None)
+def test_cut_tail_fits_and_keeps_the_head(text: str, max_tokens: int) -> None:
+    """The result fits and starts like the text."""
+    out = cut_tail(text, max_tokens)
+    assert count_text(out) <= max_tokens
+    head = out.split("\n[… ")[0]
+    assert text.startswith(head.rstrip()) or text.rstrip().startswith(head.rstrip())
+
+
+facts_strategy = st.lists(
+    st.builds(
+        FactLine, st.sampled_from(["user", "assistant"]), st.text(min_size=1), st.integers(1, 12)
+    ),
+    max_size=25,
+)
+
+
+@given(notes=st.text(), facts=facts_strategy, target=st.integers(1, 600))
+@settings(max_examples=100, deadline=None)
+def test_assemble_never_exceeds_the_target(notes: str, facts: list[FactLine], target: int) -> None:
+    """Whatever the notes and facts, the extraction fits target_tokens."""
+    assert count_text(assemble(notes, facts, target)) <= target
+
+
+def test_select_facts_drops_covered_lines_first() -> None:
+    """A fact whose codes the notes already hold goes before an uncovered one."""
+    facts = [FactLine("user", "The code is ZX-4471.", 9), FactLine("user", "Port 8443 it is.", 9)]
+    cost = count_text(facts[0].render()) + 1
+    kept = select_facts(facts, "- code ZX-4471", cost + 1)
+    assert kept == [facts[1]]
+
+
+def test_select_facts_drops_the_lowest_score_then_keeps_order() -> None:
+    """Under pressure the weakest fact goes; the kept ones stay in order."""
+    facts = [
+        FactLine("user", f"Item {n} is K-{n}0{n}.", score) for n, score in [(1, 9), (2, 3), (3, 8)]
+    ]
+    costs = sum(count_text(f.render()) + 1 for f in facts)
+    assert select_facts(facts, "", costs - 1) == [facts[0], facts[2]]
+
+
+# ---------------------------------------------------------------- the engine
+
+
+async def test_one_call_when_the_history_fits_and_the_facts_survive() -> None:
+    """A history within the window takes one call; notes and every fact fit the target."""
+    complete = Scripted(fixed(NOTES, 120, 30))
+    result = await extract_history(
+        conversation(), complete=complete, target_tokens=300, extractor_window=4096
+    )
+    assert (result.calls, result.prompt_tokens, result.completion_tokens) == (1, 120, 30)
+    assert not result.incremental
+    assert count_text(result.text) <= 300
+    assert "- plan the release" in result.text
+    for key in FACTS:
+        assert key in result.text
+    assert complete.max_tokens[0] <= 300
+
+
+async def test_token_counts_are_estimated_when_the_upstream_gives_none() -> None:
+    """Without usage figures the prompt and the answer are counted locally."""
+    complete = Scripted(fixed(NOTES, None, None))
+    result = await extract_history(
+        conversation(), complete=complete, target_tokens=300, extractor_window=4096
+    )
+    assert result.prompt_tokens == count_messages(complete.prompts[0])
+    assert result.completion_tokens == count_text(NOTES)
+
+
+async def test_the_prompt_asks_for_structured_notes_with_the_focus() -> None:
+    """The prompt carries the transcript, the headings and the user's question."""
+    complete = Scripted(fixed(NOTES))
+    await extract_history(
+        conversation(),
+        complete=complete,
+        target_tokens=300,
+        extractor_window=4096,
+        focus="When is the release?",
+    )
+    text = prompt_text(complete.prompts[0])
+    assert "open tasks" in text
+    assert "user: For the record, our internal project code is ZX-4471." in text
+    assert "When is the release?" in text
+    assert PROMPT_VERSION
+
+
+async def test_incremental_extraction_keeps_the_previous_facts() -> None:
+    """Only the new messages are sent, with the earlier notes; earlier facts are kept."""
+    first = await extract_history(
+        conversation(6), complete=Scripted(fixed(NOTES)), target_tokens=300, extractor_window=4096
+    )
+    new: list[Message] = [
+        {"role": "user", "content": "The offsite will take place in Tallinn."},
+        {"role": "assistant", "content": "Nice, noted."},
+    ]
+    complete = Scripted(fixed("Goal:\n- plan the offsite"))
+    second = await extract_history(
+        new, complete=complete, target_tokens=300, extractor_window=4096, previous=first.text
+    )
+    assert second.incremental
+    sent = prompt_text(complete.prompts[0])
+    assert "- plan the release" in sent
+    assert "For the record" not in sent.split("Conversation since then:")[1]
+    for key in [*FACTS, "Tallinn"]:
+        assert key in second.text
+
+
+async def test_nested_extractions_stay_within_target_and_keep_facts() -> None:
+    """Five nested extractions over slices keep every planted fact within the target."""
+    messages = conversation(20, filler_repeat=2)
+    previous: str | None = None
+    for i in range(5):
+        result = await extract_history(
+            messages[i * 8 : (i + 1) * 8],
+            complete=Scripted(fixed(f"Goal:\n- pass {i}")),
+            target_tokens=250,
+            extractor_window=4096,
+            previous=previous,
+        )
+        assert count_text(result.text) <= 250
+        previous = result.text
+    assert previous is not None
+    for key in FACTS:
+        assert key in previous
+
+
+async def test_invented_codes_are_dropped_from_the_notes() -> None:
+    """A note naming a code the history never had is removed."""
+    complete = Scripted(fixed("Facts:\n- project code ZX-9999\nGoal:\n- cc the manager"))
+    result = await extract_history(
+        conversation(), complete=complete, target_tokens=300, extractor_window=4096
+    )
+    assert "ZX-9999" not in result.text
+    assert "- cc the manager" in result.text
+
+
+async def test_a_looping_answer_is_cleaned_before_use() -> None:
+    """Repeated lines from the model appear once."""
+    complete = Scripted(fixed("- release on 14 March\n" * 30))
+    result = await extract_history(
+        conversation(), complete=complete, target_tokens=300, extractor_window=4096
+    )
+    assert result.text.count("- release on 14 March") == 1
+
+
+async def test_an_over_long_answer_is_cut_to_budget_with_a_marker() -> None:
+    """Notes longer than their budget are cut visibly and the result fits."""
+    words = ["public", "staging", "main", "internal", "manager", "project", "database"]
+    long_notes = "\n".join(f"- the {a} and the {b} of the release" for a in words for b in words)
+    complete = Scripted(fixed(long_notes))
+    messages = conversation(40, filler_repeat=2)
+    result = await extract_history(
+        messages, complete=complete, target_tokens=120, extractor_window=4096
+    )
+    assert count_text(result.text) <= 120
+    assert "tokens cut …]" in result.text
+
+
+@pytest.mark.parametrize(
+    ("answer", "why"),
+    [("", "empty"), ("I'm sorry, but I cannot do that.", "refusal"), ("As an AI, no.", "refusal")],
+)
+async def test_bad_answers_are_rejected(answer: str, why: str) -> None:
+    """An empty or refusing answer raises BadExtraction saying why."""
+    with pytest.raises(BadExtraction, match=why):
+        await extract_history(
+            conversation(),
+            complete=Scripted(fixed(answer)),
+            target_tokens=300,
+            extractor_window=4096,
+        )
+
+
+async def test_notes_not_shorter_than_their_input_are_rejected() -> None:
+    """Notes as long as the history they summarise are no extraction."""
+    messages: list[Message] = [{"role": "user", "content": "The port is 8443."}]
+    long_notes = "- the user says that the port is 8443, which is the port"
+    with pytest.raises(BadExtraction, match="not shorter"):
+        await extract_history(
+            messages, complete=Scripted(fixed(long_notes)), target_tokens=300, extractor_window=4096
+        )
+
+
+async def test_no_messages_returns_the_previous_or_is_rejected() -> None:
+    """Nothing new keeps the previous extraction; nothing at all is a bad extraction."""
+    complete = Scripted(fixed(NOTES))
+    kept = await extract_history(
+        [], complete=complete, target_tokens=300, extractor_window=4096, previous="Notes:\n- x"
+    )
+    assert (kept.text, kept.calls, kept.incremental) == ("Notes:\n- x", 0, True)
+    with pytest.raises(BadExtraction, match="no messages"):
+        await extract_history([], complete=complete, target_tokens=300, extractor_window=4096)
+
+
+@pytest.mark.parametrize(("target", "window"), [(0, 4096), (100, 100)])
+async def test_impossible_sizes_are_refused(target: int, window: int) -> None:
+    """A zero target or a window under the chunk floor is a ValueError."""
+    with pytest.raises(ValueError, match="must be at least"):
+        await extract_history(
+            conversation(),
+            complete=Scripted(fixed(NOTES)),
+            target_tokens=target,
+            extractor_window=window,
+        )
+
+
+# ---------------------------------------------------------------- map-reduce
+
+
+def short_notes(messages: Sequence[Message], _max: int) -> Completion:
+    """Short notes naming which codes the prompt held (merges: one line per part)."""
+    text = prompt_text(messages)
+    keys = [key for key in FACTS if key in text] or ["filler"]
+    return Completion("- " + ", ".join(keys), None, None, "stop")
+
+
+async def test_map_reduce_when_the_history_exceeds_the_window() -> None:
+    """Chunks are mapped, then merged; every prompt fits the extractor's window."""
+    window = 1200
+    complete = Scripted(short_notes, window=window)
+    messages = conversation(30, filler_repeat=2)
+    assert count_messages(messages) > window
+    result = await extract_history(
+        messages, complete=complete, target_tokens=300, extractor_window=window
+    )
+    maps = [p for p in complete.prompts if not is_merge(p)]
+    assert len(maps) >= 3
+    assert len(complete.merges()) >= 1
+    assert result.calls == len(complete.prompts)
+    assert count_text(result.text) <= 300
+
+
+async def test_a_map_overflow_halves_only_that_chunk() -> None:
+    """The extractor's real window is smaller than estimated: chunks split, none redone."""
+    complete = Scripted(short_notes, window=900)
+    messages = conversation(30, filler_repeat=2)
+    result = await extract_history(
+        messages, complete=complete, target_tokens=300, extractor_window=1600
+    )
+    maps = [prompt_text(p) for p in complete.prompts if not is_merge(p)]
+    succeeded = [m for m in maps if count_text(m) + 200 < 900]
+    assert len(succeeded) >= 2
+    assert len(set(maps)) == len(maps)  # no prompt sent twice
+    assert count_text(result.text) <= 300
+
+
+async def test_a_single_call_that_overflows_falls_back_to_halves() -> None:
+    """The history looked small enough for one call; the extractor disagreed: map-reduce."""
+    complete = Scripted(short_notes, window=1000)
+    messages = conversation(16, filler_repeat=2)
+    result = await extract_history(
+        messages, complete=complete, target_tokens=300, extractor_window=4096
+    )
+    texts = [prompt_text(p) for p in complete.prompts]
+    assert len(texts) >= 3
+    assert len(set(texts)) == len(texts)
+    for key in FACTS:
+        assert key in result.text
+
+
+def test_select_facts_on_a_huge_ledger_is_bounded_and_fits() -> None:
+    """Thousands of fact lines are narrowed to the best before the exact selection."""
+    facts = [
+        FactLine("user", f"Ticket T-{n} goes to Maria on Friday.", n % 7 + 1) for n in range(3000)
+    ]
+    kept = select_facts(facts, "", 400)
+    assert sum(count_text(f.render()) + 1 for f in kept) <= 400
+    assert min(f.score for f in kept) >= 6
+
+
+async def test_a_map_overflow_at_the_floor_gives_up() -> None:
+    """A window no chunk of the floor size fits is a BadExtraction, not a loop."""
+    complete = Scripted(short_notes, window=200)
+    with pytest.raises(BadExtraction, match="floor"):
+        await extract_history(
+            conversation(30, filler_repeat=2),
+            complete=complete,
+            target_tokens=300,
+            extractor_window=1600,
+        )
+
+
+async def test_a_merge_overflow_retries_that_merge_alone_in_smaller_groups() -> None:
+    """A merge that overflows is split; no map call is repeated."""
+
+    def answer(messages: Sequence[Message], max_tokens: int) -> Completion:
+        if is_merge(messages) and prompt_text(messages).count("[Part ") > 2:
+            raise ContextWindowExceeded("merge too long")
+        return short_notes(messages, max_tokens)
+
+    def raising(messages: Sequence[Message], max_tokens: int) -> Completion:
+        return answer(messages, max_tokens)
+
+    complete = Scripted(raising)
+    messages = conversation(40, filler_repeat=2)
+    await extract_history(messages, complete=complete, target_tokens=300, extractor_window=1000)
+    maps = [prompt_text(p) for p in complete.prompts if not is_merge(p)]
+    assert len(set(maps)) == len(maps)
+    merges = [prompt_text(p).count("[Part ") for p in complete.merges()]
+    assert any(n > 2 for n in merges)
+    assert any(n == 2 for n in merges)
+
+
+async def test_a_non_reducing_merge_stops_and_cuts_to_budget() -> None:
+    """Merges that grow the notes stop the passes; the result is cut with a marker."""
+
+    def answer(messages: Sequence[Message], _max: int) -> Completion:
+        if is_merge(messages):
+            return Completion(prompt_text(messages) + "\n- more", None, None, "stop")
+        words = prompt_text(messages).split("Conversation:")[1].split()
+        return Completion("- " + " ".join(words[:60]), None, None, "stop")
+
+    complete = Scripted(answer)
+    messages = conversation(40, filler_repeat=2)
+    result = await extract_history(
+        messages, complete=complete, target_tokens=200, extractor_window=1000
+    )
+    maps = len(complete.prompts) - len(complete.merges())
+    assert 1 <= len(complete.merges()) < maps  # one pass only: it did not reduce
+    assert count_text(result.text) <= 200
+    assert "tokens cut …]" in result.text
+
+
+async def test_an_empty_chunk_is_skipped_but_all_empty_is_rejected() -> None:
+    """A chunk with nothing worth noting adds nothing; nothing from every chunk is bad."""
+
+    def answer(messages: Sequence[Message], max_tokens: int) -> Completion:
+        if "ZX-4471" in prompt_text(messages) or is_merge(messages):
+            return short_notes(messages, max_tokens)
+        return Completion("", None, None, "stop")
+
+    messages = conversation(30, filler_repeat=2)
+    result = await extract_history(
+        messages, complete=Scripted(answer), target_tokens=300, extractor_window=1000
+    )
+    assert "- ZX-4471" in result.text
+    with pytest.raises(BadExtraction, match="empty"):
+        await extract_history(
+            messages, complete=Scripted(fixed("")), target_tokens=300, extractor_window=1000
+        )
+
+
+async def test_a_refusal_in_one_chunk_rejects_the_extraction() -> None:
+    """One bad partial makes the whole extraction bad (it is never cached)."""
+
+    def answer(messages: Sequence[Message], max_tokens: int) -> Completion:
+        if "ZX-4471" in prompt_text(messages):
+            return Completion("I'm sorry, I can't help with that.", None, None, "stop")
+        return short_notes(messages, max_tokens)
+
+    with pytest.raises(BadExtraction, match="refusal"):
+        await extract_history(
+            conversation(30, filler_repeat=2),
+            complete=Scripted(answer),
+            target_tokens=300,
+            extractor_window=1000,
+        )
+
+
+# ---------------------------------------------------------------- the oversized-message ladder
+
+
+DOCUMENT = "The contract number is QX-5521 and it renews on 1 June. " + "Boilerplate clause. " * 900
+
+
+async def test_the_cheapest_rung_condenses_when_it_can_hold_the_text() -> None:
+    """The first rung that fits answers: how="cheapest", one call, within the share."""
+    cheap = Scripted(fixed("- contract QX-5521 renews 1 June"))
+    big = Scripted(fixed("- unused"))
+    rungs = [Rung(cheap, 16_000, 4.0), Rung(big, 128_000, 3.5)]
+    result = await condense_message(DOCUMENT, share_tokens=500, rungs=rungs)
+    assert (result.how, result.calls) == ("cheapest", 1)
+    assert "QX-5521" in result.text
+    assert big.prompts == []
+
+
+async def test_a_rung_too_small_for_the_text_is_skipped() -> None:
+    """A window that cannot hold the text by its estimate is not called."""
+    cheap = Scripted(fixed("- unused"))
+    model = Scripted(fixed("- contract QX-5521"))
+    rungs = [Rung(cheap, 2_000, 4.0), Rung(model, 128_000, 3.5)]
+    result = await condense_message(DOCUMENT, share_tokens=500, rungs=rungs)
+    assert (result.how, result.calls) == ("model", 1)
+    assert cheap.prompts == []
+
+
+async def test_an_overflowing_or_refusing_rung_passes_to_the_next() -> None:
+    """Overflow on one rung and a refusal on another end in truncation, within the share."""
+    overflowing = Scripted(fixed("- x"), window=1000)
+    refusing = Scripted(fixed("I'm sorry, I cannot help."))
+    rungs = [Rung(overflowing, 16_000, 40.0), Rung(refusing, 128_000, 3.5)]
+    result = await condense_message(DOCUMENT, share_tokens=300, rungs=rungs, focus="renewal?")
+    assert (result.how, result.calls) == ("truncated", 2)
+    assert count_text(result.text) <= 300
+    assert result.text.startswith("The contract number is QX-5521")
+    assert "renewal?" in prompt_text(refusing.prompts[0])
+
+
+async def test_a_message_that_fits_is_returned_unchanged() -> None:
+    """Nothing to condense: no call, the text as is."""
+    result = await condense_message("short", share_tokens=50, rungs=[])
+    assert (result.text, result.how, result.calls) == ("short", "truncated", 0)
+
+
+def test_the_extraction_text_names_its_sections() -> None:
+    """The layout has the notes header and the verbatim-facts header."""
+    text = assemble(NOTES, fact_lines(conversation()), 400)
+    assert text.startswith("Notes:\n")
+    assert FACTS_HEADER in text

@@ -1,0 +1,137 @@
+"""Budget and split planning: system kept, tail intact, tool groups whole, within budget."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from middleware.condensing.history import (
+    assemble,
+    context_message,
+    correction,
+    output_reserve,
+    plan_budget,
+    split_history,
+    units,
+)
+
+
+def msg(role: str, content: str = "x", **extra: Any) -> dict[str, Any]:
+    return {"role": role, "content": content, **extra}
+
+
+def test_budget_is_the_window_minus_reserve_margin_and_system() -> None:
+    """input = window - output reserve - safety margin - system prompt."""
+    budget = plan_budget(2048, output_reserve=256, safety_margin=0.1, system_tokens=100)
+    assert (budget.output_reserve, budget.safety_margin, budget.input) == (256, 204, 1488)
+    assert budget.share(0.7) == 1041
+
+
+def test_output_reserve_never_takes_more_than_half_the_window() -> None:
+    """A huge max_tokens cannot leave the conversation no room at all."""
+    assert plan_budget(1000, output_reserve=5000, safety_margin=0, system_tokens=0).input == 500
+
+
+def test_output_reserve_prefers_the_requests_own_cap() -> None:
+    """max_completion_tokens, then max_tokens, then the configured default."""
+    assert output_reserve({"max_completion_tokens": 50, "max_tokens": 80}, 1024) == 50
+    assert output_reserve({"max_tokens": 80}, 1024) == 80
+    assert output_reserve({"max_tokens": True}, 1024) == 1024
+    assert output_reserve({}, 1024) == 1024
+
+
+def test_correction_only_ever_grows_estimates() -> None:
+    """An upstream count above our estimate scales budgets; one below never shrinks them."""
+    assert correction(1000, 1200) == 1.2
+    assert correction(1000, 800) == 1.0
+    assert correction(1000, None) == 1.0
+    assert correction(1000, 9000) == 2.0
+
+
+def test_tool_calls_stay_with_their_results() -> None:
+    """An assistant tool_calls message and its tool results form one unit."""
+    messages = [
+        msg("user"),
+        msg("assistant", tool_calls=[{"id": "a"}]),
+        msg("tool", tool_call_id="a"),
+        msg("tool", tool_call_id="b"),
+        msg("user"),
+    ]
+    assert units(messages) == [(0, 1), (1, 4), (4, 5)]
+
+
+def test_split_keeps_system_and_the_newest_turns() -> None:
+    """System messages stay verbatim; the newest turns that fit stay; older ones are condensed."""
+    messages = [msg("system"), *(msg("user" if i % 2 == 0 else "assistant") for i in range(10))]
+    split = split_history(messages, [10] * len(messages), tail_budget=30)
+    assert split.system == (0,)
+    assert split.tail == (8, 9, 10)
+    assert split.historical == tuple(range(1, 8))
+    assert split.historical_end == 8
+
+
+def test_last_user_message_is_kept_even_over_budget() -> None:
+    """The newest user message (and what follows) is always in the tail."""
+    messages = [msg("user"), msg("assistant"), msg("user", "big"), msg("assistant")]
+    split = split_history(messages, [5, 5, 1000, 5], tail_budget=10)
+    assert split.tail == (2, 3)
+    assert split.historical == (0, 1)
+
+
+def test_assemble_puts_the_stand_in_between_system_and_tail() -> None:
+    """The retry is system messages, the one labelled context message, then the tail."""
+    messages = [msg("system", "rules"), msg("user", "a"), msg("assistant", "b"), msg("user", "c")]
+    split = split_history(messages, [1, 100, 100, 1], tail_budget=10)
+    stand_in = context_message("notes", replaced=len(split.historical))
+    sent = assemble(messages, split, stand_in)
+    assert [m["content"] for m in sent][0::2] == ["rules", "c"]
+    assert sent[1]["role"] == "system"
+    assert str(sent[1]["content"]).startswith("[overspill: condensed history] The 2 earliest")
+
+
+roles = st.sampled_from(["system", "user", "assistant", "tool_group"])
+
+
+@st.composite
+def conversations(draw: st.DrawFn) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
+    if draw(st.booleans()):
+        messages.append(msg("system"))
+    for role in draw(st.lists(roles, min_size=1, max_size=40)):
+        if role == "tool_group":
+            calls = draw(st.integers(1, 3))
+            messages.append(msg("assistant", tool_calls=[{"id": str(i)} for i in range(calls)]))
+            messages.extend(msg("tool", tool_call_id=str(i)) for i in range(calls))
+        else:
+            messages.append(msg(role))
+    messages.append(msg("user", "latest"))
+    return messages
+
+
+@given(conversations(), st.data(), st.integers(0, 500))
+def test_split_properties(messages: list[dict[str, Any]], data: st.DataObject, budget: int) -> None:
+    """System intact, tool pairs whole, last user present, tail within budget unless required."""
+    counts = data.draw(st.lists(st.integers(1, 60), min_size=len(messages), max_size=len(messages)))
+    split = split_history(messages, counts, tail_budget=budget)
+    everything = sorted(split.system + split.historical + split.tail)
+    assert everything == list(range(len(messages)))
+    assert all(messages[i]["role"] == "system" for i in split.system)
+    assert all(messages[i]["role"] != "system" for i in split.historical)
+    assert len(messages) - 1 in split.tail
+    tail_start = split.historical_end
+    assert messages[tail_start]["role"] not in ("tool",)
+    assert split.historical == tuple(
+        i for i in range(tail_start) if messages[i]["role"] != "system"
+    )
+    assert split == split_history(messages, counts, tail_budget=budget)
+    tail_cost = sum(counts[i] for i in split.tail if messages[i]["role"] != "system")
+    if split.tail[0] < _required_start(messages):
+        assert tail_cost <= budget
+
+
+def _required_start(messages: list[dict[str, Any]]) -> int:
+    """Start of the unit holding the newest user message: the tail never starts later."""
+    last_user = max(i for i, m in enumerate(messages) if m["role"] == "user")
+    return next(start for start, end in units(messages) if start <= last_user < end)

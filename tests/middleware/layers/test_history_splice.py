@@ -1,0 +1,212 @@
+"""The history_splice layer: proactive splice from a valid cache entry, misses, growth, opt-out."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import orjson
+import pytest
+
+from kernel.conversation import chain_matches
+from kernel.services import Services
+from kernel.store import DiskHistoryStore
+from kernel.types import ChatRequest, ChatResponse, RequestContext
+from middleware.condensing.extraction import PROMPT_VERSION
+from middleware.condensing.history import CONTEXT_LABEL
+from middleware.layers.history_splice import HistorySplice
+from middleware.layers.overflow_recovery import OverflowRecovery
+from middleware.pipeline import compose
+from providers.fake import completion
+from tests.conftest import settings_from
+from tests.middleware.layers.test_overflow_recovery import (
+    CONFIG,
+    Extractor,
+    Upstream,
+    chat,
+    conversation,
+)
+
+
+def services(store: DiskHistoryStore, extractor: Extractor, window: int = 2048) -> Services:
+    return Services(settings_from(CONFIG), lambda name: extractor, {"local": window}.get, store)
+
+
+def ctx_for(config: str = CONFIG, **headers: str) -> RequestContext:
+    ctx = RequestContext("rid", "tenant-a", headers={"x-conversation-id": "conv-1", **headers})
+    ctx.model = settings_from(config).model_list[0]
+    return ctx
+
+
+async def seed(
+    store: DiskHistoryStore, extractor: Extractor, messages: list[dict[str, Any]]
+) -> None:
+    """Make the conversation overflow once through overflow_recovery, which caches it."""
+    await OverflowRecovery(services(store, extractor)).handle(
+        chat(messages), ctx_for(), Upstream(fits=20)
+    )
+
+
+def next_turn(messages: list[dict[str, Any]], text: str = "And then?") -> list[dict[str, Any]]:
+    return [
+        *messages,
+        {"role": "assistant", "content": "the user planned a trip"},
+        {"role": "user", "content": text},
+    ]
+
+
+async def test_no_cache_entry_passes_through(store: DiskHistoryStore) -> None:
+    """A conversation that never overflowed is sent as it came."""
+    upstream = Upstream()
+    request = chat(conversation(30))
+    ctx = ctx_for()
+    await HistorySplice(services(store, Extractor())).handle(request, ctx, upstream)
+    assert upstream.sent == [request]
+    assert "action" not in ctx.notes
+
+
+async def test_a_cached_conversation_is_spliced_before_sending(store: DiskHistoryStore) -> None:
+    """The next turn goes out as system + extraction + the turns after it: no failed call."""
+    extractor = Extractor()
+    messages = conversation(30)
+    await seed(store, extractor, messages)
+    cached = await store.get("tenant-a", "conv-1")
+    assert cached is not None
+    longer = next_turn(messages)
+    upstream, ctx = Upstream(fits=40), ctx_for()
+    roomy = services(store, extractor, window=8192)  # far from the wall: nothing to grow
+    await HistorySplice(roomy).handle(chat(longer), ctx, upstream)
+    (sent,) = upstream.sent
+    assert sent.messages[0] == longer[0]
+    assert str(sent.messages[1]["content"]).startswith(CONTEXT_LABEL)
+    assert list(sent.messages[2:]) == longer[cached.historical_end_index :]
+    assert ctx.notes["action"] == "spliced"
+    assert ctx.notes["messages-replaced"] == str(cached.historical_end_index - 1)
+    assert int(ctx.notes["tokens-after"]) < int(ctx.notes["tokens-before"])
+
+
+@pytest.mark.parametrize(
+    ("headers", "extensions"),
+    [({"x-overspill-skip-history": "1"}, {}), ({}, {"overspill": {"skip_history": True}})],
+)
+async def test_clients_can_opt_out(
+    store: DiskHistoryStore, headers: dict[str, str], extensions: dict[str, Any]
+) -> None:
+    """X-Overspill-Skip-History: 1 or overspill.skip_history sends the full history."""
+    extractor = Extractor()
+    messages = conversation(30)
+    await seed(store, extractor, messages)
+    request = chat(next_turn(messages))
+    request = ChatRequest(
+        request.model, request.messages, False, request.body, extensions=extensions
+    )
+    upstream = Upstream()
+    await HistorySplice(services(store, extractor)).handle(request, ctx_for(**headers), upstream)
+    assert upstream.sent[0].messages == request.messages
+
+
+async def test_short_conversations_are_not_spliced(store: DiskHistoryStore) -> None:
+    """Below the minimum message count (20 by default) the layer does nothing."""
+    upstream = Upstream()
+    request = chat(conversation(5))
+    await HistorySplice(services(store, Extractor())).handle(request, ctx_for(), upstream)
+    assert upstream.sent == [request]
+
+
+async def test_misses_are_logged_with_their_reason(
+    store: DiskHistoryStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An edited prefix or another model is a miss: full history sent, reason logged."""
+    extractor = Extractor()
+    messages = conversation(30)
+    await seed(store, extractor, messages)
+    edited = next_turn(
+        [messages[0], {"role": "user", "content": "a different start"}, *messages[2:]]
+    )
+    upstream = Upstream()
+    with caplog.at_level(logging.INFO, logger="overspill.history_splice"):
+        await HistorySplice(services(store, extractor)).handle(chat(edited), ctx_for(), upstream)
+    assert upstream.sent[0].messages == tuple(edited)
+    (miss,) = [r for r in caplog.records if r.getMessage() == "history cache miss"]
+    assert miss.__dict__["reason"] == "the summarised messages were edited or the history branched"
+
+    other = chat(next_turn(messages))
+    other = ChatRequest("other", other.messages, False, {**other.body, "model": "other"})
+    with caplog.at_level(logging.INFO, logger="overspill.history_splice"):
+        await HistorySplice(services(store, extractor)).handle(other, ctx_for(), Upstream())
+    assert caplog.records[-1].__dict__["reason"] == "model changed (local → other)"
+
+
+async def test_extraction_grows_ahead_of_the_wall(store: DiskHistoryStore) -> None:
+    """When the spliced request is still near the budget, the extraction grows before sending."""
+    extractor = Extractor()
+    messages = conversation(30)
+    await seed(store, extractor, messages)
+    before = len(extractor.calls)
+    much_longer = [*messages]
+    for turn in range(12):
+        much_longer = next_turn(
+            much_longer, f"turn {turn}: the user planned a trip " + "word " * 60
+        )
+    upstream, ctx = Upstream(fits=40), ctx_for()
+    await HistorySplice(services(store, extractor)).handle(chat(much_longer), ctx, upstream)
+    assert ctx.notes["action"] == "spliced+extracted"
+    assert len(extractor.calls) > before
+    grown = await store.get("tenant-a", "conv-1")
+    assert grown is not None
+    assert grown.message_count == len(much_longer)
+    assert len(upstream.sent) == 1
+
+
+async def test_upstream_usage_calibrates_estimates(store: DiskHistoryStore) -> None:
+    """The prompt_tokens the upstream reports for a spliced request tune the model's ratio."""
+    extractor = Extractor()
+    messages = conversation(30)
+    await seed(store, extractor, messages)
+    shared = services(store, extractor)
+
+    async def upstream(request: ChatRequest, ctx: RequestContext) -> ChatResponse:
+        return ChatResponse(body=orjson.dumps(completion("ok", prompt_tokens=5000)))
+
+    await HistorySplice(shared).handle(chat(next_turn(messages)), ctx_for(), upstream)
+    assert shared.calibration.ratio("local") > 1.0
+
+
+async def test_with_recovery_behind_it_no_request_fails_after_the_first(
+    store: DiskHistoryStore,
+) -> None:
+    """history_splice + overflow_recovery: after one overflow, later turns never overflow."""
+    extractor = Extractor()
+    shared = services(store, extractor)
+    upstream = Upstream(fits=30)
+    pipeline = compose([HistorySplice(shared), OverflowRecovery(shared)], upstream)
+    messages = conversation(30)
+    await pipeline(chat(messages), ctx_for())
+    assert len(upstream.sent) == 2
+    for turn in range(3):
+        messages = next_turn(messages, f"question {turn}")
+        await pipeline(chat(messages), ctx := ctx_for())
+        assert ctx.notes["action"].startswith("spliced")
+    assert len(upstream.sent) == 5
+
+
+async def test_a_spliced_request_that_overflows_is_recovered_from_the_clients_history(
+    store: DiskHistoryStore,
+) -> None:
+    """When a spliced request still overflows, the cache is rebuilt from the client's own
+    messages, so the next turn splices again instead of missing."""
+    extractor = Extractor()
+    shared = services(store, extractor)
+    upstream = Upstream(fits=30)
+    pipeline = compose([HistorySplice(shared), OverflowRecovery(shared)], upstream)
+    messages = conversation(30)
+    await pipeline(chat(messages), ctx_for())
+    upstream.fail_first = len(upstream.sent) + 1  # the spliced request overflows once
+    messages = next_turn(messages, "question 1")
+    await pipeline(chat(messages), ctx := ctx_for())
+    assert ctx.notes["attempts"] == "2"
+    entry = await store.get("tenant-a", "conv-1")
+    assert entry is not None
+    assert chain_matches(messages, entry.historical_end_index, PROMPT_VERSION, entry.chain)
+    await pipeline(chat(next_turn(messages, "question 2")), ctx := ctx_for())
+    assert ctx.notes["action"].startswith("spliced")

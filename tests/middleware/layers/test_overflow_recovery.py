@@ -1,0 +1,275 @@
+"""The overflow_recovery layer with a scripted pipeline and a scripted extractor."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+import pytest
+
+from kernel.errors import ContextWindowExceeded
+from kernel.services import Services
+from kernel.store import DiskHistoryStore, StoreError
+from kernel.types import ChatRequest, ChatResponse, Complete, Completion, Message, RequestContext
+from middleware.condensing.history import CONTEXT_LABEL
+from middleware.layers.overflow_recovery import OverflowRecovery
+from providers.fake import json_response
+from tests.conftest import settings_from
+
+CONFIG = """
+model_list:
+  - model_name: local
+    litellm_params: {model: openai/smollm2, api_base: "http://upstream.test/v1"}
+    context: {window: 2048, max_output_tokens: 128}
+"""
+SUMMARY = "Notes:\n- The user planned a trip."
+
+
+class Extractor:
+    """A scripted extraction model: records prompts, answers with a short summary."""
+
+    def __init__(self, text: str = SUMMARY, gate: asyncio.Event | None = None) -> None:
+        self.text = text
+        self.gate = gate
+        self.calls: list[Sequence[Message]] = []
+        self.started = asyncio.Event()
+
+    async def __call__(self, messages: Sequence[Message], *, max_tokens: int) -> Completion:
+        self.calls.append(messages)
+        self.started.set()
+        if self.gate is not None:
+            await self.gate.wait()
+        return Completion(self.text, prompt_tokens=100, completion_tokens=10, finish_reason="stop")
+
+
+class Upstream:
+    """The rest of the pipeline: overflows while the prompt is longer than `fits` messages
+    (or, with `fail_first`, on that many first calls)."""
+
+    def __init__(
+        self, fits: int = 1000, overflow: ContextWindowExceeded | None = None, fail_first: int = 0
+    ) -> None:
+        self.fits = fits
+        self.fail_first = fail_first
+        self.overflow = overflow or ContextWindowExceeded(
+            "maximum context length is 2048 tokens", limit=2048
+        )
+        self.sent: list[ChatRequest] = []
+
+    async def __call__(self, request: ChatRequest, ctx: RequestContext) -> ChatResponse:
+        self.sent.append(request)
+        if len(request.messages) > self.fits or len(self.sent) <= self.fail_first:
+            raise self.overflow
+        return json_response("ok")
+
+
+def conversation(turns: int, words: int = 60) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "Be helpful."}]
+    for turn in range(turns):
+        messages.append(
+            {"role": "user", "content": f"turn {turn}: the user planned a trip " + "word " * words}
+        )
+        messages.append({"role": "assistant", "content": f"reply {turn} " + "word " * words})
+    messages.append({"role": "user", "content": "What did we plan?"})
+    return messages
+
+
+def chat(messages: list[dict[str, Any]]) -> ChatRequest:
+    body = {"model": "local", "messages": messages}
+    return ChatRequest("local", tuple(messages), False, body, raw=orjson.dumps(body))
+
+
+def layer_for(store: Any, extractor: Complete, config: str = CONFIG) -> OverflowRecovery:
+    settings = settings_from(config)
+    services = Services(settings, lambda name: extractor, {"local": 2048, "big": 32768}.get, store)
+    return OverflowRecovery(services)
+
+
+def ctx_for(conversation_id: str = "conv-1", config: str = CONFIG) -> RequestContext:
+    ctx = RequestContext("rid", "tenant-a", headers={"x-conversation-id": conversation_id})
+    ctx.model = settings_from(config).model_list[0]
+    return ctx
+
+
+async def test_no_overflow_passes_through_untouched(store: DiskHistoryStore) -> None:
+    """A request that fits is sent once, as it came, with no notes."""
+    upstream, extractor = Upstream(fits=1000), Extractor()
+    ctx = ctx_for()
+    request = chat(conversation(3))
+    await layer_for(store, extractor).handle(request, ctx, upstream)
+    assert upstream.sent == [request]
+    assert ctx.notes == {}
+    assert extractor.calls == []
+
+
+async def test_first_overflow_extracts_caches_and_retries_once(store: DiskHistoryStore) -> None:
+    """On overflow the history is condensed, cached, and the request retried once."""
+    upstream, extractor = Upstream(fits=20), Extractor()
+    ctx = ctx_for()
+    messages = conversation(30)
+    await layer_for(store, extractor).handle(chat(messages), ctx, upstream)
+    assert len(upstream.sent) == 2
+    retry = upstream.sent[1].messages
+    assert retry[0] == messages[0]
+    assert str(retry[1]["content"]).startswith(CONTEXT_LABEL)
+    assert SUMMARY.splitlines()[1] in str(retry[1]["content"])
+    assert retry[-1] == messages[-1]
+    assert list(retry[2:]) == messages[len(messages) - len(retry) + 2 :]
+    assert ctx.notes["action"] == "extracted"
+    assert ctx.notes["attempts"] == "2"
+    assert int(ctx.notes["tokens-after"]) < int(ctx.notes["tokens-before"])
+    assert int(ctx.notes["extraction-calls"]) == len(extractor.calls) >= 1
+    entry = await store.get("tenant-a", "conv-1")
+    assert entry is not None
+    assert entry.model_id == "local"
+    assert entry.historical_end_index == len(messages) - len(retry) + 2
+
+
+async def test_second_overflow_fails_loudly(
+    store: DiskHistoryStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    """When the condensed retry overflows too, the client gets 400 saying what was tried."""
+    upstream, extractor = Upstream(fits=0), Extractor()
+    with pytest.raises(ContextWindowExceeded) as caught:
+        await layer_for(store, extractor).handle(chat(conversation(30)), ctx_for(), upstream)
+    assert len(upstream.sent) == 2
+    assert (
+        "still exceeds the context window after overspill condensed its history once"
+        in caught.value.message
+    )
+    assert any(record.levelname == "CRITICAL" for record in caplog.records)
+
+
+async def test_next_turn_reuses_the_cached_extraction(store: DiskHistoryStore) -> None:
+    """A later overflow of the same conversation builds on the cache instead of starting over."""
+    upstream, extractor = Upstream(fits=25), Extractor()
+    layer = layer_for(store, extractor)
+    messages = conversation(30)
+    await layer.handle(chat(messages), ctx_for(), upstream)
+    first_calls = len(extractor.calls)
+    longer = [
+        *messages,
+        {"role": "assistant", "content": "We planned a trip."},
+        {"role": "user", "content": "When?"},
+    ]
+    ctx = ctx_for()
+    await layer.handle(chat(longer), ctx, upstream)
+    assert ctx.notes["action"] in ("reused", "extracted-incremental")
+    if ctx.notes["action"] == "extracted-incremental":
+        prompt = orjson.dumps(list(extractor.calls[first_calls])).decode()
+        assert "planned a trip" in prompt
+
+
+async def test_edited_history_misses_the_cache(store: DiskHistoryStore) -> None:
+    """A branched or edited history never gets the cached summary of another history."""
+    upstream, extractor = Upstream(fits=20), Extractor()
+    layer = layer_for(store, extractor)
+    messages = conversation(30)
+    await layer.handle(chat(messages), ctx_for(), upstream)
+    edited = [messages[0], {"role": "user", "content": "something else entirely"}, *messages[2:]]
+    ctx = ctx_for()
+    await layer.handle(chat(edited), ctx, upstream)
+    assert ctx.notes["action"] == "extracted"
+
+
+async def test_bad_extraction_drops_turns_visibly_and_is_not_cached(
+    store: DiskHistoryStore,
+) -> None:
+    """An empty or refusing extraction falls back to a visible marker and is never cached."""
+    upstream, extractor = Upstream(fits=20), Extractor(text="I'm sorry, I cannot help with that.")
+    ctx = ctx_for()
+    await layer_for(store, extractor).handle(chat(conversation(30)), ctx, upstream)
+    assert ctx.notes["action"] == "truncated"
+    assert "earlier messages of this conversation were dropped" in str(
+        upstream.sent[1].messages[1]["content"]
+    )
+    assert await store.get("tenant-a", "conv-1") is None
+
+
+async def test_internal_calls_are_not_recovered(store: DiskHistoryStore) -> None:
+    """An internal call's overflow goes straight back to its caller."""
+    upstream, extractor = Upstream(fits=0), Extractor()
+    ctx = ctx_for()
+    ctx.internal = True
+    with pytest.raises(ContextWindowExceeded):
+        await layer_for(store, extractor).handle(chat(conversation(30)), ctx, upstream)
+    assert len(upstream.sent) == 1
+
+
+LADDER_CONFIG = """
+model_list:
+  - model_name: local
+    litellm_params: {model: openai/smollm2, api_base: "http://upstream.test/v1"}
+    context: {window: 2048, max_output_tokens: 128, extraction_model: big}
+  - model_name: big
+    litellm_params: {model: openai/big, api_base: "http://upstream.test/v1"}
+"""
+
+
+async def test_one_huge_last_message_takes_the_ladder(store: DiskHistoryStore) -> None:
+    """A last user message larger than the window alone is condensed by the cheaper model."""
+    upstream, extractor = (
+        Upstream(fail_first=1),
+        Extractor(text="The user pasted a long log about disk errors."),
+    )
+    ctx = ctx_for(config=LADDER_CONFIG)
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "disk error at sector 7. " * 500}]
+    layer = layer_for(store, extractor, LADDER_CONFIG)
+    response = await layer.handle(chat(messages), ctx, upstream)
+    assert response.json()["choices"][0]["message"]["content"] == "ok"
+    assert ctx.notes["oversized"] == "0:cheapest"
+    assert (
+        upstream.sent[1].messages[0]["content"] == "The user pasted a long log about disk errors."
+    )
+
+
+async def test_a_message_no_model_can_read_is_cut_in_the_middle(store: DiskHistoryStore) -> None:
+    """When no rung's window can hold the message, its middle is cut with a visible marker."""
+    upstream, extractor = Upstream(fail_first=1), Extractor()
+    ctx = ctx_for()
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "disk error at sector 7. " * 2000}
+    ]
+    await layer_for(store, extractor).handle(chat(messages), ctx, upstream)
+    assert ctx.notes["oversized"] == "0:truncated"
+    assert "tokens omitted" in str(upstream.sent[1].messages[0]["content"])
+
+
+async def test_concurrent_overflows_run_one_extraction(store: DiskHistoryStore) -> None:
+    """Two overflows of one conversation at once share a single extraction."""
+    gate = asyncio.Event()
+    upstream, extractor = Upstream(fits=20), Extractor(gate=gate)
+    layer = layer_for(store, extractor)
+    messages = conversation(30)
+    first_ctx, second_ctx = ctx_for(), ctx_for()
+    first = asyncio.ensure_future(layer.handle(chat(messages), first_ctx, upstream))
+    second = asyncio.ensure_future(layer.handle(chat(messages), second_ctx, upstream))
+    await extractor.started.wait()
+    gate.set()
+    await asyncio.gather(first, second)
+    assert first_ctx.notes["action"] == "extracted"
+    assert second_ctx.notes["action"] == "reused"
+    assert len(extractor.calls) == int(first_ctx.notes["extraction-calls"])
+
+
+class BrokenStore(DiskHistoryStore):
+    """A store whose disk has gone away."""
+
+    async def get(self, tenant: str, conversation_id: str) -> None:
+        raise StoreError("disk gone")
+
+    async def put(self, entry: Any) -> None:
+        raise StoreError("disk gone")
+
+
+async def test_a_failing_store_does_not_fail_the_request(tmp_path: Any) -> None:
+    """Store errors are logged; the request is still recovered, just not cached."""
+    store = BrokenStore(tmp_path / "s")
+    upstream, extractor = Upstream(fits=20), Extractor()
+    ctx = ctx_for()
+    response = await layer_for(store, extractor).handle(chat(conversation(30)), ctx, upstream)
+    assert response.json()["choices"][0]["message"]["content"] == "ok"
+    assert ctx.notes["action"] == "extracted"
+    await store.aclose()
