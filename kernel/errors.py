@@ -3,8 +3,10 @@
     OverspillError                      500  internal_error
     ├── InvalidChatRequest              400  invalid_request_error (param names the field)
     │   ├── ForbiddenParameter          400  a connection/credential field in the body
-    │   └── ContextWindowExceeded       400  code=context_length_exceeded, carries the Overflow
+    │   ├── ContextWindowExceeded       400  code=context_length_exceeded, carries the Overflow
+    │   └── DocumentsBudgetExceeded     400  the request's documents alone exceed the budget
     ├── AuthError                       401  missing or wrong key
+    ├── AdminDisabled                   403  admin endpoints need a master key; none is set
     ├── NotFound                        404  unknown route
     ├── MethodNotAllowed                405  known route, wrong method
     ├── ModelNotFound                   404  code=model_not_found, lists the configured names
@@ -16,7 +18,7 @@
         └── UpstreamRejected            4xx  the provider refused the request (status kept)
 
 Nothing here imports other project modules; providers translate their exceptions into these
-classes in one place each, and `proxy/app.py` renders them with one handler.
+classes in one place each, and the shell renders them in one place (proxy/responses.py).
 """
 
 from __future__ import annotations
@@ -89,6 +91,14 @@ class AuthError(OverspillError):
     status = 401
     type = "authentication_error"
     code = "invalid_api_key"
+
+
+class AdminDisabled(OverspillError):
+    """Admin endpoints need a master key; none is configured."""
+
+    status = 403
+    type = "permission_error"
+    code = "admin_disabled"
 
 
 class NotFound(OverspillError):
@@ -219,3 +229,28 @@ class ContextWindowExceeded(InvalidChatRequest):
         """What the upstream said about the sizes, when it said it."""
         found = {"x-overspill-requested-tokens": self.requested, "x-overspill-window": self.limit}
         return {key: str(value) for key, value in found.items() if value is not None}
+
+
+class DocumentsBudgetExceeded(InvalidChatRequest):
+    """The request's documents alone exceed the budget: the caller's limits disagree."""
+
+    code = "documents_budget_exceeded"
+
+    def __init__(self, documents_tokens: int, budget: int, count: int) -> None:
+        super().__init__(
+            f"the {count} best documents need {documents_tokens} tokens after compaction, more "
+            f"than the whole context budget of {budget} tokens (documents.max_context_tokens, "
+            "else the model's window minus output reserve, system prompt and safety margin). "
+            "Send fewer or smaller documents, or let overspill compact them (documents.rules, "
+            "overspill.compact)",
+            param="documents",
+        )
+        self.documents_tokens = documents_tokens
+        self.budget = budget
+
+    def headers(self) -> Mapping[str, str]:
+        """The two numbers that disagree."""
+        return {
+            "x-overspill-documents-tokens": str(self.documents_tokens),
+            "x-overspill-documents-budget": str(self.budget),
+        }

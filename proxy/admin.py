@@ -19,19 +19,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from kernel.errors import AuthError, NotFound, OverspillError
+from kernel.errors import AdminDisabled, AuthError, NotFound
 from kernel.store import HistoryEntry, HistoryStore
 from proxy.http import bearer_token
 
 PREFIX = "/overspill/conversations"
-
-
-class AdminDisabled(OverspillError):
-    """Admin endpoints need a master key; none is configured."""
-
-    status = 403
-    type = "permission_error"
-    code = "admin_disabled"
 
 
 def summary(entry: HistoryEntry, now: float) -> dict[str, Any]:

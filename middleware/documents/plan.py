@@ -9,24 +9,18 @@ Why there and why `user`: retrieved text is data, not operator instructions, so 
 get a system message's authority (and several providers accept system text only first); next
 to the question it survives Ollama's top-first truncation; and every message before it keeps
 its bytes, so extraction caches and provider prompt caches stay valid. Batches placed in
-earlier turns of a conversation are remembered in-process (`BatchMemory`) and re-inserted
-where they were (while the messages before them are unchanged): they are the existing context.
+earlier turns (the existing context) are `batches`' concern.
 """
 
 from __future__ import annotations
 
-import hashlib
-from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-import orjson
-
 from kernel.config import is_ollama
 from kernel.documents_config import ANY_LANGUAGE, DocumentsSettings
-from kernel.errors import InvalidChatRequest
-from kernel.types import Message
+from kernel.errors import DocumentsBudgetExceeded
 from middleware.documents.compaction import compact, detect_language
 from middleware.documents.ranking import top_k
 from middleware.documents.request import Document
@@ -35,31 +29,6 @@ BLOCK_HEADER = "--- DOCUMENT ---"
 MESSAGE_OVERHEAD = 8
 """Tokens of the batch message's role and framing, and rounding slack."""
 Count = Callable[[str], int]
-
-
-class DocumentsBudgetExceeded(InvalidChatRequest):
-    """The request's documents alone exceed the budget: the caller's limits disagree."""
-
-    code = "documents_budget_exceeded"
-
-    def __init__(self, documents_tokens: int, budget: int, count: int) -> None:
-        super().__init__(
-            f"the {count} best documents need {documents_tokens} tokens after compaction, more "
-            f"than the whole context budget of {budget} tokens (documents.max_context_tokens, "
-            "else the model's window minus output reserve, system prompt and safety margin). "
-            "Send fewer or smaller documents, or let overspill compact them (documents.rules, "
-            "overspill.compact)",
-            param="documents",
-        )
-        self.documents_tokens = documents_tokens
-        self.budget = budget
-
-    def headers(self) -> Mapping[str, str]:
-        """The two numbers that disagree."""
-        return {
-            "x-overspill-documents-tokens": str(self.documents_tokens),
-            "x-overspill-documents-budget": str(self.budget),
-        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,87 +191,3 @@ def render_batch(placed: Sequence[Placed], divider: str) -> str:
     """The batch message's text: the divider once, then one block per document."""
     blocks = (render_block(p.doc, p.language, p.text, p.how) for p in placed)
     return "\n\n".join([divider, *blocks])
-
-
-# --- earlier batches: the existing context ---------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Batch:
-    """A batch placed before client message `position`, valid while the prefix is unchanged."""
-
-    position: int
-    prefix: bytes
-    message: Mapping[str, Any]
-    condensed: bool = False
-
-
-def prefix_digest(messages: Sequence[Mapping[str, Any]], end: int) -> bytes:
-    """A digest of `messages[:end]`."""
-    data = orjson.dumps(list(messages[:end]), option=orjson.OPT_SORT_KEYS)
-    return hashlib.blake2b(data, digest_size=16).digest()
-
-
-def still_valid(batches: Sequence[Batch], messages: Sequence[Mapping[str, Any]]) -> list[Batch]:
-    """Earlier turns' batches whose preceding messages are unchanged (a retried or edited
-    turn's batch is not)."""
-    current = last_user(messages)
-    return [
-        b
-        for b in batches
-        if b.position < current and b.prefix == prefix_digest(messages, b.position)
-    ]
-
-
-def weave(messages: Sequence[Mapping[str, Any]], batches: Sequence[Batch]) -> list[Any]:
-    """The client's messages with each batch inserted before its position."""
-    out: list[Any] = []
-    for index, message in enumerate(messages):
-        out += [b.message for b in batches if b.position == index]
-        out.append(message)
-    return out
-
-
-def last_user(messages: Sequence[Mapping[str, Any]]) -> int:
-    """The index of the last user message (the end when there is none)."""
-    for index in range(len(messages) - 1, -1, -1):
-        if messages[index].get("role") == "user":
-            return index
-    return len(messages)
-
-
-class BatchMemory:
-    """Placed batches per (tenant, conversation), least recently used forgotten first."""
-
-    def __init__(self, max_conversations: int) -> None:
-        self.max = max_conversations
-        self._batches: OrderedDict[tuple[str, str], tuple[Batch, ...]] = OrderedDict()
-
-    def get(self, key: tuple[str, str]) -> tuple[Batch, ...]:
-        """The batches remembered for a conversation."""
-        found = self._batches.get(key, ())
-        if found:
-            self._batches.move_to_end(key)
-        return found
-
-    def put(self, key: tuple[str, str], batches: Sequence[Batch]) -> None:
-        """Remember a conversation's batches (nothing when the memory is disabled)."""
-        if self.max <= 0:
-            return
-        self._batches[key] = tuple(batches)
-        self._batches.move_to_end(key)
-        while len(self._batches) > self.max:
-            self._batches.popitem(last=False)
-
-
-def new_batch(messages: Sequence[Mapping[str, Any]], text: str) -> Batch:
-    """The batch for this turn: before the client's last user message."""
-    position = min(last_user(messages), len(messages))
-    message = {"role": "user", "content": text}
-    return Batch(position, prefix_digest(messages, position), message)
-
-
-def insert_before_last_user(messages: Sequence[Any], message: Message) -> list[Any]:
-    """The messages with `message` inserted just before the last user message."""
-    index = last_user(messages)
-    return [*messages[:index], message, *messages[index:]]

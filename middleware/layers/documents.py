@@ -39,21 +39,23 @@ from kernel.types import ChatRequest, ChatResponse, Message, Next, RequestContex
 from middleware.condensing.condenser import Condenser, latest_question
 from middleware.condensing.extraction import Rung, condense_message
 from middleware.condensing.history import SYSTEM_ROLES, assemble, output_reserve, plan_budget
-from middleware.documents.plan import (
+from middleware.documents.batches import (
     Batch,
     BatchMemory,
+    insert_before_last_user,
+    new_batch,
+    still_valid,
+    weave,
+)
+from middleware.documents.plan import (
     BatchPlan,
     Count,
     arrange,
     drop_to_fit,
-    insert_before_last_user,
     most_relevant_last,
-    new_batch,
     place,
     plan_batch,
     render_batch,
-    still_valid,
-    weave,
 )
 from middleware.documents.request import Document, parse_compact, parse_documents
 

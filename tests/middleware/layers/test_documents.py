@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kernel.documents_config import LANGUAGES, DocumentsSettings
-from kernel.errors import InvalidChatRequest
+from kernel.errors import DocumentsBudgetExceeded, InvalidChatRequest
 from kernel.services import Services
 from kernel.store import DiskHistoryStore
 from kernel.tokens import count_text
@@ -18,7 +18,6 @@ from kernel.types import ChatRequest, RequestContext
 from middleware.documents.plan import (
     BLOCK_HEADER,
     BatchPlan,
-    DocumentsBudgetExceeded,
     apply_rules,
     arrange,
     batch_tokens,
