@@ -131,6 +131,9 @@ class ContextSettings(_Frozen):
     intact_share: float = Field(default=0.7, gt=0, lt=1)
     splice_min_messages: int = Field(default=20, ge=1)
     grow_at: float = Field(default=0.85, gt=0, le=1)
+    max_extraction_input_tokens: int = Field(default=64_000, ge=320)
+    """One extraction reads at most this much history (seed 000); older turns past it are
+    kept only as quoted facts."""
 
 
 class OllamaSettings(_Frozen):
@@ -217,13 +220,16 @@ class Settings(_Frozen):
 
     model_list: tuple[ModelEntry, ...] = Field(min_length=1)
     general_settings: GeneralSettings = Field(default_factory=GeneralSettings)
-    middleware: tuple[str, ...] = ()
+    middleware: tuple[str, ...] | None = None
+    """Layer names, outermost first; None (no key): the recommended pipeline."""
     litellm_settings: dict[str, Any] = Field(default_factory=dict)
     documents: DocumentsSettings = Field(default_factory=DocumentsSettings)
 
     @field_validator("middleware")
     @classmethod
-    def _unique_layers(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+    def _unique_layers(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if value is None:
+            return None
         dupes = sorted({name for name in value if value.count(name) > 1})
         if dupes:
             raise ValueError(f"each layer may appear once; repeated: {', '.join(dupes)}")

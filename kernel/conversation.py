@@ -28,7 +28,15 @@ import orjson
 
 from kernel.errors import InvalidChatRequest
 
-__all__ = ["DERIVED_PREFIX", "canonical", "chain", "chain_matches", "conversation_id"]
+__all__ = [
+    "DERIVED_PREFIX",
+    "canonical",
+    "chain",
+    "chain_matches",
+    "conversation_id",
+    "derived_id",
+    "given_id",
+]
 
 DERIVED_PREFIX = "d-"
 """Prefix of ids derived from the messages (never from a client)."""
@@ -51,12 +59,31 @@ def conversation_id(
     messages: Sequence[Mapping[str, Any]],
 ) -> str:
     """The conversation's id: the header, else `metadata.conversation_id`, else derived."""
+    return given_id(header, metadata) or derived_id(tenant, messages)
+
+
+def given_id(header: str | None, metadata: Mapping[str, Any] | None) -> str | None:
+    """The id the client gave (header first, then `metadata.conversation_id`), validated;
+    raises InvalidChatRequest naming the field when it is malformed."""
     if header is not None:
         return _validated(header, "X-Conversation-Id")
     given = metadata.get("conversation_id") if metadata is not None else None
-    if isinstance(given, str):
-        return _validated(given, "metadata.conversation_id")
-    return _derived(tenant, messages)
+    if given is None:
+        return None
+    if not isinstance(given, str):
+        raise InvalidChatRequest(
+            f"metadata.conversation_id must be a string ({_ID_RULE})",
+            param="metadata.conversation_id",
+        )
+    return _validated(given, "metadata.conversation_id")
+
+
+def derived_id(tenant: str, messages: Sequence[Mapping[str, Any]]) -> str:
+    """An id derived from the tenant and the conversation's opening messages."""
+    digest = hashlib.sha256(_ID_DOMAIN)
+    for part in (tenant.encode(), *map(canonical, _opening(messages))):
+        _feed(digest, part)
+    return DERIVED_PREFIX + digest.hexdigest()[:32]
 
 
 def canonical(message: Mapping[str, Any]) -> bytes:
@@ -105,13 +132,6 @@ def _validated(value: str, param: str) -> str:
         else "contains other characters"
     )
     raise InvalidChatRequest(f"{param} must be {_ID_RULE}; the value {problem}", param=param)
-
-
-def _derived(tenant: str, messages: Sequence[Mapping[str, Any]]) -> str:
-    digest = hashlib.sha256(_ID_DOMAIN)
-    for part in (tenant.encode(), *map(canonical, _opening(messages))):
-        _feed(digest, part)
-    return DERIVED_PREFIX + digest.hexdigest()[:32]
 
 
 def _feed(digest: Any, part: bytes) -> None:

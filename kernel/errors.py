@@ -217,6 +217,7 @@ class ContextWindowExceeded(InvalidChatRequest):
         provider: str | None = None,
         upstream_status: int | None = None,
         upstream_body: object = None,
+        estimated: bool = False,
     ) -> None:
         super().__init__(message, param="messages")
         self.requested = requested
@@ -224,9 +225,11 @@ class ContextWindowExceeded(InvalidChatRequest):
         self.provider = provider
         self.upstream_status = upstream_status
         self.upstream_body = upstream_body
+        self.estimated = estimated
+        """`requested` is overspill's own estimate (a pre-flight), not an upstream's count."""
 
     def headers(self) -> Mapping[str, str]:
-        """What the upstream said about the sizes, when it said it."""
+        """The sizes: the prompt's and the window's, when known."""
         found = {"x-overspill-requested-tokens": self.requested, "x-overspill-window": self.limit}
         return {key: str(value) for key, value in found.items() if value is not None}
 

@@ -1,41 +1,43 @@
-"""What the layers may use, built once at startup by the shell."""
+"""What the layers may use, built once at startup by the shell (proxy/system.py).
+
+Services
+├── settings    the validated config
+├── store       conversation state: extractions, document batches, calibration samples
+├── estimator   the one token estimator (counts, calibrated estimates, learning)
+├── windows     each deployment's real context window (config, Ollama discovery, litellm)
+└── internal    overspill's own call to a configured model (extraction, condensing): it
+                skips the conversation layers and goes through the model layers
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
-from kernel.calibration import Calibration
 from kernel.config import ModelEntry, Settings
+from kernel.estimator import Estimator
 from kernel.store import HistoryStore
 from kernel.types import Complete
 
 
-class WindowInfo(Protocol):
-    """A resolved Ollama window: the num_ctx to send, its source, and what capped it."""
+@dataclass(frozen=True, slots=True)
+class Window:
+    """A deployment's context window in tokens, and where overspill learned it."""
 
-    @property
-    def num_ctx(self) -> int:
-        """The context length to send as `num_ctx`."""
-        ...
-
-    @property
-    def source(self) -> str:
-        """Where it came from: `num_ctx`, `config`, `ps`, `modelfile` or `default`."""
-        ...
-
-    @property
-    def capped_by(self) -> str | None:
-        """`trained` or `max_num_ctx` when a cap lowered it."""
-        ...
+    tokens: int
+    source: str
+    """`config`, `litellm` (its model map), or for Ollama `num_ctx`, `ps`, `modelfile`,
+    `default`."""
+    capped_by: str | None = None
+    """`trained` or `max_num_ctx` when a cap lowered the chosen value (Ollama)."""
 
 
-class WindowResolver(Protocol):
-    """Finds an Ollama deployment's window; must not raise when discovery fails."""
+class Windows(Protocol):
+    """Finds deployments' windows (providers/windows.py implements it)."""
 
-    async def window(self, entry: ModelEntry) -> WindowInfo:
-        """The window to run `entry` with."""
+    async def of(self, entry: ModelEntry) -> Window | None:
+        """The window `entry` runs with; None when nobody knows. Never raises."""
         ...
 
 
@@ -44,12 +46,12 @@ class Services:
     """What layers may use, built once at startup."""
 
     settings: Settings
-    internal: Callable[[str], Complete]
-    """An internal call to a configured model name, skipping the layers."""
-    window_of: Callable[[str], int | None]
-    """A configured model name's context window (config, else litellm's map)."""
     store: HistoryStore
-    ollama: WindowResolver | None = None
-    """Ollama window discovery (providers/ollama.py implements it)."""
-    calibration: Calibration = field(default_factory=Calibration)
-    """Per-model token-estimate correction, shared by the layers."""
+    estimator: Estimator
+    windows: Windows
+    internal: Callable[[str], Complete]
+    """overspill's own call to a configured model name (see the module docstring)."""
+
+    def entry(self, name: str) -> ModelEntry:
+        """The first deployment of a configured model name."""
+        return self.settings.deployments(name)[0]

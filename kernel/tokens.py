@@ -260,6 +260,10 @@ class TokenCounter:
                 self._cache.popitem(last=False)
         return count
 
+    def count_text(self, text: str) -> int:
+        """Count plain text with this counter's encoding (texts are not cached)."""
+        return len(self._encoding.encode_ordinary(text))
+
     def count_messages(self, messages: Sequence[Mapping[str, Any]]) -> int:
         """Count a chat prompt like :func:`count_messages`, using the cache."""
         return REPLY_PRIMING_TOKENS + sum(self.count_message(m) for m in messages)

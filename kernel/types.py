@@ -15,6 +15,7 @@ from typing import Any, ClassVar, Protocol
 import orjson
 
 from kernel.config import ModelEntry
+from kernel.conversation import derived_id
 
 Message = Mapping[str, Any]
 """One OpenAI chat message, as the client sent it (never mutated)."""
@@ -30,10 +31,25 @@ class ChatRequest:
     body: Mapping[str, Any]
     raw: bytes | None = None
     extensions: Mapping[str, Any] = field(default_factory=dict)
+    spliced_from: tuple[Message, ...] | None = None
+    """The whole conversation when `messages` stands a condensed extraction in for its older
+    part (history_splice); condensing always starts from it, never from the stand-in."""
 
     def with_messages(self, messages: Sequence[Message]) -> ChatRequest:
         """A copy with other messages (the raw bytes no longer apply)."""
         return dataclasses.replace(self, messages=tuple(messages), raw=None)
+
+    def spliced(self, messages: Sequence[Message]) -> ChatRequest:
+        """A copy sending `messages`, which stand in for this request's whole conversation."""
+        return dataclasses.replace(
+            self, messages=tuple(messages), raw=None, spliced_from=self.messages
+        )
+
+    def whole(self) -> ChatRequest:
+        """The request with its whole conversation (itself, unless it was spliced)."""
+        if self.spliced_from is None:
+            return self
+        return dataclasses.replace(self, messages=self.spliced_from, spliced_from=None)
 
     def with_params(self, **params: Any) -> ChatRequest:
         """A copy with body parameters set (e.g. `max_tokens`); `None` removes one."""
@@ -79,21 +95,56 @@ class ChatResponse:
             raise TypeError("a streamed response has no JSON body")
         return orjson.loads(self.body)
 
+    def prompt_tokens(self) -> int | None:
+        """The upstream's `usage.prompt_tokens` of a JSON answer (None for streams, bodies
+        that are not JSON, and answers without usage)."""
+        if self.body is None:
+            return None
+        try:
+            return prompt_tokens_of(orjson.loads(self.body))
+        except orjson.JSONDecodeError:
+            return None
+
+
+def prompt_tokens_of(payload: object) -> int | None:
+    """`usage.prompt_tokens` of a parsed chat.completion (or chunk), when present."""
+    usage = payload.get("usage") if isinstance(payload, dict) else None
+    value = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
 
 @dataclass(slots=True)
 class RequestContext:
-    """What travels with a request but is never sent upstream."""
+    """What travels with a request but is never sent upstream, resolved once at the edge.
+
+    Layers read these typed fields, never the client's headers. The conversation id is the
+    client's (`X-Conversation-Id`, else `metadata.conversation_id`) when it gave one, else
+    derived from the tenant and the opening messages on first use (hashing costs µs that a
+    request needing no help should not pay).
+    """
 
     request_id: str
     tenant: str
     model: ModelEntry | None = None
-    conversation_id: str | None = None
-    deadline: float | None = None
+    conversation_hint: str | None = None
+    """The conversation id the client gave, validated at the edge."""
+    opening: Sequence[Message] = ()
+    """The client's messages, from which an id is derived when the client gave none."""
+    skip_history: bool = False
+    """The client asked for its full history to be sent (no splice)."""
     internal: bool = False
-    headers: Mapping[str, str] = field(default_factory=dict)
+    """overspill's own call (extraction, condensing): conversation layers do not apply."""
     notes: dict[str, str] = field(default_factory=dict)
-    unspliced: ChatRequest | None = None
-    """The client's own request when a layer sent a spliced copy on (history_splice)."""
+    _derived: str | None = None
+
+    @property
+    def conversation_id(self) -> str:
+        """The conversation this request continues (the client's id, else derived)."""
+        if self.conversation_hint is not None:
+            return self.conversation_hint
+        if self._derived is None:
+            self._derived = derived_id(self.tenant, self.opening)
+        return self._derived
 
     def note(self, key: str, value: object) -> None:
         """Record what a layer did; becomes an `x-overspill-<key>` header and a log field."""

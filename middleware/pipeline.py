@@ -4,6 +4,7 @@ wraps middleware)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from kernel.config import Settings
 from kernel.services import Services
@@ -46,30 +47,52 @@ def _bind(layer: Layer, call_next: Next) -> Next:
     return handle
 
 
-INNER_BEFORE_OUTER = (("overflow_recovery", "ollama_window"),)
-"""Pairs (outer, inner): when both are configured, the first must come first."""
+RECOMMENDED = ("documents", "history_splice", "overflow_recovery", "ollama_window")
+"""What runs when config.yaml has no `middleware:` key (`middleware: []` runs none)."""
+MODEL_LAYERS = frozenset({"ollama_window"})
+"""Layers about the target model, not the conversation: they run innermost, and they also wrap
+overspill's own calls to a model (extraction, condensing), which skip every other layer."""
+
+
+def active_layers(settings: Settings) -> tuple[str, ...]:
+    """The layer names that run, outermost first: `middleware:`, else the recommended ones."""
+    return RECOMMENDED if settings.middleware is None else settings.middleware
 
 
 def check_layers(settings: Settings, registry: Mapping[str, LayerFactory]) -> None:
     """Raise MiddlewareError, naming the YAML path, for an unknown layer or an impossible order."""
-    layers = settings.middleware
-    for index, name in enumerate(layers):
+    names = active_layers(settings)
+    for index, name in enumerate(names):
         if name not in registry:
             known = ", ".join(sorted(registry)) or "none yet"
             raise MiddlewareError(f"middleware[{index}]: unknown layer {name!r} (known: {known})")
-    for outer, inner in INNER_BEFORE_OUTER:
-        if outer in layers and inner in layers and layers.index(inner) < layers.index(outer):
+    for index, name in enumerate(names):
+        outer = [n for n in names[index + 1 :] if n not in MODEL_LAYERS]
+        if name in MODEL_LAYERS and outer:
             raise MiddlewareError(
-                f"middleware[{layers.index(inner)}]: {inner} must come after {outer}: it raises "
-                f"the overflow that {outer} recovers from"
+                f"middleware[{index}]: {name} must come after {outer[0]}: it checks what the "
+                "conversation layers send, and raises the overflow that overflow_recovery "
+                "recovers from"
             )
 
 
-def build_layers(services: Services, registry: Mapping[str, LayerFactory]) -> list[Layer]:
-    """The layers named in `middleware:`, in order; raises MiddlewareError naming the YAML path."""
-    settings = services.settings
-    check_layers(settings, registry)
-    layers = []
-    for name in settings.middleware:
-        layers.append(registry[name](services))
-    return layers
+@dataclass(frozen=True)
+class Pipeline:
+    """The layers built for one app: the whole pipeline and the model layers alone."""
+
+    names: tuple[str, ...]
+    handle: Next
+    """Every layer around the endpoint: what a client's request goes through."""
+    model: Next
+    """Only the model layers around the endpoint: what overspill's own calls go through."""
+
+
+def build_pipeline(
+    services: Services, endpoint: Next, registry: Mapping[str, LayerFactory] = LAYERS
+) -> Pipeline:
+    """Build the active layers once; raises MiddlewareError naming the YAML path."""
+    check_layers(services.settings, registry)
+    names = active_layers(services.settings)
+    layers = [registry[name](services) for name in names]
+    model = [layer for name, layer in zip(names, layers, strict=True) if name in MODEL_LAYERS]
+    return Pipeline(names, compose(layers, endpoint), compose(model, endpoint))

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-import uuid
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from kernel.errors import (
     ContextWindowExceeded,
@@ -24,9 +22,6 @@ from kernel.errors import (
 from kernel.types import (
     ChatRequest,
     ChatResponse,
-    Complete,
-    Completion,
-    Message,
     Provider,
     RequestContext,
 )
@@ -65,41 +60,8 @@ class Router:
                 ctx.note("failover", attempt)
         raise AssertionError("unreachable: the loop returns or raises")
 
-    def internal(self, model: str) -> Complete:
-        """An internal call to `model` (deterministic, non-stream), skipping every layer."""
-
-        async def complete(messages: Sequence[Message], *, max_tokens: int) -> Completion:
-            body: dict[str, Any] = {
-                "model": model,
-                "messages": list(messages),
-                "max_tokens": max_tokens,
-                "temperature": 0,
-            }
-            request = ChatRequest(model, tuple(messages), False, body)
-            ctx = RequestContext(
-                request_id=f"internal-{uuid.uuid4().hex[:12]}", tenant="internal", internal=True
-            )
-            return _completion(await self.complete(request, ctx))
-
-        return complete
-
     async def aclose(self) -> None:
         """Close every provider."""
         for group in self.deployments.values():
             for provider in group:
                 await provider.aclose()
-
-
-def _completion(response: ChatResponse) -> Completion:
-    """The text and usage of a non-stream chat.completion."""
-    payload = response.json()
-    choice = (payload.get("choices") or [{}])[0]
-    message = choice.get("message") or {}
-    content = message.get("content")
-    usage = payload.get("usage") or {}
-    return Completion(
-        text=content if isinstance(content, str) else "",
-        prompt_tokens=usage.get("prompt_tokens"),
-        completion_tokens=usage.get("completion_tokens"),
-        finish_reason=choice.get("finish_reason"),
-    )

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import re
 import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
@@ -15,7 +13,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from kernel.config import ModelEntry, Settings
+from kernel.config import ModelEntry
 from kernel.errors import (
     InvalidChatRequest,
     ModelNotFound,
@@ -23,30 +21,20 @@ from kernel.errors import (
     OverspillError,
     PayloadTooLarge,
 )
-from kernel.store import HistoryStore
-from kernel.types import ChatRequest, Next, RequestContext
-from providers.router import Router
-from proxy.http import authenticate, parse_chat_request, sse_error_event
+from kernel.types import ChatRequest, RequestContext
+from proxy.http import authenticate, edge_context, parse_chat_request
+from proxy.responses import JSON_TYPE, context_headers, error_response, request_id, sse_error_event
+from proxy.system import System
 
 log = logging.getLogger("overspill.request")
 
-_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
-JSON_TYPE = "application/json"
-"""The media type of every JSON answer."""
 
-
-@dataclass
+@dataclass(frozen=True)
 class AppState:
     """Everything the routes need, built once at startup."""
 
-    settings: Settings
-    pipeline: Next
-    router: Router
+    system: System
     master_key: str | None
-    models_body: bytes
-    unavailable: Mapping[str, str]
-    entries: Mapping[str, ModelEntry]
-    store: HistoryStore
 
 
 async def chat_completions(state: AppState, request: Request) -> Response:
@@ -56,19 +44,21 @@ async def chat_completions(state: AppState, request: Request) -> Response:
     chat: ChatRequest | None = None
     watch: DisconnectWatch | None = None
     try:
-        ctx.tenant = authenticate(request.headers.get("authorization"), state.master_key)
-        raw = await _read_body(request, state.settings.general_settings.max_body_bytes)
+        tenant = authenticate(request.headers.get("authorization"), state.master_key)
+        ctx.tenant = tenant
+        raw = await _read_body(request, state.system.settings.general_settings.max_body_bytes)
         chat = parse_chat_request(raw)
-        ctx.model = _resolve_model(state, chat.model)
-        if "documents" in chat.extensions and "documents" not in state.settings.middleware:
+        model = _resolve_model(state, chat.model)
+        if "documents" in chat.extensions and "documents" not in state.system.pipeline.names:
             raise InvalidChatRequest(
                 "'documents' needs the documents layer: add it to middleware: in config.yaml",
                 param="documents",
             )
-        ctx.headers = request.headers
+        chat, ctx = edge_context(chat, request.headers, request_id=ctx.request_id, tenant=tenant)
+        ctx.model = model
         watch = DisconnectWatch(request)
         try:
-            response = await state.pipeline(chat, ctx)
+            response = await state.system.pipeline.handle(chat, ctx)
         except BaseException:
             watch.stop()
             raise
@@ -90,7 +80,7 @@ async def chat_completions(state: AppState, request: Request) -> Response:
         error = OverspillError(f"internal error in overspill (request id {ctx.request_id})")
         _log_request(ctx, chat, 500, started, error=error)
         return error_response(error, ctx)
-    headers = {**response.headers, **_context_headers(ctx)}
+    headers = {**response.headers, **context_headers(ctx)}
     if response.stream is None:
         _log_request(ctx, chat, response.status, started)
         return Response(response.body, response.status, headers, media_type=JSON_TYPE)
@@ -100,14 +90,14 @@ async def chat_completions(state: AppState, request: Request) -> Response:
 
 
 def _resolve_model(state: AppState, name: str) -> ModelEntry:
-    entry = state.entries.get(name)
+    entry = state.system.entries.get(name)
     if entry is None:
-        names = ", ".join(state.settings.model_names())
+        names = ", ".join(state.system.settings.model_names())
         raise ModelNotFound(
             f"model {name!r} is not configured in overspill; available models: {names}",
             param="model",
         )
-    reason = state.unavailable.get(name)
+    reason = state.system.unavailable.get(name)
     if reason is not None:
         raise ModelUnavailable(f"model {name!r} cannot be used: {reason}", param="model")
     return entry
@@ -237,25 +227,6 @@ async def _relay_sse(
         if close is not None:
             await close()
         _log_request(ctx, chat, status, started, error=error)
-
-
-def request_id(request: Request) -> str:
-    given = request.headers.get("x-request-id")
-    if given and _REQUEST_ID.fullmatch(given):
-        return given
-    return os.urandom(16).hex()
-
-
-def _context_headers(ctx: RequestContext) -> dict[str, str]:
-    headers = {"x-request-id": ctx.request_id}
-    for key, value in ctx.notes.items():
-        headers[f"x-overspill-{key}"] = value
-    return headers
-
-
-def error_response(error: OverspillError, ctx: RequestContext) -> Response:
-    headers = {**error.headers(), **_context_headers(ctx)}
-    return Response(error.body_bytes(), error.http_status(), headers, media_type=JSON_TYPE)
 
 
 def _log_request(

@@ -78,6 +78,7 @@ def check_config(path: str) -> int:
         print(f"{path}: warning: {warning}", file=sys.stderr)
     names = ", ".join(loaded.settings.model_names())
     print(f"{path}: ok ({len(loaded.settings.model_list)} deployments: {names})")
+    print(f"{path}: {layers_line(loaded)}")
     return 0
 
 
@@ -101,6 +102,18 @@ def ollama_refresh(args: argparse.Namespace) -> int:
 def _config_dir(path: str) -> str:
     """Relative paths in the config (the store's) are relative to the config file."""
     return os.path.dirname(os.path.abspath(path))
+
+
+def layers_line(loaded: LoadedConfig) -> str:
+    """Which layers run, and whether that is the default."""
+    from middleware.pipeline import active_layers
+
+    names = active_layers(loaded.settings)
+    listed = ", ".join(names) if names else "none (middleware: [])"
+    origin = (
+        "the default: no middleware key" if loaded.settings.middleware is None else "middleware:"
+    )
+    return f"layers: {listed} ({origin})"
 
 
 def _layer_problem(loaded: LoadedConfig) -> str | None:
@@ -147,6 +160,7 @@ def serve(args: argparse.Namespace) -> int:
         return EXIT_BAD_CONFIG
     for warning in loaded.warnings:
         log.warning(warning)
+    log.info(layers_line(loaded))
     if general.master_key is None:
         log.warning(
             "no general_settings.master_key: any client that can reach overspill may use it"

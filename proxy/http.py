@@ -1,7 +1,14 @@
-"""Wire format ↔ types: request bytes → ChatRequest, errors → JSON and SSE, auth → tenant."""
+"""The edge: request bytes → ChatRequest, the client's identity → RequestContext, auth → tenant.
+
+Everything only overspill reads is taken off the request here and resolved once into typed
+context fields: the conversation id (`X-Conversation-Id`, else `metadata.conversation_id`,
+which is then not forwarded), the skip flag (`X-Overspill-Skip-History`, else
+`overspill.skip_history`), and the `overspill` / `documents` extensions.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import hmac
@@ -10,8 +17,9 @@ from typing import Any
 
 import orjson
 
-from kernel.errors import AuthError, ForbiddenParameter, InvalidChatRequest, OverspillError
-from kernel.types import ChatRequest
+from kernel.conversation import given_id
+from kernel.errors import AuthError, ForbiddenParameter, InvalidChatRequest
+from kernel.types import ChatRequest, RequestContext
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 EXTENSION_KEYS = {"overspill": (dict, "an object of overspill options"),
@@ -35,6 +43,9 @@ FORBIDDEN_FIELDS = frozenset(
 FORBIDDEN_PREFIXES = ("aws_", "vertex_", "azure_", "litellm_", "watsonx_", "anthropic_", "oci_")
 # Containers whose keys litellm spreads into the call: checked with the same rules.
 NESTED_CHECKED = ("extra_body", "metadata")
+CONVERSATION_HEADER = "x-conversation-id"
+SKIP_HEADER = "x-overspill-skip-history"
+_FLAG_WORDS = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
 
 
 def parse_chat_request(raw: bytes) -> ChatRequest:
@@ -69,6 +80,54 @@ def parse_chat_request(raw: bytes) -> ChatRequest:
         raw=None if extensions else raw,
         extensions=extensions,
     )
+
+
+def edge_context(
+    chat: ChatRequest, headers: Mapping[str, str], *, request_id: str, tenant: str
+) -> tuple[ChatRequest, RequestContext]:
+    """The request without what only overspill reads, and the context resolved from it."""
+    metadata = chat.body.get("metadata")
+    metadata = metadata if isinstance(metadata, dict) else None
+    hint = given_id(headers.get(CONVERSATION_HEADER), metadata)
+    if metadata is not None and "conversation_id" in metadata:
+        chat = _without_conversation_id(chat, metadata)
+    ctx = RequestContext(
+        request_id=request_id,
+        tenant=tenant,
+        conversation_hint=hint,
+        opening=chat.messages,
+        skip_history=_skip_history(chat, headers.get(SKIP_HEADER)),
+    )
+    return chat, ctx
+
+
+def _without_conversation_id(chat: ChatRequest, metadata: Mapping[str, Any]) -> ChatRequest:
+    """`metadata.conversation_id` is overspill's: the upstream never sees it."""
+    rest = {k: v for k, v in metadata.items() if k != "conversation_id"}
+    body = {k: v for k, v in chat.body.items() if k != "metadata"}
+    if rest:
+        body["metadata"] = rest
+    return dataclasses.replace(chat, body=body, raw=None)
+
+
+def _skip_history(chat: ChatRequest, header: str | None) -> bool:
+    """The skip flag: the header, else `overspill.skip_history`; anything else is a 400."""
+    if header is not None:
+        flag = _FLAG_WORDS.get(header.strip().lower())
+        if flag is None:
+            raise InvalidChatRequest(
+                f"X-Overspill-Skip-History must be one of {', '.join(_FLAG_WORDS)}",
+                param="X-Overspill-Skip-History",
+            )
+        return flag
+    options = chat.extensions.get("overspill")
+    value = options.get("skip_history", False) if options else False
+    if not isinstance(value, bool):
+        raise InvalidChatRequest(
+            _field_problem("overspill.skip_history", value, "true or false"),
+            param="overspill.skip_history",
+        )
+    return value
 
 
 def _check_messages(messages: list[Any]) -> None:
@@ -184,8 +243,3 @@ def authenticate(authorization: str | None, master_key: str | None) -> str:
     if not hmac.compare_digest(token.encode(), master_key.encode()):
         raise AuthError("invalid API key")
     return tenant_of(token)
-
-
-def sse_error_event(error: OverspillError) -> bytes:
-    """An error as one SSE event (what a stream ends with after its first byte)."""
-    return b"data: " + error.body_bytes() + b"\n\n"

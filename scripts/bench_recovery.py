@@ -23,14 +23,13 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kernel.calibration import Calibration
+from kernel.calibration import ratio, sample
 from kernel.config import parse_config
-from kernel.services import Services
 from kernel.store import DiskHistoryStore
 from kernel.tokens import count_messages
-from kernel.types import ChatRequest
+from kernel.types import ChatRequest, Complete
 from middleware.condensing.condenser import Condenser
-from providers.router import Router
+from tests.conftest import make_services
 
 CONFIG = """
 model_list:
@@ -50,22 +49,25 @@ def conversation(size: int, words: int = 60, seed: int = 0) -> list[dict[str, An
     return messages
 
 
+def no_calls(name: str) -> Complete:
+    """Planning makes no model calls."""
+    raise AssertionError(f"unexpected internal call to {name}")
+
+
 def planning(repeats: int) -> None:
     """CPU ms for one plan over 200 and 2,000 messages, cold and warm token cache."""
     settings = parse_config(CONFIG, "bench.yaml", {}).settings
     entry = settings.model_list[0]
     with tempfile.TemporaryDirectory() as tmp:
-        services = Services(
-            settings, Router({}).internal, {"local": 2048}.get, DiskHistoryStore(tmp)
-        )
+        store = DiskHistoryStore(tmp)
         print(f"{'messages':>9}{'cold ms':>10}{'warm ms':>10}")
         for size in (200, 2000):
             messages = conversation(size)
             request = ChatRequest("local", tuple(messages), False, {"messages": messages})
             cold: list[float] = []
             warm: list[float] = []
-            for _ in range(repeats):
-                condenser = Condenser(services)
+            for _ in range(repeats):  # a fresh estimator: its token cache starts cold
+                condenser = Condenser(make_services(settings, store, no_calls, {"local": 2048}))
                 for bucket in (cold, warm):
                     start = time.process_time()
                     condenser.plan(request, entry, window=2048 * size // 20, scale=1.0)
@@ -82,7 +84,7 @@ def estimates(count: int) -> None:
 
 
 def _compare(url: str, count: int) -> None:
-    calibration = Calibration()
+    samples: list[float] = []
     raw_errors, calibrated_errors = [], []
     with httpx.Client(timeout=120) as client:
         for index in range(count):
@@ -90,11 +92,13 @@ def _compare(url: str, count: int) -> None:
             reply = client.post(url, json={"messages": messages, "max_tokens": 1, "temperature": 0})
             reported = int(reply.json()["usage"]["prompt_tokens"])
             estimate = count_messages(messages, "smollm2")
-            calibrated = estimate * calibration.ratio("local")
+            calibrated = estimate * ratio(samples)
             raw_errors.append((estimate - reported) / reported)
             if index >= 3:
                 calibrated_errors.append((calibrated - reported) / reported)
-            calibration.observe("local", estimate, reported)
+            found = sample(estimate, reported)
+            if found is not None:
+                samples.insert(0, found)
 
     def pct(values: list[float]) -> str:
         mean = statistics.mean(values) * 100

@@ -32,13 +32,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kernel.config import parse_config
 from kernel.conversation import chain
-from kernel.services import Services
 from kernel.store import DiskHistoryStore, HistoryEntry, HistoryStore
-from kernel.types import ChatRequest, ChatResponse, RequestContext
+from kernel.types import ChatRequest, ChatResponse, Complete, RequestContext
 from middleware.condensing.extraction import PROMPT_VERSION
 from middleware.layers.history_splice import HistorySplice
 from providers.fake import completion
-from providers.router import Router
+from tests.conftest import make_services
 
 CONFIG = """
 model_list:
@@ -59,6 +58,11 @@ def conversation(size: int) -> list[dict[str, Any]]:
     return messages
 
 
+def no_calls(name: str) -> Complete:
+    """Splice decisions make no model calls."""
+    raise AssertionError(f"unexpected internal call to {name}")
+
+
 async def upstream(request: ChatRequest, ctx: RequestContext) -> ChatResponse:
     return ANSWER
 
@@ -66,7 +70,7 @@ async def upstream(request: ChatRequest, ctx: RequestContext) -> ChatResponse:
 async def decision_cost(store: HistoryStore, size: int, repeats: int) -> float:
     """Median CPU microseconds for one splice decision over an N-message conversation."""
     settings = parse_config(CONFIG, "bench.yaml", {}).settings
-    layer = HistorySplice(Services(settings, Router({}).internal, {"local": 1_000_000}.get, store))
+    layer = HistorySplice(make_services(settings, store, no_calls, {"local": 1_000_000}))
     messages = conversation(size)
     end = size - 10
     await store.put(
@@ -88,8 +92,9 @@ async def decision_cost(store: HistoryStore, size: int, repeats: int) -> float:
     request = ChatRequest("local", tuple(messages), False, body)
     samples = []
     for attempt in range(repeats + 3):
-        ctx = RequestContext("r", "t", model=settings.model_list[0])
-        ctx.headers = {"x-conversation-id": f"bench-{size}"}
+        ctx = RequestContext(
+            "r", "t", model=settings.model_list[0], conversation_hint=f"bench-{size}"
+        )
         start = time.process_time()
         await layer.handle(request, ctx, upstream)
         if attempt >= 3:

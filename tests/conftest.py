@@ -13,11 +13,14 @@ import httpx
 import pytest
 from hypothesis import settings as hypothesis_settings
 
-from kernel.config import Settings, parse_config
-from kernel.store import DiskHistoryStore
-from kernel.types import Provider
-from middleware.pipeline import LayerFactory
+from kernel.config import ModelEntry, Settings, parse_config
+from kernel.estimator import Estimator
+from kernel.services import Services, Window, Windows
+from kernel.store import DiskHistoryStore, HistoryStore
+from kernel.types import Complete, Provider
+from middleware.pipeline import LAYERS, LayerFactory
 from proxy.app import create_app
+from proxy.system import _InterimCalibration
 from tests.redis_server import redis_url  # noqa: F401 - a session fixture for every test
 
 # Shared 2-core machines: no per-example deadline. In CI, the same examples every run.
@@ -45,6 +48,32 @@ def settings_from(text: str = BASIC_CONFIG, env: Mapping[str, str] | None = None
 AppClient = Callable[..., httpx.AsyncClient]
 
 
+class StaticWindows:
+    """Windows from a table of model name → tokens (what config would say), for unit tests."""
+
+    def __init__(self, tokens: Mapping[str, int], source: str = "config") -> None:
+        self.tokens = dict(tokens)
+        self.source = source
+        self.asked = 0
+
+    async def of(self, entry: ModelEntry) -> Window | None:
+        """The table's window for the entry's model name."""
+        self.asked += 1
+        found = self.tokens.get(entry.model_name)
+        return Window(found, self.source) if found else None
+
+
+def make_services(
+    settings: Settings,
+    store: HistoryStore,
+    internal: Callable[[str], Complete],
+    windows: Mapping[str, int] | Windows,
+) -> Services:
+    """Services for layer tests: a real store and estimator, given calls and windows."""
+    table = StaticWindows(windows) if isinstance(windows, Mapping) else windows
+    return Services(settings, store, Estimator(_InterimCalibration()), table, internal)
+
+
 @pytest.fixture
 async def store(tmp_path: Path) -> AsyncIterator[DiskHistoryStore]:
     """A history store in a temporary directory."""
@@ -66,7 +95,10 @@ async def app_client(store: DiskHistoryStore) -> AsyncIterator[AppClient]:
         key: str | None = "sk-master",
     ) -> httpx.AsyncClient:
         app = create_app(
-            settings or settings_from(), providers=providers, registry=registry, store=store
+            settings or settings_from(),
+            providers=providers,
+            registry=registry or LAYERS,
+            store=store,
         )
         headers = {"authorization": f"Bearer {key}"} if key else {}
         client = httpx.AsyncClient(

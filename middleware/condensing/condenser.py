@@ -1,51 +1,46 @@
-"""The condensing machinery both history layers share: plan, cache, extract, stand in.
+"""The condensing machinery every layer shares: plan, cache, extract on the ladder, stand in.
 
 `Condenser` turns a request plus a window into a `Plan` (what stays, what is condensed), finds a
 cached extraction valid for the request's exact prefix, extracts (incrementally when it can)
 under a per-conversation single flight, and stores the result. `overflow_recovery` uses it
-after an upstream overflow; `history_splice` uses it before the request is sent.
+after an upstream overflow, `history_splice` before the request is sent, and `documents` to
+compact the existing context.
+
+An extraction's input is bounded (`context.max_extraction_input_tokens`, seed 000's 64k): when
+the turns to extract are larger, the newest of them within the bound are extracted and the
+older ones are kept only as quoted facts, instead of an unbounded run of calls in one request.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
-
-import orjson
 
 from kernel.config import ModelEntry
-from kernel.conversation import chain, chain_matches, conversation_id
+from kernel.conversation import chain, chain_matches
 from kernel.services import Services
 from kernel.store import HistoryEntry, StoreError
-from kernel.tokens import TokenCounter, count_text
-from kernel.types import ChatRequest, ChatResponse, Message, RequestContext
-from middleware.condensing.extraction import (
-    PROMPT_VERSION,
-    BadExtraction,
-    Extraction,
+from kernel.tokens import REPLY_PRIMING_TOKENS
+from kernel.types import ChatRequest, Message, RequestContext
+from middleware.condensing.budget import Budget, budget_for
+from middleware.condensing.cutting import cut_tail
+from middleware.condensing.extraction import PROMPT_VERSION, Extraction
+from middleware.condensing.ladder import (
     Rung,
     condense_message,
-    extract_history,
+    extract_on_ladder,
+    ladder_for,
 )
-from middleware.condensing.history import (
+from middleware.condensing.split import (
     SYSTEM_ROLES,
-    Budget,
     Split,
     context_message,
-    dropped_message,
-    output_reserve,
-    plan_budget,
     split_history,
 )
 
 log = logging.getLogger("overspill.condense")
-
-DEFAULT_OUTPUT_RESERVE = 1024
-MAX_MESSAGE_CHARS = 50_000
-"""A tail message longer than this is condensed by the ladder even when it fits (seed 001)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,29 +68,19 @@ class StandIn:
 
 
 class Condenser:
-    """Plans, caches and extracts; one per layer, sharing the services' store and calibration."""
+    """Plans, caches and extracts; every layer's, sharing the services' store and estimator."""
 
     def __init__(self, services: Services) -> None:
         self.services = services
-        self.counters: dict[str, TokenCounter] = {}
+        self.estimator = services.estimator
 
-    def counter(self, entry: ModelEntry) -> TokenCounter:
-        """The per-message token counter for a deployment's model (counts are cached)."""
-        model = entry.litellm_params.upstream_model
-        counter = self.counters.get(model)
-        if counter is None:
-            counter = self.counters[model] = TokenCounter(model)
-        return counter
-
-    def estimate(self, entry: ModelEntry, messages: Sequence[Message]) -> int:
-        """Estimated upstream prompt tokens of messages (calibrated)."""
-        raw = self.counter(entry).count_messages(messages)
-        return int(raw * self.services.calibration.ratio(entry.model_name))
-
-    def counts(self, entry: ModelEntry, messages: Sequence[Message]) -> tuple[int, ...]:
-        """Each message's token count (cached across requests)."""
-        count = self.counter(entry).count_message
-        return tuple(count(m) for m in messages)
+    async def window(self, entry: ModelEntry, stated: int | None = None) -> int | None:
+        """The window to plan for: the known one, lowered to what an upstream `stated`."""
+        found = await self.services.windows.of(entry)
+        known = found.tokens if found else None
+        if stated is None:
+            return known
+        return min(known, stated) if known else stated
 
     def plan(
         self,
@@ -109,34 +94,17 @@ class Condenser:
     ) -> Plan:
         """Budget from the window; split the messages for it (`intact_share`: the tail's share
         of the budget, `context.intact_share` unless given)."""
-        counts = counts if counts is not None else self.counts(entry, request.messages)
+        counts = counts if counts is not None else self.estimator.counts(entry, request.messages)
         system = sum(c for c, m in zip(counts, request.messages, strict=True) if _is_system(m))
-        default = entry.context.max_output_tokens or DEFAULT_OUTPUT_RESERVE
-        budget = plan_budget(
-            window,
-            output_reserve=output_reserve(request.body, default),
-            safety_margin=entry.context.safety_margin,
-            system_tokens=int(system * scale),
-        )
+        budget = budget_for(entry, window, request.body, int(system * scale))
         tail_budget = budget.share(intact_share or entry.context.intact_share)
         split = split_history(request.messages, counts, tail_budget=int(tail_budget / scale))
         return Plan(split, budget, counts, scale, tail_budget)
 
-    def conversation(self, request: ChatRequest, ctx: RequestContext) -> str:
-        """The conversation id (header, metadata, or derived), remembered in the context."""
-        if ctx.conversation_id is None:
-            ctx.conversation_id = conversation_id(
-                tenant=ctx.tenant,
-                header=ctx.headers.get("x-conversation-id"),
-                metadata=_metadata(request.body),
-                messages=request.messages,
-            )
-        return ctx.conversation_id
-
-    async def cached(self, ctx: RequestContext, conversation: str) -> HistoryEntry | None:
+    async def cached(self, ctx: RequestContext) -> HistoryEntry | None:
         """The stored entry, or None when there is none or the store fails (logged)."""
         try:
-            return await self.services.store.get(ctx.tenant, conversation)
+            return await self.services.store.get(ctx.tenant, ctx.conversation_id)
         except StoreError as exc:
             log.error("history store read failed; going on without it", extra={"error": str(exc)})
             return None
@@ -158,85 +126,96 @@ class Condenser:
     async def stand_in(
         self, request: ChatRequest, ctx: RequestContext, entry: ModelEntry, plan: Plan
     ) -> StandIn:
-        """The extraction for `plan`'s historical part: reused, extended, or made, and cached."""
-        conversation = self.conversation(request, ctx)
-        store = self.services.store
+        """The extraction for `plan`'s historical part: reused, extended, made, or cut."""
         end = plan.split.historical_end
         replaced = len(plan.split.historical)
-        async with store.single_flight(ctx.tenant, conversation):
-            cached = await self.cached(ctx, conversation)
+        async with self.services.store.single_flight(ctx.tenant, ctx.conversation_id):
+            cached = await self.cached(ctx)
             previous = cached if cached and not self.miss_reason(cached, request, end) else None
             if previous is not None and previous.historical_end_index == end:
                 return StandIn(context_message(previous.extraction, replaced), "reused", None)
-            try:
-                extraction = await self._extract(request, entry, plan, previous)
-            except BadExtraction as bad:
+            extraction = await self._extract(request, entry, plan, previous)
+            if extraction.cut:
                 log.warning(
-                    "extraction rejected; dropping the oldest turns instead",
-                    extra={"request_id": ctx.request_id, "reason": str(bad)},
+                    "no model could condense the history; sending it cut in the middle",
+                    extra={"request_id": ctx.request_id, "conversation": ctx.conversation_id},
                 )
-                return StandIn(dropped_message(replaced), "truncated", None)
-            await self._save(self._entry(request, ctx, end, extraction, plan))
+                message = context_message(extraction.text, replaced, cut=True)
+                return StandIn(message, "truncated", extraction)
+            await self._save(self._entry(request, ctx, entry, extraction, plan))
         action = "extracted-incremental" if extraction.incremental else "extracted"
         return StandIn(context_message(extraction.text, replaced), action, extraction)
 
     async def shrink_oversized(
         self, messages: list[Message], plan: Plan, entry: ModelEntry
     ) -> list[str]:
-        """Condense tail messages too large for the intact share (seed 001's ladder), in place."""
+        """Condense, in place, tail messages larger than the intact share (on the ladder);
+        `index:how` for each message that changed."""
         others = plan.tokens(plan.split.tail)
+        rungs: list[Rung] | None = None
         done = []
         for index in plan.split.tail:
             content = messages[index].get("content")
-            if not isinstance(content, str):
-                continue
             own = plan.tokens((index,))
-            if own <= plan.tail_budget and len(content) <= MAX_MESSAGE_CHARS:
+            if not isinstance(content, str) or own <= plan.tail_budget:
                 continue
-            share = max(64, int((plan.tail_budget - (others - own)) / plan.scale))
+            rungs = rungs or await self.rungs(entry, plan)
             condensed = await condense_message(
                 content,
-                share_tokens=share,
-                rungs=self._rungs(entry, plan),
+                share_tokens=max(64, int((plan.tail_budget - (others - own)) / plan.scale)),
+                rungs=rungs,
                 focus=latest_question(messages),
                 model=entry.litellm_params.upstream_model,
             )
-            messages[index] = {**messages[index], "content": condensed.text}
-            done.append(f"{index}:{condensed.how}")
+            if condensed.how != "unchanged":
+                messages[index] = {**messages[index], "content": condensed.text}
+                done.append(f"{index}:{condensed.how}")
         return done
 
-    def _rungs(self, entry: ModelEntry, plan: Plan) -> list[Rung]:
-        """The extraction model (the cheaper one users name, ~4 chars/token), then the user's
-        own model (~3.5 chars/token)."""
-        ladder = {entry.model_name: 3.5}
-        if entry.context.extraction_model and entry.context.extraction_model != entry.model_name:
-            ladder = {entry.context.extraction_model: 4.0, **ladder}
-        return [
-            Rung(
-                self.services.internal(name),
-                int((self.services.window_of(name) or plan.budget.window) / plan.scale),
-                chars_per_token,
-            )
-            for name, chars_per_token in ladder.items()
-        ]
+    async def refit(
+        self, messages: list[Message], index: int, entry: ModelEntry, plan: Plan
+    ) -> list[Message]:
+        """The messages still within the plan's prompt limit at the ratio known now.
+
+        Extraction calls teach the estimator (an Ollama target's own counts), so the ratio
+        may have risen since the plan; the stand-in at `index` is then cut (marked) to fit.
+        """
+        scale = max(plan.scale, await self.estimator.scale(entry))
+        over = self.estimator.count(entry, messages) - int(plan.budget.prompt_limit / scale)
+        content = messages[index].get("content")
+        if over <= 0 or not isinstance(content, str):
+            return messages
+        keep = max(16, self.estimator.count_text(entry, content) - over)
+        cut = cut_tail(content, keep, entry.litellm_params.upstream_model)
+        return [*messages[:index], {**messages[index], "content": cut}, *messages[index + 1 :]]
+
+    async def rungs(self, entry: ModelEntry, plan: Plan) -> list[Rung]:
+        """The ladder for this request's model, its windows in counted tokens."""
+        return await ladder_for(
+            self.services, entry, scale=plan.scale, fallback_window=plan.budget.window
+        )
 
     async def _extract(
         self, request: ChatRequest, entry: ModelEntry, plan: Plan, previous: HistoryEntry | None
     ) -> Extraction:
-        extractor = entry.context.extraction_model or request.model
         start = previous.historical_end_index if previous else 0
         historical = [request.messages[i] for i in plan.split.historical if i >= start]
-        target = max(64, int(plan.budget.share(1 - entry.context.intact_share) / plan.scale))
-        window = self.services.window_of(extractor) or plan.budget.window
-        return await extract_history(
-            historical,
-            complete=self.services.internal(extractor),
-            target_tokens=target,
-            extractor_window=int(window / plan.scale),
+        counts = [plan.counts[i] for i in plan.split.historical if i >= start]
+        older, newer = bounded(historical, counts, entry.context.max_extraction_input_tokens)
+        return await extract_on_ladder(
+            newer,
+            rungs=await self.rungs(entry, plan),
+            target_tokens=_target(plan, entry, self._framing(entry, plan)),
             previous=previous.extraction if previous else None,
             focus=latest_question(request.messages),
             model=entry.litellm_params.upstream_model,
+            beyond_bound=older,
         )
+
+    def _framing(self, entry: ModelEntry, plan: Plan) -> int:
+        """Tokens the stand-in message costs around its extraction text."""
+        replaced = len(plan.split.historical)
+        return self.estimator.counter(entry).count_message(context_message("", replaced, cut=True))
 
     async def _save(self, entry: HistoryEntry) -> None:
         """Store an extraction; a failing store is logged and the request carries on."""
@@ -251,13 +230,14 @@ class Condenser:
         self,
         request: ChatRequest,
         ctx: RequestContext,
-        end: int,
+        entry: ModelEntry,
         extraction: Extraction,
         plan: Plan,
     ) -> HistoryEntry:
+        end = plan.split.historical_end
         return HistoryEntry(
             tenant=ctx.tenant,
-            conversation_id=self.conversation(request, ctx),
+            conversation_id=ctx.conversation_id,
             model_id=request.model,
             historical_end_index=end,
             message_count=len(request.messages),
@@ -265,9 +245,29 @@ class Condenser:
             chain=chain(request.messages, end, PROMPT_VERSION),
             prompt_version=PROMPT_VERSION,
             tokens_before=plan.tokens(range(end)),
-            tokens_after=count_text(extraction.text, request.model),
+            tokens_after=self.estimator.count_text(entry, extraction.text),
             created_at=time.time(),
         )
+
+
+def bounded(
+    messages: Sequence[Message], counts: Sequence[int], limit: int
+) -> tuple[list[Message], list[Message]]:
+    """(older, newer): the newest whole messages within `limit` tokens, and those before."""
+    used = 0
+    start = len(messages)
+    while start > 0 and used + counts[start - 1] <= limit:
+        start -= 1
+        used += counts[start]
+    start = min(start, len(messages) - 1) if messages else 0  # always extract the newest one
+    return list(messages[:start]), list(messages[start:])
+
+
+def _target(plan: Plan, entry: ModelEntry, framing: int) -> int:
+    """The extraction's size: the historical share of the budget, in counted tokens, less
+    the stand-in message's own framing and the reply's priming."""
+    share = plan.budget.share(1 - entry.context.intact_share) / plan.scale
+    return max(64, int(share) - framing - REPLY_PRIMING_TOKENS)
 
 
 def report(ctx: RequestContext, stand_in: StandIn, replaced: int) -> None:
@@ -278,18 +278,8 @@ def report(ctx: RequestContext, stand_in: StandIn, replaced: int) -> None:
     ctx.note("extraction-calls", extraction.calls if extraction else 0)
     if extraction is not None:
         ctx.note("extraction-tokens", extraction.prompt_tokens + extraction.completion_tokens)
-
-
-def prompt_tokens(response: ChatResponse) -> int | None:
-    """`usage.prompt_tokens` of a JSON answer (None for streams and answers without usage)."""
-    if response.body is None:
-        return None
-    try:
-        usage = orjson.loads(response.body).get("usage") or {}
-    except (orjson.JSONDecodeError, AttributeError):
-        return None
-    value = usage.get("prompt_tokens")
-    return value if isinstance(value, int) else None
+        if extraction.bounded:
+            ctx.note("extraction-bounded", extraction.bounded)
 
 
 def latest_question(messages: Sequence[Message]) -> str | None:
@@ -298,11 +288,6 @@ def latest_question(messages: Sequence[Message]) -> str | None:
         if message.get("role") == "user" and isinstance(message.get("content"), str):
             return str(message["content"])[:2000]
     return None
-
-
-def _metadata(body: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    metadata = body.get("metadata")
-    return metadata if isinstance(metadata, dict) else None
 
 
 def _is_system(message: Message) -> bool:

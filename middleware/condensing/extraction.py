@@ -19,11 +19,6 @@ overflows is retried alone as two smaller groups and lowers the merge budget of 
 (nothing already done is recomputed); a pass that does not reduce the total tokens ends the
 merging, and the joined result is cut to budget with a visible marker.
 
-``condense_message`` is the oversized-single-message ladder (seed 001): each rung is tried in
-order, a rung whose window cannot hold the text by its chars-per-token estimate is skipped
-(no map-reduce there: the next rung is the larger window), a rung that overflows or answers
-badly passes to the next, and when none is left the middle of the text is cut.
-
 The only I/O is through the injected ``Complete`` calls; every decision is a pure function.
 """
 
@@ -32,9 +27,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
-from kernel.errors import ContextWindowExceeded, OverspillError
+from kernel.errors import ContextWindowExceeded
 from kernel.tokens import count_messages, count_text
 from kernel.types import Complete, Completion, Message
 from middleware.condensing.chunking import Chunk, chunk_text
@@ -49,7 +44,6 @@ from middleware.condensing.ledger import (
 from middleware.condensing.prompt import (
     PROMPT_VERSION,
     clean_output,
-    condense_prompt,
     drop_unsupported,
     looks_refused,
     map_prompt,
@@ -60,15 +54,12 @@ from middleware.condensing.prompt import (
 __all__ = [
     "PROMPT_VERSION",
     "BadExtraction",
-    "Budget",
-    "Condensed",
     "Extraction",
-    "Rung",
-    "condense_message",
-    "cut_middle",
+    "Sizes",
+    "cut_history",
     "extract_history",
-    "plan_budget",
     "plan_merge_groups",
+    "plan_sizes",
     "rejection",
 ]
 
@@ -81,10 +72,9 @@ WORDS_PER_TOKEN = 0.7
 _T = TypeVar("_T")
 
 
-class BadExtraction(OverspillError):
-    """An extraction was rejected (the message says why); never cache it."""
-
-    code = "bad_extraction"
+class BadExtraction(Exception):
+    """An extraction was rejected (the message says why); never cache it. Internal: the
+    ladder passes to its next rung, and no client ever sees this error."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,10 +86,14 @@ class Extraction:
     prompt_tokens: int
     completion_tokens: int
     incremental: bool
+    cut: bool = False
+    """No model wrote it: the transcript cut in the middle, and the quoted facts."""
+    bounded: int = 0
+    """Older messages past the extraction bound: only their quoted facts are in it."""
 
 
 @dataclass(frozen=True, slots=True)
-class Budget:
+class Sizes:
     """Token sizes of one extraction: the notes, each call's output, each call's content."""
 
     notes: int
@@ -107,31 +101,13 @@ class Budget:
     input: int
 
 
-@dataclass(frozen=True, slots=True)
-class Rung:
-    """One model of the oversized-message ladder, with its window and chars-per-token estimate."""
-
-    complete: Complete
-    window: int
-    chars_per_token: float
-
-
-@dataclass(frozen=True, slots=True)
-class Condensed:
-    """An oversized message condensed to its share, and which rung produced it."""
-
-    text: str
-    how: Literal["cheapest", "model", "truncated"]
-    calls: int
-
-
-def plan_budget(target_tokens: int, window: int, ledger_tokens: int, overhead: int) -> Budget:
+def plan_sizes(target_tokens: int, window: int, ledger_tokens: int, overhead: int) -> Sizes:
     """Size the notes, the calls' output and the calls' content from target and window."""
     ledger = min(ledger_tokens, int(target_tokens * LEDGER_SHARE))
     notes = max(MIN_NOTES_TOKENS, target_tokens - ledger - LAYOUT_TOKENS)
     output = max(16, min(notes, window // 4))
     margin = window // 10 + 16
-    return Budget(notes, output, max(MIN_CHUNK_TOKENS, window - output - overhead - margin))
+    return Sizes(notes, output, max(MIN_CHUNK_TOKENS, window - output - overhead - margin))
 
 
 def plan_merge_groups(sizes: Sequence[int], budget: int) -> list[tuple[int, ...]]:
@@ -188,7 +164,7 @@ class _Run:
     complete: Complete
     model: str
     focus: str | None
-    budget: Budget
+    budget: Sizes
     merge_budget: int = 0
     calls: int = 0
     prompt_tokens: int = 0
@@ -318,8 +294,10 @@ async def extract_history(
     previous: str | None = None,
     focus: str | None = None,
     model: str = "",
+    beyond_bound: Sequence[Message] = (),
 ) -> Extraction:
-    """Condense historical messages (after a previous extraction) into at most target_tokens."""
+    """Condense historical messages (after a previous extraction) into at most target_tokens;
+    `beyond_bound`: older messages past the extraction bound, kept only as quoted facts."""
     _check_sizes(target_tokens, extractor_window)
     earlier, old_facts = parse_extraction(previous, focus) if previous else ("", [])
     if not messages:
@@ -327,57 +305,57 @@ async def extract_history(
             raise BadExtraction("no messages to extract")
         return Extraction(cut_tail(previous, target_tokens, model), 0, 0, 0, True)
     transcript = render_transcript(messages)
-    facts = dedupe_facts([*old_facts, *fact_lines(messages, focus)])
+    facts = dedupe_facts([*old_facts, *fact_lines([*beyond_bound, *messages], focus)])
     ledger_tokens = sum(count_text(f.render(), model) + 1 for f in facts)
     overhead = count_messages(map_prompt("", max_words=999, earlier_notes="-", focus=focus), model)
     run = _Run(
         complete,
         model,
         focus,
-        plan_budget(target_tokens, extractor_window, ledger_tokens, overhead),
+        plan_sizes(target_tokens, extractor_window, ledger_tokens, overhead),
     )
     notes = await run.notes(transcript, earlier)
     reason = rejection(notes, run.count(transcript) + run.count(earlier), model)
     if reason is not None:
         raise BadExtraction(f"the extractor's notes were {reason}")
-    notes = drop_unsupported(notes, f"{previous or ''}\n{transcript}")
+    notes = _bound_note(beyond_bound) + drop_unsupported(notes, f"{previous or ''}\n{transcript}")
     text = assemble(cut_tail(notes, run.budget.notes, model), facts, target_tokens, model)
-    return Extraction(text, run.calls, run.prompt_tokens, run.completion_tokens, bool(previous))
+    return Extraction(
+        text,
+        run.calls,
+        run.prompt_tokens,
+        run.completion_tokens,
+        bool(previous),
+        bounded=len(beyond_bound),
+    )
 
 
-def _rung_fits(text: str, rung: Rung, output: int, overhead: int) -> bool:
-    """Whether a rung's window holds the text by its chars-per-token estimate, with room."""
-    estimate = len(text) / rung.chars_per_token
-    return estimate + output + overhead + rung.window // 10 <= rung.window
-
-
-async def condense_message(
-    text: str,
+def cut_history(
+    messages: Sequence[Message],
     *,
-    share_tokens: int,
-    rungs: Sequence[Rung],
+    target_tokens: int,
+    previous: str | None = None,
     focus: str | None = None,
     model: str = "",
-) -> Condensed:
-    """Condense one oversized message to share_tokens: each rung in turn, then cut the middle.
+    beyond_bound: Sequence[Message] = (),
+) -> Extraction:
+    """The last rung, without a model: the earlier notes and the transcript cut in the middle
+    (a visible marker where), beside the fact ledger, within target_tokens."""
+    earlier, old_facts = parse_extraction(previous, focus) if previous else ("", [])
+    facts = dedupe_facts([*old_facts, *fact_lines([*beyond_bound, *messages], focus)])
+    ledger_tokens = sum(count_text(f.render(), model) + 1 for f in facts)
+    notes_tokens = plan_sizes(target_tokens, MIN_CHUNK_TOKENS, ledger_tokens, 0).notes
+    transcript = "\n".join(part for part in (earlier, render_transcript(messages)) if part)
+    notes = _bound_note(beyond_bound) + cut_middle(transcript, notes_tokens, model)
+    text = assemble(notes, facts, target_tokens, model)
+    return Extraction(text, 0, 0, 0, bool(previous), cut=True, bounded=len(beyond_bound))
 
-    A text that already fits is returned unchanged (how="truncated", calls=0: nothing cut).
-    """
-    tokens = count_text(text, model)
-    calls = 0
-    for index, rung in enumerate(rungs if tokens > share_tokens else ()):
-        output = max(16, min(share_tokens, rung.window // 4))
-        prompt = condense_prompt(text, max_words=int(output * WORDS_PER_TOKEN), focus=focus)
-        overhead = count_messages(condense_prompt("", max_words=9, focus=focus), model)
-        if not _rung_fits(text, rung, output, overhead):
-            continue
-        calls += 1
-        try:
-            result = await rung.complete(prompt, max_tokens=output)
-        except ContextWindowExceeded:
-            continue
-        notes = clean_output(result.text, truncated=result.finish_reason == "length")
-        if rejection(notes, tokens, model) is None:
-            how: Literal["cheapest", "model"] = "cheapest" if index == 0 else "model"
-            return Condensed(cut_middle(notes, share_tokens, model), how, calls)
-    return Condensed(cut_middle(text, share_tokens, model), "truncated", calls)
+
+def _bound_note(beyond_bound: Sequence[Message]) -> str:
+    """The notes' first line when older messages were past the extraction bound."""
+    if not beyond_bound:
+        return ""
+    return (
+        f"[overspill: the {len(beyond_bound)} oldest of these messages were past the "
+        "extraction bound; only facts quoted from them are kept]\n"
+    )

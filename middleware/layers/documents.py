@@ -32,13 +32,12 @@ from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from kernel.config import ModelEntry
-from kernel.documents_config import DocumentsSettings
 from kernel.services import Services
-from kernel.tokens import count_text
 from kernel.types import ChatRequest, ChatResponse, Message, Next, RequestContext
+from middleware.condensing.budget import DEFAULT_OUTPUT_RESERVE, budget_for, requested_output
 from middleware.condensing.condenser import Condenser, latest_question
-from middleware.condensing.extraction import Rung, condense_message
-from middleware.condensing.history import SYSTEM_ROLES, assemble, output_reserve, plan_budget
+from middleware.condensing.ladder import Rung, condense_message, ladder_for
+from middleware.condensing.split import SYSTEM_ROLES, assemble
 from middleware.documents.batches import (
     Batch,
     BatchMemory,
@@ -89,7 +88,8 @@ class Documents:
 
     def __init__(self, services: Services) -> None:
         self.services = services
-        self.settings = settings_of(services.settings)
+        self.settings = services.settings.documents
+        self.estimator = services.estimator
         self.condenser = Condenser(services)
         self.memory = BatchMemory(self.settings.memory_conversations)
 
@@ -97,7 +97,7 @@ class Documents:
         self, request: ChatRequest, ctx: RequestContext, call_next: Next
     ) -> ChatResponse:
         """Place the documents (planned, compacted, condensed as needed) and call on."""
-        if "documents" not in request.extensions or ctx.internal or ctx.model is None:
+        if "documents" not in request.extensions or ctx.model is None:
             return await call_next(request, ctx)
         documents = parse_documents(request.extensions["documents"])
         options = request.extensions.get("overspill") or {}
@@ -106,11 +106,11 @@ class Documents:
         request = dataclasses.replace(request, extensions=extensions)
         if not documents:
             return await call_next(request, ctx)
-        turn = self._plan(request, ctx, ctx.model, documents, demanded)
+        turn = await self._plan(request, ctx, ctx.model, documents, demanded)
         await self._fit(turn, ctx)
         return await call_next(self._finish(turn, ctx), ctx)
 
-    def _plan(
+    async def _plan(
         self,
         request: ChatRequest,
         ctx: RequestContext,
@@ -119,50 +119,44 @@ class Documents:
         demanded: frozenset[str],
     ) -> _Turn:
         """Weave in earlier batches, size the budget, plan the batch (may raise the 400)."""
-        key = (ctx.tenant, self.condenser.conversation(request, ctx))
-        batches = still_valid(self.memory.get(key), request.messages)
+        batches = still_valid(self.memory.get((ctx.tenant, ctx.conversation_id)), request.messages)
         messages = weave(request.messages, batches)
-        scale = self.services.calibration.ratio(entry.model_name)
-        budget, window, derived = self._budget(request, entry, messages, scale)
-        model = entry.litellm_params.upstream_model
+        scale = await self.estimator.scale(entry)
+        budget, window, derived = await self._budget(request, entry, messages, scale)
         plan = plan_batch(
             documents,
             self.settings,
             budget=budget,
-            context_tokens=self._context_tokens(entry, messages),
+            context_tokens=self._context_tokens(entry, messages, scale),
             demanded=demanded,
-            count=lambda text: int(count_text(text, model) * scale) + 1,
+            count=self._counter(entry, scale),
         )
         steps = [f"top_k={plan.top_k}"] if plan.top_k else []
         return _Turn(
             request, entry, messages, batches, plan, window, derived - budget, scale, steps
         )
 
-    def _budget(
+    async def _budget(
         self, request: ChatRequest, entry: ModelEntry, messages: Sequence[Message], scale: float
     ) -> tuple[int, int, int]:
-        """B (conversation + documents), the window, and the window's own budget."""
-        counter = self.condenser.counter(entry)
-        system = int(sum(counter.count_message(m) for m in messages if _is_system(m)) * scale)
-        reserve = output_reserve(request.body, entry.context.max_output_tokens or 1024)
+        """B (conversation + documents), the window, and the window's own budget (for an
+        Ollama target, seed 003's `num_ctx x 0.75 - reserve`: see condensing/budget.py)."""
+        counts = self.estimator.counts(entry, messages)
+        system = int(sum(c for c, m in zip(counts, messages, strict=True) if _is_system(m)) * scale)
         configured = self.settings.max_context_tokens
-        known = self.services.window_of(request.model)
+        known = await self.condenser.window(entry)
         if known is None and configured is None:
             return UNBUDGETED, UNBUDGETED, UNBUDGETED
+        reserve = requested_output(request.body) or DEFAULT_OUTPUT_RESERVE
         window = known or (configured or 0) + reserve + system
-        derived = plan_budget(
-            window,
-            output_reserve=reserve,
-            safety_margin=entry.context.safety_margin,
-            system_tokens=system,
-        ).input
+        derived = budget_for(entry, window, request.body, system).input
         return (min(configured, derived) if configured else derived), window, derived
 
-    def _context_tokens(self, entry: ModelEntry, messages: Sequence[Message]) -> int:
+    def _context_tokens(self, entry: ModelEntry, messages: Sequence[Message], scale: float) -> int:
         """The conversation's estimated tokens, without system messages (calibrated)."""
-        counter = self.condenser.counter(entry)
-        raw = 3 + sum(counter.count_message(m) for m in messages if not _is_system(m))
-        return int(raw * self.services.calibration.ratio(entry.model_name))
+        counts = self.estimator.counts(entry, messages)
+        raw = 3 + sum(c for c, m in zip(counts, messages, strict=True) if not _is_system(m))
+        return int(raw * scale)
 
     async def _fit(self, turn: _Turn, ctx: RequestContext) -> None:
         """Seed 001's 85% rule, then compact the existing context, then drop what still
@@ -176,7 +170,8 @@ class Documents:
             await self._compact_context(turn, ctx)
             turn.passes += 1
             turn.plan = replace(
-                turn.plan, context_tokens=self._context_tokens(turn.entry, turn.messages)
+                turn.plan,
+                context_tokens=self._context_tokens(turn.entry, turn.messages, turn.scale),
             )
             if turn.plan.context_tokens >= before:
                 break
@@ -192,10 +187,10 @@ class Documents:
         plan = turn.plan
         room = plan.budget - plan.context_tokens
         target = min(int(self.settings.condense_share * plan.budget), max(room, plan.budget // 2))
-        rungs = self._rungs(turn)
+        rungs = await self._rungs(turn)
         focus = latest_question(turn.request.messages)
         model = turn.entry.litellm_params.upstream_model
-        count = self._count(turn)
+        count = self._counter(turn.entry, turn.scale)
         placed = []
         for p in plan.placed:
             share = max(32, p.tokens_after * target // max(1, plan.tokens))
@@ -228,33 +223,23 @@ class Documents:
         model = turn.entry.litellm_params.upstream_model
         done = await condense_message(
             text,
-            share_tokens=max(32, count_text(text, model) // 2),
-            rungs=self._rungs(turn),
+            share_tokens=max(32, self.estimator.count_text(turn.entry, text) // 2),
+            rungs=await self._rungs(turn),
             focus=latest_question(turn.request.messages),
             model=model,
         )
         content = f"{self.settings.divider}\n[overspill: earlier documents, condensed]\n{done.text}"
         return replace(batch, message={"role": "user", "content": content}, condensed=True)
 
-    def _rungs(self, turn: _Turn) -> list[Rung]:
-        """The extraction model (~4 chars/token), then the user's model (~3.5)."""
-        entry = turn.entry
-        ladder = {entry.model_name: 3.5}
-        extractor = entry.context.extraction_model
-        if extractor and extractor != entry.model_name:
-            ladder = {extractor: 4.0, **ladder}
-        return [
-            Rung(
-                self.services.internal(name),
-                int((self.services.window_of(name) or turn.window) / turn.scale),
-                chars,
-            )
-            for name, chars in ladder.items()
-        ]
+    async def _rungs(self, turn: _Turn) -> list[Rung]:
+        """The shared ladder: the extraction model, then the user's own model."""
+        return await ladder_for(
+            self.services, turn.entry, scale=turn.scale, fallback_window=turn.window
+        )
 
-    def _count(self, turn: _Turn) -> Count:
-        model = turn.entry.litellm_params.upstream_model
-        return lambda text: int(count_text(text, model) * turn.scale) + 1
+    def _counter(self, entry: ModelEntry, scale: float) -> Count:
+        """A text's estimated tokens for this model (calibrated, rounded up)."""
+        return lambda text: int(self.estimator.count_text(entry, text) * scale) + 1
 
     def _finish(self, turn: _Turn, ctx: RequestContext) -> ChatRequest:
         """Render and insert the batch, remember it, and report: one event, some headers."""
@@ -268,8 +253,7 @@ class Documents:
             batch = new_batch(request.messages, render_batch(ordered, self.settings.divider))
             batches.append(batch)
             turn.messages = insert_before_last_user(turn.messages, batch.message)
-        key = (ctx.tenant, ctx.conversation_id or "")
-        self.memory.put(key, batches)
+        self.memory.put((ctx.tenant, ctx.conversation_id), batches)
         decision = "+".join(["appended", *turn.steps])
         self._report(turn, ctx, decision)
         return request.with_messages(turn.messages)
@@ -296,14 +280,6 @@ class Documents:
                 "documents": [p.trace() for p in plan.placed],
             },
         )
-
-
-def settings_of(settings: object) -> DocumentsSettings:
-    """The `documents:` block of the validated config (defaults when absent)."""
-    found = getattr(settings, "documents", None)
-    if isinstance(found, DocumentsSettings):
-        return found
-    return DocumentsSettings.model_validate(found or {})
 
 
 def _is_system(message: Message) -> bool:

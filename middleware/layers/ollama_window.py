@@ -3,36 +3,40 @@
 Ollama answers 200 after silently dropping the oldest messages of a prompt longer than its
 `num_ctx`, so for Ollama models (`ollama_chat/` or `ollama/`) this layer:
 
-1. resolves the window through a `WindowResolver` (providers/ollama.py implements it) and sends
-   it as the `num_ctx` request param (litellm's `ollama_chat/` route puts it in `options`);
-2. estimates the prompt (kernel/tokens.py) and raises `ContextWindowExceeded` BEFORE calling the
-   rest of the pipeline when it exceeds `num_ctx x safety_margin - generation_buffer`;
+1. takes the window Ollama really runs with (`Services.windows`: config, `/api/ps`, the
+   Modelfile, the server default) and sends it as `num_ctx` (litellm's `ollama_chat/` route
+   puts it in `options`);
+2. estimates the prompt with the shared estimator and raises `ContextWindowExceeded` BEFORE
+   the call when it passes the budget (middleware/condensing/budget.py: `num_ctx x
+   safety_margin`, less the answer's reserve: the generation buffer, or the request's own
+   `max_tokens` when larger);
 3. compares the upstream's `usage.prompt_tokens` (Ollama's `prompt_eval_count`) with the
-   estimate and reports a suspected silent truncation (header, log, counter);
+   estimate: a suspected silent truncation is reported (header, log, counter), an uncut prompt
+   teaches the estimator;
 4. reports what it did as `x-overspill-num-ctx*` / `x-overspill-tokens-*` headers and, with
    `ollama.report_in_body`, a `context_window_optimization` field in the JSON body.
 
-Configure it INNERMOST, after `overflow_recovery` (`middleware: [overflow_recovery,
-ollama_window]`): its pre-flight error is then the "too long" that overflow_recovery's one
-strike condenses, exactly as for a provider that says so. Other models pass through untouched.
+It is a model layer: it runs innermost (after `overflow_recovery`, whose one strike condenses
+its pre-flight error exactly as a provider's "too long"), and it also wraps overspill's own
+extraction and condensing calls, so Ollama never cuts the top of an extraction prompt either.
+Other models pass through untouched.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import orjson
 
-from kernel.config import ModelEntry, OllamaSettings, is_ollama
+from kernel.config import ModelEntry, is_ollama
 from kernel.errors import ContextWindowExceeded
-from kernel.services import Services, WindowInfo
-from kernel.tokens import TokenCounter
-from kernel.types import ChatRequest, ChatResponse, Next, RequestContext
-from middleware.documents.ranking import top_k
+from kernel.services import Services, Window
+from kernel.types import ChatRequest, ChatResponse, Next, RequestContext, prompt_tokens_of
+from middleware.condensing.budget import Budget, budget_for
 
 log = logging.getLogger("overspill.ollama_window")
 
@@ -49,6 +53,8 @@ class Fit:
     num_ctx: int
     available: int
     used: int
+    counted: int
+    """The prompt's raw count (what the estimator learns against)."""
 
     @property
     def fits(self) -> bool:
@@ -56,25 +62,9 @@ class Fit:
         return self.used <= self.available
 
 
-@dataclass(frozen=True, slots=True)
-class Doc:
-    """A retrieved document chunk, with its relevance score (higher is more relevant)."""
-
-    id: str
-    text: str
-    score: float
-
-
-def usable_budget(num_ctx: int, safety_margin: float, generation_buffer: int) -> int:
-    """Prompt tokens allowed: `num_ctx x margin - buffer`, the buffer at most half the share."""
-    share = int(num_ctx * safety_margin)
-    return max(0, share - min(generation_buffer, share // 2))
-
-
-def plan_fit(num_ctx: int, settings: OllamaSettings, estimate: int) -> Fit:
-    """The usable budget for `num_ctx` and the estimated prompt it must hold."""
-    available = usable_budget(num_ctx, settings.safety_margin, settings.generation_buffer)
-    return Fit(num_ctx, available, estimate)
+def plan_fit(budget: Budget, counted: int, scale: float) -> Fit:
+    """The verdict for a prompt of `counted` raw tokens against a request's budget."""
+    return Fit(budget.window, budget.prompt_limit, int(counted * scale), counted)
 
 
 def looks_truncated(estimate: int, reported: int | None, ratio: float = TRUNCATION_RATIO) -> bool:
@@ -82,28 +72,10 @@ def looks_truncated(estimate: int, reported: int | None, ratio: float = TRUNCATI
     return reported is not None and estimate > 0 and reported < estimate * ratio
 
 
-def order_for_ollama(
-    documents: Sequence[Doc], available_tokens: int, avg_chunk_tokens: int = 200
-) -> list[Doc]:
-    """The top_k most relevant documents, most relevant LAST (Ollama cuts from the top).
-
-    Equal scores keep their input order among the kept ones' ranking (a stable sort).
-    """
-    ranked = sorted(documents, key=lambda doc: doc.score, reverse=True)
-    return ranked[: top_k(available_tokens, avg_chunk_tokens)][::-1]
-
-
-def prompt_tokens(body: object) -> int | None:
-    """`usage.prompt_tokens` of a parsed chat.completion (or chunk), when present."""
-    usage = body.get("usage") if isinstance(body, dict) else None
-    value = usage.get("prompt_tokens") if isinstance(usage, dict) else None
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def report(window: WindowInfo, fit: Fit, reported: int | None = None) -> dict[str, Any]:
+def report(window: Window, fit: Fit, reported: int | None = None) -> dict[str, Any]:
     """The `context_window_optimization` block for a response body."""
     return {
-        "num_ctx": window.num_ctx,
+        "num_ctx": window.tokens,
         "num_ctx_source": window.source,
         "capped_by": window.capped_by,
         "tokens_available": fit.available,
@@ -113,7 +85,7 @@ def report(window: WindowInfo, fit: Fit, reported: int | None = None) -> dict[st
     }
 
 
-def _source(window: WindowInfo) -> str:
+def _source(window: Window) -> str:
     return window.source + (f"; capped-by={window.capped_by}" if window.capped_by else "")
 
 
@@ -123,11 +95,8 @@ class OllamaWindow:
     name: ClassVar[str] = "ollama_window"
 
     def __init__(self, services: Services) -> None:
-        if services.ollama is None:
-            raise ValueError("the ollama_window layer needs Ollama window discovery")
         self.services = services
-        self.windows = services.ollama
-        self.counters: dict[str, TokenCounter] = {}
+        self.estimator = services.estimator
 
     async def handle(
         self, request: ChatRequest, ctx: RequestContext, call_next: Next
@@ -136,51 +105,48 @@ class OllamaWindow:
         entry = ctx.model
         if entry is None or not is_ollama(entry.litellm_params.model):
             return await call_next(request, ctx)
-        window = await self.windows.window(entry)
-        fit = plan_fit(window.num_ctx, entry.ollama, self._estimate(entry, request))
-        ctx.note("num-ctx", window.num_ctx)
+        window = await self.services.windows.of(entry)
+        if window is None:  # discovery always answers for Ollama (its server default)
+            return await call_next(request, ctx)
+        counted = self.estimator.count(entry, request.messages)
+        budget = budget_for(entry, window.tokens, request.body)
+        fit = plan_fit(budget, counted, await self.estimator.scale(entry))
+        ctx.note("num-ctx", window.tokens)
         ctx.note("num-ctx-source", _source(window))
         ctx.note("tokens-available", fit.available)
         ctx.note("tokens-used", fit.used)
         if not fit.fits:
-            raise self._overflow(entry, window, fit)
-        response = await call_next(request.with_params(num_ctx=window.num_ctx), ctx)
+            raise self._overflow(entry, window, budget, fit)
+        response = await call_next(request.with_params(num_ctx=window.tokens), ctx)
         if response.stream is not None:
             return ChatResponse(
                 stream=self._watch(response.stream, entry, fit, ctx),
                 status=response.status,
                 headers=response.headers,
             )
-        return self._inspect(response, entry, window, fit, ctx)
+        return await self._inspect(response, entry, window, fit, ctx)
 
-    def _estimate(self, entry: ModelEntry, request: ChatRequest) -> int:
-        """The prompt's size in the model's own tokens, as calibrated so far."""
-        model = entry.litellm_params.upstream_model
-        counter = self.counters.get(model)
-        if counter is None:
-            counter = self.counters[model] = TokenCounter(model)
-        ratio = self.services.calibration.ratio(entry.model_name)
-        return int(counter.count_messages(request.messages) * ratio)
-
-    def _overflow(self, entry: ModelEntry, window: WindowInfo, fit: Fit) -> ContextWindowExceeded:
-        """The pre-flight error; `limit` is the usable budget, the size a retry must fit."""
-        settings = entry.ollama
+    def _overflow(
+        self, entry: ModelEntry, window: Window, budget: Budget, fit: Fit
+    ) -> ContextWindowExceeded:
+        """The pre-flight error: `limit` is the real window, `requested` our estimate."""
         return ContextWindowExceeded(
             f"the prompt (about {fit.used} tokens) exceeds the {fit.available} tokens usable "
             f"with Ollama model {entry.litellm_params.upstream_model!r}: num_ctx {fit.num_ctx} "
-            f"({_source(window)}) x safety margin {settings.safety_margin} - generation buffer "
-            f"{settings.generation_buffer}. Ollama would silently drop the oldest messages, so "
-            "overspill stopped the request before sending it",
+            f"({_source(window)}) x safety margin {entry.ollama.safety_margin} - "
+            f"{budget.output_reserve} reserved for the answer. Ollama would silently drop the "
+            "oldest messages, so overspill stopped the request before sending it",
             requested=fit.used,
-            limit=fit.available,
+            limit=fit.num_ctx,
             provider="ollama",
+            estimated=True,
         )
 
-    def _inspect(
+    async def _inspect(
         self,
         response: ChatResponse,
         entry: ModelEntry,
-        window: WindowInfo,
+        window: Window,
         fit: Fit,
         ctx: RequestContext,
     ) -> ChatResponse:
@@ -190,8 +156,8 @@ class OllamaWindow:
             body = orjson.loads(response.body)
         except orjson.JSONDecodeError:
             return response
-        reported = prompt_tokens(body)
-        self._check(reported, entry, fit, ctx)
+        reported = prompt_tokens_of(body)
+        await self._check(reported, entry, fit, ctx)
         if not entry.ollama.report_in_body or not isinstance(body, dict):
             return response
         body["context_window_optimization"] = report(window, fit, reported)
@@ -206,18 +172,18 @@ class OllamaWindow:
         try:
             async for chunk in stream:
                 if b'"usage"' in chunk:
-                    self._check(_stream_prompt_tokens(chunk), entry, fit, ctx)
+                    await self._check(_stream_prompt_tokens(chunk), entry, fit, ctx)
                 yield chunk
         finally:
             close = getattr(stream, "aclose", None)
             if close is not None:
                 await close()
 
-    def _check(
+    async def _check(
         self, reported: int | None, entry: ModelEntry, fit: Fit, ctx: RequestContext
     ) -> None:
         if not looks_truncated(fit.used, reported):
-            self._learn(entry, fit.used, reported)
+            await self.estimator.observe(entry, fit.counted, reported)
             return
         TRUNCATIONS[entry.model_name] += 1
         message = (
@@ -227,19 +193,13 @@ class OllamaWindow:
         ctx.note("warning", message)
         log.warning(message, extra={"request_id": ctx.request_id, "model": entry.model_name})
 
-    def _learn(self, entry: ModelEntry, estimate: int, reported: int | None) -> None:
-        """An untruncated prompt's upstream count corrects later estimates for the model."""
-        calibration = self.services.calibration
-        raw = int(estimate / calibration.ratio(entry.model_name))
-        calibration.observe(entry.model_name, raw, reported)
-
 
 def _stream_prompt_tokens(chunk: bytes) -> int | None:
     """`usage.prompt_tokens` from SSE bytes (`data: {...}` lines), when one carries it."""
     for line in chunk.split(b"\n"):
         if line.startswith(b"data: {") and b'"usage"' in line:
             try:
-                found = prompt_tokens(orjson.loads(line[6:]))
+                found = prompt_tokens_of(orjson.loads(line[6:]))
             except orjson.JSONDecodeError:
                 continue
             if found is not None:

@@ -4,6 +4,8 @@ The full request is tried first. On the first `ContextWindowExceeded` (before an
 the client: streams are primed) the older history is condensed into an extraction, cached per
 conversation, and the request is retried once as system messages + the extraction + the intact
 tail. A second overflow is final: logged at critical level and answered 400 with what was tried.
+A spliced request is condensed from the client's whole conversation (`ChatRequest.whole`), so
+the cache stays keyed to the history the client really sends.
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ from kernel.config import ModelEntry
 from kernel.errors import ContextWindowExceeded
 from kernel.services import Services
 from kernel.types import ChatRequest, ChatResponse, Next, RequestContext
-from middleware.condensing.condenser import Condenser, prompt_tokens, report
-from middleware.condensing.history import assemble, correction
+from middleware.condensing.budget import correction
+from middleware.condensing.condenser import Condenser, report
+from middleware.condensing.split import assemble
 
 log = logging.getLogger("overspill.overflow_recovery")
 
@@ -27,43 +30,50 @@ class OverflowRecovery:
     name: ClassVar[str] = "overflow_recovery"
 
     def __init__(self, services: Services) -> None:
-        self.services = services
         self.condenser = Condenser(services)
+        self.estimator = services.estimator
 
     async def handle(
         self, request: ChatRequest, ctx: RequestContext, call_next: Next
     ) -> ChatResponse:
         """Try the request; on an overflow, condense and retry exactly once."""
-        if ctx.internal or ctx.model is None:
+        entry = ctx.model
+        if entry is None:
             return await call_next(request, ctx)
         try:
             return await call_next(request, ctx)
         except ContextWindowExceeded as overflow:
-            self._learn(ctx.model, request, overflow.requested)
-            # A spliced request is condensed from the client's own messages, so the cache
-            # stays keyed to the history the client really sends.
-            original = ctx.unspliced or request
-            retry, before, after = await self._condense(original, ctx, ctx.model, overflow)
+            if not overflow.estimated:
+                counted = self.estimator.count(entry, request.messages)
+                await self.estimator.observe(entry, counted, overflow.requested)
+            retry, before, after = await self._condense(request.whole(), ctx, entry, overflow)
         ctx.note("attempts", 2)
         try:
             response = await call_next(retry, ctx)
         except ContextWindowExceeded as again:
-            message = (
-                f"the conversation still exceeds the context window after overspill condensed "
-                f"its history once ({before} → {after} estimated tokens); upstream said: "
-                f"{again.message}"
-            )
-            log.critical(message, extra={"request_id": ctx.request_id, "model": request.model})
-            raise ContextWindowExceeded(
-                message, requested=again.requested, limit=again.limit, provider=again.provider
-            ) from again
-        self._learn(ctx.model, retry, prompt_tokens(response))
+            raise self._final(again, request, ctx, before, after) from again
+        counted = self.estimator.count(entry, retry.messages)
+        await self.estimator.observe(entry, counted, response.prompt_tokens())
         return response
 
-    def _learn(self, entry: ModelEntry, request: ChatRequest, reported: int | None) -> None:
-        """The upstream's count of a request we can estimate corrects later estimates."""
-        estimate = self.condenser.counter(entry).count_messages(request.messages)
-        self.services.calibration.observe(entry.model_name, estimate, reported)
+    def _final(
+        self,
+        again: ContextWindowExceeded,
+        request: ChatRequest,
+        ctx: RequestContext,
+        before: int,
+        after: int,
+    ) -> ContextWindowExceeded:
+        """The second strike: logged at critical level, answered with what was tried."""
+        message = (
+            f"the conversation still exceeds the context window after overspill condensed "
+            f"its history once ({before} → {after} estimated tokens); upstream said: "
+            f"{again.message}"
+        )
+        log.critical(message, extra={"request_id": ctx.request_id, "model": request.model})
+        return ContextWindowExceeded(
+            message, requested=again.requested, limit=again.limit, provider=again.provider
+        )
 
     async def _condense(
         self,
@@ -74,12 +84,13 @@ class OverflowRecovery:
     ) -> tuple[ChatRequest, int, int]:
         """The retry: oversized tail messages shrunk, the historical part stood in for."""
         condenser = self.condenser
-        window = overflow.limit or self.services.window_of(request.model)
+        window = await condenser.window(entry, overflow.limit)
         if not window:
             raise overflow
-        estimate = condenser.counter(entry).count_messages(request.messages)
-        learned = self.services.calibration.ratio(entry.model_name)
-        scale = max(learned, correction(estimate, overflow.requested))
+        counted = self.estimator.count(entry, request.messages)
+        learned = await self.estimator.scale(entry)
+        requested = None if overflow.estimated else overflow.requested
+        scale = max(learned, correction(counted, requested))
         plan = condenser.plan(request, entry, window=window, scale=scale)
         messages = list(request.messages)
         shrunk = await condenser.shrink_oversized(messages, plan, entry)
@@ -88,11 +99,14 @@ class OverflowRecovery:
         if plan.split.historical:
             stand_in = await condenser.stand_in(request, ctx, entry, plan)
             messages = assemble(messages, plan.split, stand_in.message)
+            messages = await condenser.refit(messages, len(plan.split.system), entry, plan)
             report(ctx, stand_in, len(plan.split.historical))
         if shrunk:
             ctx.note("oversized", ",".join(shrunk))
         before = plan.tokens(range(len(request.messages)))
-        after = int(condenser.counter(entry).count_messages(messages) * scale)
+        after = int(
+            self.estimator.count(entry, messages) * max(scale, await self.estimator.scale(entry))
+        )
         ctx.note("tokens-before", before)
         ctx.note("tokens-after", after)
         log.info(

@@ -123,8 +123,12 @@ def start_overspill(config: str, tmp: Path) -> tuple[subprocess.Popen[bytes], st
     return process, url, log
 
 
-def local_config(llama_server: str, middleware: str = "[]", store: str = "{path: store}") -> str:
-    """A config whose model `local` is the real llama-server."""
+def local_config(
+    llama_server: str, middleware: str | None = "[]", store: str = "{path: store}"
+) -> str:
+    """A config whose model `local` is the real llama-server (`middleware=None`: no key, so
+    the recommended layers run)."""
+    layers = "" if middleware is None else f"middleware: {middleware}\n"
     return f"""
 model_list:
   - model_name: local
@@ -138,8 +142,7 @@ general_settings:
   master_key: {MASTER_KEY}
   max_body_bytes: 200000
   store: {store}
-middleware: {middleware}
-"""
+{layers}"""
 
 
 def serve(config: str, tmp: Path, upstream: str) -> Iterator[Served]:
@@ -154,12 +157,12 @@ def serve(config: str, tmp: Path, upstream: str) -> Iterator[Served]:
 
 @pytest.fixture(scope="session")
 def overspill(llama_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    """overspill serve, no layers, with model `local` pointing at the real llama-server."""
+    """overspill serve with `middleware: []` (no layers) before the real llama-server."""
     yield from serve(local_config(llama_server), tmp_path_factory.mktemp("plain"), llama_server)
 
 
 @pytest.fixture(scope="session")
 def recovering(llama_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    """overspill serve with history_splice and overflow_recovery before the real llama-server."""
-    config = local_config(llama_server, "[history_splice, overflow_recovery]")
+    """overspill serve with its default layers (no middleware key) before the real llama-server."""
+    config = local_config(llama_server, None)
     yield from serve(config, tmp_path_factory.mktemp("recovering"), llama_server)

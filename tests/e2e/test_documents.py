@@ -39,7 +39,7 @@ COMMENTED_SQL = (
 @pytest.fixture(scope="session")
 def documenting(llama_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     """overspill serve with documents, history_splice and overflow_recovery."""
-    config = local_config(llama_server, "[documents, history_splice, overflow_recovery]")
+    config = local_config(llama_server, None)
     yield from serve(config + DOCUMENTS_BLOCK, tmp_path_factory.mktemp("documents"), llama_server)
 
 

@@ -34,7 +34,7 @@ def fake_ollama(llama_server: str) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def behind_ollama(fake_ollama: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    """overspill serve with [overflow_recovery, ollama_window] and model `local` on the fake."""
+    """overspill serve with its default layers (no middleware key) and `local` on the fake."""
     config = f"""
 model_list:
   - model_name: local
@@ -48,7 +48,6 @@ general_settings:
   master_key: {MASTER_KEY}
   max_body_bytes: 200000
   store: {{path: store}}
-middleware: [overflow_recovery, ollama_window]
 """
     yield from serve(config, tmp_path_factory.mktemp("ollama"), fake_ollama)
 

@@ -19,9 +19,9 @@ pytestmark = pytest.mark.e2e
 def replicas(
     llama_server: str, redis_url: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[Served, Served]]:
-    """Two `overspill serve` processes with history_splice + overflow_recovery on one Redis."""
+    """Two `overspill serve` processes with their default layers on one Redis."""
     store = f"{{backend: redis, url: '{redis_url}', key_prefix: 'e2e-{secrets.token_hex(3)}:'}}"
-    config = local_config(llama_server, "[history_splice, overflow_recovery]", store)
+    config = local_config(llama_server, None, store)
     started = [start_overspill(config, tmp_path_factory.mktemp(f"replica{i}")) for i in (1, 2)]
     try:
         yield (

@@ -166,6 +166,24 @@ def test_check_config_cli_refuses_unknown_layers(
     assert "middleware[0]: unknown layer 'nope'" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("tail", "line"),
+    [
+        ("", "layers: documents, history_splice, overflow_recovery, ollama_window (the default"),
+        ("middleware: []\n", "layers: none (middleware: [])"),
+        ("middleware: [overflow_recovery]\n", "layers: overflow_recovery (middleware:)"),
+    ],
+)
+def test_check_config_says_which_layers_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], tail: str, line: str
+) -> None:
+    """Without a middleware key the recommended layers run, and check-config says so."""
+    path = tmp_path / "c.yaml"
+    path.write_text("model_list:\n  - {model_name: a, litellm_params: {model: openai/a}}\n" + tail)
+    assert main(["check-config", str(path)]) == 0
+    assert line in capsys.readouterr().out
+
+
 def test_missing_file_is_reported(tmp_path: Path) -> None:
     """A config path that does not exist is one clear problem."""
     with pytest.raises(ConfigError) as caught:

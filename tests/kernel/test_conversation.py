@@ -59,13 +59,11 @@ def test_metadata_used_without_header() -> None:
     assert found == "a.b:c_d-9"
 
 
-def test_non_string_metadata_falls_back_to_derived() -> None:
-    """A non-string metadata.conversation_id is ignored and the id is derived."""
-    messages = opened([])
-    found = conversation_id(
-        tenant="t", header=None, metadata={"conversation_id": 42}, messages=messages
-    )
-    assert found == derive("t", messages)
+def test_non_string_metadata_id_is_refused() -> None:
+    """A non-string metadata.conversation_id is a 400 naming the field, not silently ignored."""
+    with pytest.raises(InvalidChatRequest, match="must be a string") as caught:
+        conversation_id(tenant="t", header=None, metadata={"conversation_id": 42}, messages=[])
+    assert caught.value.param == "metadata.conversation_id"
 
 
 @pytest.mark.parametrize("value", ["", "x" * 129, "has space", "slash/no", "é", "line\n"])

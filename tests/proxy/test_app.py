@@ -281,7 +281,8 @@ async def test_client_disconnect_cancels_the_upstream_call(store: DiskHistorySto
 async def test_documents_need_the_documents_layer(app_client: AppClient) -> None:
     """Documents sent to a proxy without the documents layer are refused, not silently dropped."""
     fake = ScriptedProvider([json_response("x")])
-    client = app_client({"local": [fake]})
+    without = settings_from().model_copy(update={"middleware": ("history_splice",)})
+    client = app_client({"local": [fake]}, settings=without)
     response = await client.post(
         "/v1/chat/completions", json={**CHAT, "documents": [{"text": "x"}]}
     )
@@ -313,3 +314,21 @@ async def test_client_disconnect_mid_stream_closes_the_upstream(store: DiskHisto
     await call
     assert closed.is_set()
     assert sent[0]["status"] == 200
+
+
+async def test_what_only_overspill_reads_is_not_forwarded(app_client: AppClient) -> None:
+    """metadata.conversation_id, `overspill` and the identity headers never reach the provider."""
+    fake = ScriptedProvider([json_response("x")])
+    client = app_client({"local": [fake]})
+    body = {
+        **CHAT,
+        "metadata": {"conversation_id": "conv-1", "team": "blue"},
+        "overspill": {"skip_history": True},
+    }
+    response = await client.post(
+        "/v1/chat/completions", json=body, headers={"x-conversation-id": "conv-2"}
+    )
+    assert response.status_code == 200
+    sent = orjson.loads(fake.requests[0].render("local"))
+    assert sent["metadata"] == {"team": "blue"}
+    assert "overspill" not in sent

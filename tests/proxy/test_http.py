@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kernel.errors import AuthError, ForbiddenParameter, InvalidChatRequest
-from proxy.http import authenticate, parse_chat_request, tenant_of
+from proxy.http import authenticate, edge_context, parse_chat_request, tenant_of
 
 USER = {"role": "user", "content": "hi"}
 
@@ -178,3 +178,76 @@ def test_tenant_ids_are_stable_and_do_not_reveal_the_key() -> None:
     assert "sk-a" not in tenant_of("sk-a")
     assert authenticate(None, None) == "anonymous"
     assert authenticate("Bearer sk-a", None) == tenant_of("sk-a")
+
+
+# --- the edge: identity and the skip flag, resolved once -----------------------------------------
+
+
+def edge(raw: bytes, **headers: str) -> tuple[Any, Any]:
+    return edge_context(parse_chat_request(raw), headers, request_id="r", tenant="t")
+
+
+def test_the_header_names_the_conversation() -> None:
+    """X-Conversation-Id wins; the body is left as the client sent it."""
+    raw = body()
+    chat, ctx = edge(raw, **{"x-conversation-id": "conv-7"})
+    assert ctx.conversation_id == "conv-7"
+    assert chat.raw == raw
+
+
+def test_metadata_conversation_id_is_read_and_never_forwarded() -> None:
+    """metadata.conversation_id names the conversation and leaves the body; other keys stay."""
+    chat, ctx = edge(body(metadata={"conversation_id": "conv-8", "team": "blue"}))
+    assert ctx.conversation_id == "conv-8"
+    assert chat.body["metadata"] == {"team": "blue"}
+    assert b"conv-8" not in chat.render("local")
+
+
+def test_metadata_holding_only_the_id_disappears() -> None:
+    """A metadata object that only carried overspill's id is not forwarded at all."""
+    chat, _ = edge(body(metadata={"conversation_id": "conv-9"}))
+    assert "metadata" not in chat.body
+
+
+def test_without_an_id_the_conversation_is_derived_lazily() -> None:
+    """No id from the client: one is derived from tenant and opening, only when asked."""
+    _, ctx = edge(body())
+    assert ctx.conversation_hint is None
+    assert ctx.conversation_id.startswith("d-")
+    assert ctx.conversation_id == ctx.conversation_id
+
+
+@pytest.mark.parametrize(
+    ("raw", "headers", "skip"),
+    [
+        (body(), {}, False),
+        (body(), {"x-overspill-skip-history": "1"}, True),
+        (body(), {"x-overspill-skip-history": "No"}, False),
+        (body(overspill={"skip_history": True}), {}, True),
+        (body(overspill={"skip_history": True}), {"x-overspill-skip-history": "0"}, False),
+    ],
+)
+def test_the_skip_flag_comes_from_the_header_or_the_extension(
+    raw: bytes, headers: dict[str, str], skip: bool
+) -> None:
+    """The header wins over `overspill.skip_history`; both are read once, at the edge."""
+    _, ctx = edge(raw, **headers)
+    assert ctx.skip_history is skip
+
+
+@pytest.mark.parametrize(
+    ("raw", "headers", "param"),
+    [
+        (body(), {"x-overspill-skip-history": "maybe"}, "X-Overspill-Skip-History"),
+        (body(overspill={"skip_history": "yes"}), {}, "overspill.skip_history"),
+        (body(metadata={"conversation_id": 7}), {}, "metadata.conversation_id"),
+        (body(), {"x-conversation-id": "has space"}, "X-Conversation-Id"),
+    ],
+)
+def test_bad_identity_or_flags_are_a_400_naming_them(
+    raw: bytes, headers: dict[str, str], param: str
+) -> None:
+    """A malformed id or flag is refused with what to fix, never silently ignored."""
+    with pytest.raises(InvalidChatRequest) as caught:
+        edge(raw, **headers)
+    assert caught.value.param == param

@@ -74,6 +74,6 @@ def test_ollama_routes_are_rewritten_to_the_native_api(
 ) -> None:
     """An `ollama/` deployment is served through `ollama_chat/`, with a warning."""
     app = create_app(settings_from(CONFIG), store=store)
-    entry = app.state.overspill.entries["llama"]
+    entry = app.state.overspill.system.entries["llama"]
     assert entry.litellm_params.model == "ollama_chat/smollm2:latest"
     assert "ollama/ routes lose num_ctx" in caplog.text

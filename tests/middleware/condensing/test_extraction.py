@@ -1,4 +1,4 @@
-"""Tests for middleware.condensing.extraction: the fact ledger, budgets, map-reduce, rejection, the ladder."""
+"""Tests for middleware.condensing.extraction: the fact ledger, sizes, map-reduce, rejection."""
 
 from __future__ import annotations
 
@@ -14,17 +14,15 @@ from hypothesis import strategies as st
 from kernel.errors import ContextWindowExceeded
 from kernel.tokens import count_messages, count_text
 from kernel.types import Completion, Message
-from middleware.condensing.cutting import cut_tail
+from middleware.condensing.cutting import cut_middle, cut_tail
 from middleware.condensing.extraction import (
     MIN_CHUNK_TOKENS,
     PROMPT_VERSION,
     BadExtraction,
-    Rung,
-    condense_message,
-    cut_middle,
+    cut_history,
     extract_history,
-    plan_budget,
     plan_merge_groups,
+    plan_sizes,
     rejection,
 )
 from middleware.condensing.ledger import (
@@ -266,11 +264,11 @@ def test_rejection_says_why(text: str, tokens: int | None, reason: str) -> None:
     ledger=st.integers(0, 50_000),
     overhead=st.integers(0, 2_000),
 )
-def test_plan_budget_leaves_room_and_respects_floors(
+def test_plan_sizes_leaves_room_and_respects_floors(
     target: int, window: int, ledger: int, overhead: int
 ) -> None:
     """Outputs stay within a quarter of the window; inputs never go under the chunk floor."""
-    budget = plan_budget(target, window, ledger, overhead)
+    budget = plan_sizes(target, window, ledger, overhead)
     assert budget.input >= MIN_CHUNK_TOKENS
     assert 16 <= budget.output <= max(16, window // 4)
     assert budget.output <= budget.notes or budget.output == 16
@@ -679,53 +677,36 @@ async def test_a_refusal_in_one_chunk_rejects_the_extraction() -> None:
         )
 
 
-# ---------------------------------------------------------------- the oversized-message ladder
-
-
-DOCUMENT = "The contract number is QX-5521 and it renews on 1 June. " + "Boilerplate clause. " * 900
-
-
-async def test_the_cheapest_rung_condenses_when_it_can_hold_the_text() -> None:
-    """The first rung that fits answers: how="cheapest", one call, within the share."""
-    cheap = Scripted(fixed("- contract QX-5521 renews 1 June"))
-    big = Scripted(fixed("- unused"))
-    rungs = [Rung(cheap, 16_000, 4.0), Rung(big, 128_000, 3.5)]
-    result = await condense_message(DOCUMENT, share_tokens=500, rungs=rungs)
-    assert (result.how, result.calls) == ("cheapest", 1)
-    assert "QX-5521" in result.text
-    assert big.prompts == []
-
-
-async def test_a_rung_too_small_for_the_text_is_skipped() -> None:
-    """A window that cannot hold the text by its estimate is not called."""
-    cheap = Scripted(fixed("- unused"))
-    model = Scripted(fixed("- contract QX-5521"))
-    rungs = [Rung(cheap, 2_000, 4.0), Rung(model, 128_000, 3.5)]
-    result = await condense_message(DOCUMENT, share_tokens=500, rungs=rungs)
-    assert (result.how, result.calls) == ("model", 1)
-    assert cheap.prompts == []
-
-
-async def test_an_overflowing_or_refusing_rung_passes_to_the_next() -> None:
-    """Overflow on one rung and a refusal on another end in truncation, within the share."""
-    overflowing = Scripted(fixed("- x"), window=1000)
-    refusing = Scripted(fixed("I'm sorry, I cannot help."))
-    rungs = [Rung(overflowing, 16_000, 40.0), Rung(refusing, 128_000, 3.5)]
-    result = await condense_message(DOCUMENT, share_tokens=300, rungs=rungs, focus="renewal?")
-    assert (result.how, result.calls) == ("truncated", 2)
-    assert count_text(result.text) <= 300
-    assert result.text.startswith("The contract number is QX-5521")
-    assert "renewal?" in prompt_text(refusing.prompts[0])
-
-
-async def test_a_message_that_fits_is_returned_unchanged() -> None:
-    """Nothing to condense: no call, the text as is."""
-    result = await condense_message("short", share_tokens=50, rungs=[])
-    assert (result.text, result.how, result.calls) == ("short", "truncated", 0)
-
-
 def test_the_extraction_text_names_its_sections() -> None:
     """The layout has the notes header and the verbatim-facts header."""
     text = assemble(NOTES, fact_lines(conversation()), 400)
     assert text.startswith("Notes:\n")
     assert FACTS_HEADER in text
+
+
+# ---------------------------------------------------------------- bounds and the cut rung
+
+
+async def test_messages_past_the_bound_keep_only_their_facts() -> None:
+    """Older messages past the extraction bound are not sent to the model; their facts stay."""
+    extractor = Scripted(fixed("- the release is planned"))
+    older, newer = conversation(4), conversation(12)[8:]
+    result = await extract_history(
+        newer, complete=extractor, target_tokens=400, extractor_window=4096, beyond_bound=older
+    )
+    sent = "\n".join(prompt_text(p) for p in extractor.prompts)
+    assert FACTS["ZX-4471"] not in sent
+    assert FACTS["ZX-4471"] in result.text
+    assert "past the extraction bound" in result.text
+    assert result.bounded == len(older)
+
+
+def test_the_cut_rung_keeps_head_tail_and_facts_without_a_model() -> None:
+    """With no model, the transcript is cut in the middle (marked) beside the quoted facts."""
+    messages = conversation(10, filler_repeat=30)
+    result = cut_history(messages, target_tokens=300)
+    assert result.cut
+    assert result.calls == 0
+    assert "tokens omitted" in result.text
+    assert count_text(result.text) <= 300
+    assert FACTS_HEADER in result.text

@@ -31,7 +31,7 @@ from middleware.documents.ranking import top_k
 from middleware.documents.request import Document, parse_compact, parse_documents
 from middleware.layers.documents import Documents
 from providers.fake import ScriptedProvider, json_response
-from tests.conftest import AppClient, settings_from
+from tests.conftest import AppClient, StaticWindows, make_services, settings_from
 from tests.middleware.layers.test_overflow_recovery import Extractor, Upstream, conversation
 
 CONFIG = """
@@ -354,7 +354,7 @@ def test_block_format() -> None:
 
 def services(store: DiskHistoryStore, extractor: Extractor, documents: str = "") -> Services:
     config = CONFIG + (f"documents:\n{documents}" if documents else "")
-    return Services(settings_from(config), lambda name: extractor, {"local": 2048}.get, store)
+    return make_services(settings_from(config), store, lambda name: extractor, {"local": 2048})
 
 
 def layer(
@@ -364,7 +364,7 @@ def layer(
 
 
 def ctx_for(conversation_id: str = "conv-1") -> RequestContext:
-    ctx = RequestContext("rid", "tenant-a", headers={"x-conversation-id": conversation_id})
+    ctx = RequestContext("rid", "tenant-a", conversation_hint=conversation_id)
     ctx.model = settings_from(CONFIG).model_list[0]
     return ctx
 
@@ -526,3 +526,26 @@ async def test_through_the_app_documents_are_stripped_and_reported(app_client: A
     assert refused.status_code == 400
     assert refused.json()["error"]["code"] == "documents_budget_exceeded"
     assert refused.headers["x-overspill-documents-budget"] == "300"
+
+
+OLLAMA_CONFIG = """
+model_list:
+  - model_name: local
+    litellm_params: {model: ollama_chat/llama3.2, api_base: "http://ollama.test"}
+"""
+
+
+async def test_an_ollama_targets_budget_comes_from_the_window_it_runs_with(
+    store: DiskHistoryStore,
+) -> None:
+    """Seed 003: the documents budget for Ollama is num_ctx x 0.75 - reserve - system, from
+    the discovered window, not litellm's trained maximum (128k for llama3.2)."""
+    settings = settings_from(OLLAMA_CONFIG)
+    windows = StaticWindows({"local": 4096}, source="ps")
+    documents = Documents(make_services(settings, store, lambda name: Extractor(), windows))
+    ctx = RequestContext("rid", "tenant-a", model=settings.model_list[0], conversation_hint="c")
+    messages = [{"role": "user", "content": "Which query is slow?"}]
+    upstream = Upstream()
+    await documents.handle(request_with(messages, [{"text": "SELECT 1"}]), ctx, upstream)
+    assert int(ctx.notes["documents-budget"]) == 4096 * 3 // 4 - 512
+    assert windows.asked == 1

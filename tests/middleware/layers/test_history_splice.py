@@ -13,12 +13,12 @@ from kernel.services import Services
 from kernel.store import DiskHistoryStore
 from kernel.types import ChatRequest, ChatResponse, RequestContext
 from middleware.condensing.extraction import PROMPT_VERSION
-from middleware.condensing.history import CONTEXT_LABEL
+from middleware.condensing.split import CONTEXT_LABEL
 from middleware.layers.history_splice import HistorySplice
 from middleware.layers.overflow_recovery import OverflowRecovery
 from middleware.pipeline import compose
 from providers.fake import completion
-from tests.conftest import settings_from
+from tests.conftest import make_services, settings_from
 from tests.middleware.layers.test_overflow_recovery import (
     CONFIG,
     Extractor,
@@ -29,13 +29,14 @@ from tests.middleware.layers.test_overflow_recovery import (
 
 
 def services(store: DiskHistoryStore, extractor: Extractor, window: int = 2048) -> Services:
-    return Services(settings_from(CONFIG), lambda name: extractor, {"local": window}.get, store)
+    return make_services(settings_from(CONFIG), store, lambda name: extractor, {"local": window})
 
 
-def ctx_for(config: str = CONFIG, **headers: str) -> RequestContext:
-    ctx = RequestContext("rid", "tenant-a", headers={"x-conversation-id": "conv-1", **headers})
-    ctx.model = settings_from(config).model_list[0]
-    return ctx
+def ctx_for(config: str = CONFIG, skip_history: bool = False) -> RequestContext:
+    model = settings_from(config).model_list[0]
+    return RequestContext(
+        "rid", "tenant-a", model=model, conversation_hint="conv-1", skip_history=skip_history
+    )
 
 
 async def seed(
@@ -85,23 +86,15 @@ async def test_a_cached_conversation_is_spliced_before_sending(store: DiskHistor
     assert int(ctx.notes["tokens-after"]) < int(ctx.notes["tokens-before"])
 
 
-@pytest.mark.parametrize(
-    ("headers", "extensions"),
-    [({"x-overspill-skip-history": "1"}, {}), ({}, {"overspill": {"skip_history": True}})],
-)
-async def test_clients_can_opt_out(
-    store: DiskHistoryStore, headers: dict[str, str], extensions: dict[str, Any]
-) -> None:
-    """X-Overspill-Skip-History: 1 or overspill.skip_history sends the full history."""
+async def test_clients_can_opt_out(store: DiskHistoryStore) -> None:
+    """A request whose client asked to skip history (resolved at the edge) goes whole."""
     extractor = Extractor()
     messages = conversation(30)
     await seed(store, extractor, messages)
     request = chat(next_turn(messages))
-    request = ChatRequest(
-        request.model, request.messages, False, request.body, extensions=extensions
-    )
     upstream = Upstream()
-    await HistorySplice(services(store, extractor)).handle(request, ctx_for(**headers), upstream)
+    layer = HistorySplice(services(store, extractor))
+    await layer.handle(request, ctx_for(skip_history=True), upstream)
     assert upstream.sent[0].messages == request.messages
 
 
@@ -169,7 +162,7 @@ async def test_upstream_usage_calibrates_estimates(store: DiskHistoryStore) -> N
         return ChatResponse(body=orjson.dumps(completion("ok", prompt_tokens=5000)))
 
     await HistorySplice(shared).handle(chat(next_turn(messages)), ctx_for(), upstream)
-    assert shared.calibration.ratio("local") > 1.0
+    assert await shared.estimator.scale(shared.entry("local")) > 1.0
 
 
 async def test_with_recovery_behind_it_no_request_fails_after_the_first(

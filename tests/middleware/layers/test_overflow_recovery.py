@@ -9,14 +9,13 @@ from typing import Any
 import orjson
 import pytest
 
-from kernel.errors import ContextWindowExceeded
-from kernel.services import Services
+from kernel.errors import ContextWindowExceeded, UpstreamError
 from kernel.store import DiskHistoryStore, StoreError
 from kernel.types import ChatRequest, ChatResponse, Complete, Completion, Message, RequestContext
-from middleware.condensing.history import CONTEXT_LABEL
+from middleware.condensing.split import CONTEXT_LABEL
 from middleware.layers.overflow_recovery import OverflowRecovery
 from providers.fake import json_response
-from tests.conftest import settings_from
+from tests.conftest import make_services, settings_from
 
 CONFIG = """
 model_list:
@@ -82,13 +81,14 @@ def chat(messages: list[dict[str, Any]]) -> ChatRequest:
 
 
 def layer_for(store: Any, extractor: Complete, config: str = CONFIG) -> OverflowRecovery:
-    settings = settings_from(config)
-    services = Services(settings, lambda name: extractor, {"local": 2048, "big": 32768}.get, store)
-    return OverflowRecovery(services)
+    windows = {"local": 2048, "big": 32768}
+    return OverflowRecovery(
+        make_services(settings_from(config), store, lambda name: extractor, windows)
+    )
 
 
 def ctx_for(conversation_id: str = "conv-1", config: str = CONFIG) -> RequestContext:
-    ctx = RequestContext("rid", "tenant-a", headers={"x-conversation-id": conversation_id})
+    ctx = RequestContext("rid", "tenant-a", conversation_hint=conversation_id)
     ctx.model = settings_from(config).model_list[0]
     return ctx
 
@@ -174,28 +174,19 @@ async def test_edited_history_misses_the_cache(store: DiskHistoryStore) -> None:
     assert ctx.notes["action"] == "extracted"
 
 
-async def test_bad_extraction_drops_turns_visibly_and_is_not_cached(
+async def test_bad_extraction_is_cut_visibly_and_is_not_cached(
     store: DiskHistoryStore,
 ) -> None:
-    """An empty or refusing extraction falls back to a visible marker and is never cached."""
+    """A refusing extractor leaves the last rung: the history cut in the middle, marked, and
+    its quoted facts; nothing is cached."""
     upstream, extractor = Upstream(fits=20), Extractor(text="I'm sorry, I cannot help with that.")
     ctx = ctx_for()
     await layer_for(store, extractor).handle(chat(conversation(30)), ctx, upstream)
     assert ctx.notes["action"] == "truncated"
-    assert "earlier messages of this conversation were dropped" in str(
-        upstream.sent[1].messages[1]["content"]
-    )
+    stand_in = str(upstream.sent[1].messages[1]["content"])
+    assert "No model could condense" in stand_in
+    assert "tokens omitted" in stand_in
     assert await store.get("tenant-a", "conv-1") is None
-
-
-async def test_internal_calls_are_not_recovered(store: DiskHistoryStore) -> None:
-    """An internal call's overflow goes straight back to its caller."""
-    upstream, extractor = Upstream(fits=0), Extractor()
-    ctx = ctx_for()
-    ctx.internal = True
-    with pytest.raises(ContextWindowExceeded):
-        await layer_for(store, extractor).handle(chat(conversation(30)), ctx, upstream)
-    assert len(upstream.sent) == 1
 
 
 LADDER_CONFIG = """
@@ -273,3 +264,63 @@ async def test_a_failing_store_does_not_fail_the_request(tmp_path: Any) -> None:
     assert response.json()["choices"][0]["message"]["content"] == "ok"
     assert ctx.notes["action"] == "extracted"
     await store.aclose()
+
+
+async def test_a_long_message_that_fits_is_left_alone(store: DiskHistoryStore) -> None:
+    """No character rule: a 60,000-character message within its token share is not touched,
+    and no header claims it was."""
+    upstream, extractor = Upstream(fail_first=1), Extractor()
+    big = "-" * 60_000  # about 940 tokens: many characters, within the share
+    messages: list[dict[str, Any]] = [*conversation(30), {"role": "user", "content": big}]
+    ctx = ctx_for()
+    windows = {"local": 32768}
+    layer = OverflowRecovery(
+        make_services(settings_from(CONFIG), store, lambda n: extractor, windows)
+    )
+    await layer.handle(chat(messages), ctx, upstream)
+    assert "oversized" not in ctx.notes
+    assert upstream.sent[1].messages[-1]["content"] == big
+
+
+class FailingOnce(Extractor):
+    """An extraction model whose first call fails as a 503 would."""
+
+    async def __call__(self, messages: Sequence[Message], *, max_tokens: int) -> Completion:
+        if not self.calls:
+            self.calls.append(messages)
+            raise UpstreamError("upstream failed (503)", upstream_status=503)
+        return await super().__call__(messages, max_tokens=max_tokens)
+
+
+async def test_a_failed_extraction_call_is_retried_once(store: DiskHistoryStore) -> None:
+    """A 5xx from the extraction model is tried once more before the recovery moves on."""
+    upstream, extractor = Upstream(fits=20), FailingOnce()
+    ctx = ctx_for()
+    await layer_for(store, extractor).handle(chat(conversation(30)), ctx, upstream)
+    assert ctx.notes["action"] == "extracted"
+    assert len(extractor.calls) >= 2
+
+
+BOUNDED_CONFIG = """
+model_list:
+  - model_name: local
+    litellm_params: {model: openai/smollm2, api_base: "http://upstream.test/v1"}
+    context: {window: 2048, max_output_tokens: 128, max_extraction_input_tokens: 600}
+"""
+
+
+async def test_history_past_the_extraction_bound_keeps_only_its_facts(
+    store: DiskHistoryStore,
+) -> None:
+    """An extraction reads at most max_extraction_input_tokens; older turns are facts only,
+    and the header says how many."""
+    upstream, extractor = Upstream(fits=20), Extractor()
+    messages = conversation(30)
+    messages[1] = {"role": "user", "content": "The vault code is ZX-4471."}
+    ctx = ctx_for(config=BOUNDED_CONFIG)
+    await layer_for(store, extractor, BOUNDED_CONFIG).handle(chat(messages), ctx, upstream)
+    bounded = int(ctx.notes["extraction-bounded"])
+    assert bounded > 0
+    sent = orjson.dumps([list(call) for call in extractor.calls]).decode()
+    assert "ZX-4471" not in sent
+    assert "ZX-4471" in str(upstream.sent[1].messages[1]["content"])

@@ -1,4 +1,4 @@
-"""Budget and split planning: system kept, tail intact, tool groups whole, within budget."""
+"""Split planning: system kept, tail intact, tool groups whole, within budget."""
 
 from __future__ import annotations
 
@@ -7,47 +7,11 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from middleware.condensing.history import (
-    assemble,
-    context_message,
-    correction,
-    output_reserve,
-    plan_budget,
-    split_history,
-    units,
-)
+from middleware.condensing.split import assemble, context_message, split_history, units
 
 
 def msg(role: str, content: str = "x", **extra: Any) -> dict[str, Any]:
     return {"role": role, "content": content, **extra}
-
-
-def test_budget_is_the_window_minus_reserve_margin_and_system() -> None:
-    """input = window - output reserve - safety margin - system prompt."""
-    budget = plan_budget(2048, output_reserve=256, safety_margin=0.1, system_tokens=100)
-    assert (budget.output_reserve, budget.safety_margin, budget.input) == (256, 204, 1488)
-    assert budget.share(0.7) == 1041
-
-
-def test_output_reserve_never_takes_more_than_half_the_window() -> None:
-    """A huge max_tokens cannot leave the conversation no room at all."""
-    assert plan_budget(1000, output_reserve=5000, safety_margin=0, system_tokens=0).input == 500
-
-
-def test_output_reserve_prefers_the_requests_own_cap() -> None:
-    """max_completion_tokens, then max_tokens, then the configured default."""
-    assert output_reserve({"max_completion_tokens": 50, "max_tokens": 80}, 1024) == 50
-    assert output_reserve({"max_tokens": 80}, 1024) == 80
-    assert output_reserve({"max_tokens": True}, 1024) == 1024
-    assert output_reserve({}, 1024) == 1024
-
-
-def test_correction_only_ever_grows_estimates() -> None:
-    """An upstream count above our estimate scales budgets; one below never shrinks them."""
-    assert correction(1000, 1200) == 1.2
-    assert correction(1000, 800) == 1.0
-    assert correction(1000, None) == 1.0
-    assert correction(1000, 9000) == 2.0
 
 
 def test_tool_calls_stay_with_their_results() -> None:

@@ -11,10 +11,17 @@ from kernel.config import Settings
 from kernel.services import Services
 from kernel.store import DiskHistoryStore
 from kernel.types import ChatRequest, ChatResponse, Layer, Next, RequestContext
-from middleware.pipeline import MiddlewareError, build_layers, compose
+from middleware.pipeline import (
+    LAYERS,
+    RECOMMENDED,
+    LayerFactory,
+    MiddlewareError,
+    build_pipeline,
+    compose,
+)
 from providers.fake import ScriptedProvider, json_response
-from providers.router import Router
-from tests.conftest import AppClient, settings_from
+from tests.conftest import BASIC_CONFIG, AppClient, make_services, settings_from
+from tests.middleware.layers.test_ollama_window import Extractor
 
 USER = {"role": "user", "content": "hi"}
 
@@ -66,7 +73,11 @@ async def test_layers_run_outermost_first() -> None:
 
 
 def services(settings: Settings, store: DiskHistoryStore) -> Services:
-    return Services(settings, Router({}).internal, lambda name: None, store)
+    return make_services(settings, store, lambda name: Extractor(), {})
+
+
+async def endpoint(request: ChatRequest, ctx: RequestContext) -> ChatResponse:
+    return json_response("ok")
 
 
 def test_layers_are_built_from_config_in_order(store: DiskHistoryStore) -> None:
@@ -77,8 +88,8 @@ def test_layers_are_built_from_config_in_order(store: DiskHistoryStore) -> None:
         "second": lambda s: Recorder("second", trail),
     }
     settings = settings_from().model_copy(update={"middleware": ("second", "first")})
-    layers = build_layers(services(settings, store), registry)
-    assert [layer.label for layer in layers] == ["second", "first"]  # type: ignore[attr-defined]
+    pipeline = build_pipeline(services(settings, store), endpoint, registry)
+    assert pipeline.names == ("second", "first")
 
 
 def test_unknown_layer_names_its_position(store: DiskHistoryStore) -> None:
@@ -87,7 +98,32 @@ def test_unknown_layer_names_its_position(store: DiskHistoryStore) -> None:
     with pytest.raises(
         MiddlewareError, match=r"middleware\[0\]: unknown layer 'nope' \(known: x\)"
     ):
-        build_layers(services(settings, store), {"x": lambda s: Prepend()})
+        build_pipeline(services(settings, store), endpoint, {"x": lambda s: Prepend()})
+
+
+def test_no_middleware_key_runs_the_recommended_layers(store: DiskHistoryStore) -> None:
+    """Without `middleware:` every recommended layer runs; `middleware: []` runs none."""
+    assert settings_from().middleware is None
+    assert build_pipeline(services(settings_from(), store), endpoint).names == RECOMMENDED
+    assert RECOMMENDED == ("documents", "history_splice", "overflow_recovery", "ollama_window")
+    none = settings_from(BASIC_CONFIG + "middleware: []\n")
+    assert build_pipeline(services(none, store), endpoint).names == ()
+
+
+async def test_overspills_own_calls_go_through_the_model_layers_only(
+    store: DiskHistoryStore,
+) -> None:
+    """The model pipeline holds the model layers (ollama_window), never the conversation ones."""
+    trail: list[str] = []
+
+    def recorder(label: str) -> LayerFactory:
+        return lambda services: Recorder(label, trail)
+
+    registry = {name: recorder(name) for name in LAYERS} | {"ollama_window": recorder("model")}
+    pipeline = build_pipeline(services(settings_from(), store), endpoint, registry)
+    request = ChatRequest("m", (USER,), False, {"model": "m", "messages": [USER]})
+    await pipeline.model(request, RequestContext("r", "t", internal=True))
+    assert trail == ["model>", "<model"]
 
 
 async def test_empty_pipeline_forwards_the_clients_bytes(app_client: AppClient) -> None:
@@ -116,11 +152,11 @@ async def test_configured_layers_act_and_report(app_client: AppClient) -> None:
     assert trail == ["recorder>", "<recorder"]
 
 
-def test_ollama_window_must_be_inside_overflow_recovery(store: DiskHistoryStore) -> None:
-    """ollama_window before overflow_recovery would make its pre-flight unrecoverable."""
-    from middleware.pipeline import LAYERS
-
-    order = ("ollama_window", "overflow_recovery")
-    settings = settings_from().model_copy(update={"middleware": order})
-    with pytest.raises(MiddlewareError, match="ollama_window must come after overflow_recovery"):
-        build_layers(services(settings, store), LAYERS)
+@pytest.mark.parametrize("outer", ["overflow_recovery", "history_splice", "documents"])
+def test_model_layers_must_come_after_conversation_layers(
+    store: DiskHistoryStore, outer: str
+) -> None:
+    """ollama_window outside a conversation layer would miss what that layer sends."""
+    settings = settings_from().model_copy(update={"middleware": ("ollama_window", outer)})
+    with pytest.raises(MiddlewareError, match=f"ollama_window must come after {outer}"):
+        build_pipeline(services(settings, store), endpoint)

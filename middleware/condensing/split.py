@@ -1,10 +1,9 @@
-"""Pure planning for condensing a conversation: the token budget and the split of its messages.
+"""Which messages stay verbatim, which are condensed, and how the condensed request reads.
 
-The budget comes from the model's real window, minus the output reserve, a safety margin and
-the system prompt. The split keeps every system message verbatim, keeps the newest messages
-that fit the intact share of the budget (always the last user message and what follows it, and
-never an assistant `tool_calls` message apart from its tool results), and hands the older rest
-to extraction.
+The split keeps every system message verbatim, keeps the newest messages that fit the intact
+share of the budget (always the last user message and what follows it, and never an assistant
+`tool_calls` message apart from its tool results), and hands the older rest to extraction.
+The stand-in is one labelled system message in place of the condensed turns. Pure functions.
 """
 
 from __future__ import annotations
@@ -15,53 +14,6 @@ from typing import Any
 
 SYSTEM_ROLES = frozenset({"system", "developer"})
 CONTEXT_LABEL = "[overspill: condensed history]"
-
-
-@dataclass(frozen=True, slots=True)
-class Budget:
-    """Token budget for one request to one model."""
-
-    window: int
-    output_reserve: int
-    safety_margin: int
-    system_tokens: int
-
-    @property
-    def input(self) -> int:
-        """Tokens available for everything but the system prompt."""
-        return max(0, self.window - self.output_reserve - self.safety_margin - self.system_tokens)
-
-    def share(self, fraction: float) -> int:
-        """A share of the input budget (e.g. 0.7 for the intact tail)."""
-        return int(self.input * fraction)
-
-
-def plan_budget(
-    window: int,
-    *,
-    output_reserve: int,
-    safety_margin: float,
-    system_tokens: int,
-) -> Budget:
-    """The budget for a window; `safety_margin` is a fraction of the window (0.1 = 10%)."""
-    reserve = min(output_reserve, window // 2)
-    return Budget(window, reserve, int(window * safety_margin), system_tokens)
-
-
-def output_reserve(body: Mapping[str, Any], default: int) -> int:
-    """The request's own output cap (max_completion_tokens / max_tokens), else the default."""
-    for key in ("max_completion_tokens", "max_tokens"):
-        value = body.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return value
-    return default
-
-
-def correction(estimated: int, reported: int | None) -> float:
-    """How much the upstream's own count exceeds our estimate (never below 1, at most 2)."""
-    if reported is None or estimated <= 0:
-        return 1.0
-    return min(2.0, max(1.0, reported / estimated))
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,27 +86,21 @@ def _is_system(message: Mapping[str, Any]) -> bool:
     return message.get("role") in SYSTEM_ROLES
 
 
-def context_message(extraction: str, replaced: int) -> dict[str, str]:
-    """The one labelled message that stands in for the condensed turns."""
-    return {
-        "role": "system",
-        "content": (
-            f"{CONTEXT_LABEL} The {replaced} earliest messages of this conversation were "
-            "condensed by overspill to fit the model's context window. Treat these notes as "
-            f"what was said in them:\n\n{extraction}"
-        ),
-    }
-
-
-def dropped_message(dropped: int) -> dict[str, str]:
-    """The visible marker that stands in for turns dropped without a summary."""
-    return {
-        "role": "system",
-        "content": (
-            f"[overspill: {dropped} earlier messages of this conversation were dropped to fit "
-            "the model's context window; no summary of them could be made]"
-        ),
-    }
+def context_message(extraction: str, replaced: int, *, cut: bool = False) -> dict[str, str]:
+    """The one labelled message that stands in for the condensed turns (`cut`: no model could
+    condense them, so the text is their head and tail with a visible omission, and facts)."""
+    if cut:
+        intro = (
+            f"No model could condense the {replaced} earliest messages of this conversation, "
+            "so overspill kept their beginning and end (the middle is cut, marked) and facts "
+            "quoted from them, to fit the model's context window:"
+        )
+    else:
+        intro = (
+            f"The {replaced} earliest messages of this conversation were condensed by overspill "
+            "to fit the model's context window. Treat these notes as what was said in them:"
+        )
+    return {"role": "system", "content": f"{CONTEXT_LABEL} {intro}\n\n{extraction}"}
 
 
 def assemble(

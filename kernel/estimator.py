@@ -1,0 +1,89 @@
+"""The one token estimator every layer shares: counts, calibrated estimates, and learning.
+
+Counting is tiktoken's (kernel/tokens.py): exact for OpenAI models, an estimate for others.
+Each model's message counts are cached once for the whole process (a long conversation is
+resent whole on every turn, so only new messages are tokenized). The correction between our
+count and the upstream's own (`usage.prompt_tokens`) is learned per configured model name
+from samples kept in the store (kernel/calibration.py), so replicas and restarts agree.
+
+A store that cannot be read or written never fails a request: the estimate goes uncorrected
+and the failure is logged.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Protocol
+
+from kernel import calibration
+from kernel.config import ModelEntry
+from kernel.store import StoreError
+from kernel.tokens import TokenCounter
+from kernel.types import Message
+
+log = logging.getLogger("overspill.estimator")
+
+
+class CalibrationLog(Protocol):
+    """Where a model's calibration samples live (the history store implements it)."""
+
+    async def calibration(self, model: str) -> tuple[float, ...]:
+        """The model's samples, newest first."""
+        ...
+
+    async def add_calibration(self, model: str, ratio: float) -> None:
+        """Record one sample."""
+        ...
+
+
+class Estimator:
+    """Token counts per model and their learned correction, shared by every layer."""
+
+    def __init__(self, log: CalibrationLog) -> None:
+        self.log = log
+        self._counters: dict[str, TokenCounter] = {}
+
+    def counter(self, entry: ModelEntry) -> TokenCounter:
+        """The cached per-message counter for a deployment's model (its tokenizer)."""
+        model = entry.litellm_params.upstream_model
+        counter = self._counters.get(model)
+        if counter is None:
+            counter = self._counters[model] = TokenCounter(model)
+        return counter
+
+    def counts(self, entry: ModelEntry, messages: Sequence[Message]) -> tuple[int, ...]:
+        """Each message's raw token count."""
+        count = self.counter(entry).count_message
+        return tuple(count(message) for message in messages)
+
+    def count(self, entry: ModelEntry, messages: Sequence[Message]) -> int:
+        """A prompt's raw token count (messages plus the reply's priming)."""
+        return self.counter(entry).count_messages(messages)
+
+    def count_text(self, entry: ModelEntry, text: str) -> int:
+        """A text's raw token count."""
+        return self.counter(entry).count_text(text)
+
+    async def scale(self, entry: ModelEntry) -> float:
+        """The model's correction: upstream tokens per counted token (1.0 until learned)."""
+        try:
+            samples = await self.log.calibration(entry.model_name)
+        except StoreError as exc:
+            log.error("calibration unavailable; estimates uncorrected", extra={"error": str(exc)})
+            return 1.0
+        return calibration.ratio(samples)
+
+    async def estimate(self, entry: ModelEntry, messages: Sequence[Message]) -> int:
+        """A prompt's estimated upstream token count (counted, then corrected)."""
+        return int(self.count(entry, messages) * await self.scale(entry))
+
+    async def observe(self, entry: ModelEntry, counted: int, reported: int | None) -> None:
+        """Learn from the upstream's count of a prompt we counted `counted` raw tokens for."""
+        found = calibration.sample(counted, reported)
+        if found is None:
+            return
+        try:
+            await self.log.add_calibration(entry.model_name, found)
+        except StoreError as exc:
+            log.error("calibration sample not recorded", extra={"error": str(exc)})

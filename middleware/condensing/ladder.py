@@ -1,0 +1,187 @@
+"""The one model ladder: the extraction model, then the user's own model, then a visible cut.
+
+Every condensing in overspill walks it, for history and documents alike (seed 001's
+oversized-message ladder, generalised): the cheaper `context.extraction_model` when the user
+names one, else straight to the user's own model, and when no model gives a usable answer,
+a deterministic cut with a visible marker where text was left out.
+
+- A rung's call that fails in a way a second try may not (5xx, timeout, connection) is
+  retried once (seed 000) before the ladder passes to the next rung; a rate limit, a refused
+  request or an overflow passes at once.
+- A rung whose window cannot hold a message by its chars-per-token estimate is skipped for
+  that message (the next rung is the larger window); history extraction does map-reduce
+  inside each rung (middleware/condensing/extraction.py).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from kernel.config import ModelEntry
+from kernel.errors import ContextWindowExceeded, UpstreamError, UpstreamTimeout
+from kernel.services import Services
+from kernel.tokens import count_messages, count_text
+from kernel.types import Complete, Completion, Message
+from middleware.condensing.budget import call_room
+from middleware.condensing.cutting import cut_middle
+from middleware.condensing.extraction import (
+    MIN_CHUNK_TOKENS,
+    WORDS_PER_TOKEN,
+    BadExtraction,
+    Extraction,
+    cut_history,
+    extract_history,
+    rejection,
+)
+from middleware.condensing.prompt import clean_output, condense_prompt
+
+log = logging.getLogger("overspill.ladder")
+
+CHEAPEST_CHARS_PER_TOKEN = 4.0
+"""Seed 001's estimate for the extraction model's share (normal text)."""
+MODEL_CHARS_PER_TOKEN = 3.5
+"""Seed 001's conservative estimate for the user's own model (poorly tokenizing text)."""
+How = Literal["cheapest", "model", "truncated", "unchanged"]
+
+
+@dataclass(frozen=True, slots=True)
+class Rung:
+    """One model of the ladder: its call, the tokens a call may spend, chars per token."""
+
+    name: str
+    complete: Complete
+    room: int
+    """Counted tokens one call may spend on prompt and answer together."""
+    chars_per_token: float
+    how: Literal["cheapest", "model"]
+
+
+@dataclass(frozen=True, slots=True)
+class Condensed:
+    """A text condensed to its share, which rung produced it, and how many calls it took."""
+
+    text: str
+    how: How
+    calls: int
+
+
+def is_transient(error: Exception) -> bool:
+    """Whether a failed call may succeed if tried again at once (5xx, timeout, connection)."""
+    if isinstance(error, UpstreamTimeout):
+        return True
+    status = error.upstream_status if isinstance(error, UpstreamError) else None
+    return type(error) is UpstreamError and (status is None or status >= 500)
+
+
+def retrying(complete: Complete, name: str) -> Complete:
+    """`complete`, tried once more when its first failure is transient."""
+
+    async def call(messages: Sequence[Message], *, max_tokens: int) -> Completion:
+        try:
+            return await complete(messages, max_tokens=max_tokens)
+        except UpstreamError as error:
+            if not is_transient(error):
+                raise
+            log.warning("extraction call failed; trying once more", extra={"model": name})
+            return await complete(messages, max_tokens=max_tokens)
+
+    return call
+
+
+async def ladder_for(
+    services: Services, entry: ModelEntry, *, scale: float, fallback_window: int
+) -> list[Rung]:
+    """The rungs for a request to `entry`: its extraction model (when another), then itself."""
+    names: list[tuple[str, float, Literal["cheapest", "model"]]] = []
+    extractor = entry.context.extraction_model
+    if extractor and extractor != entry.model_name:
+        names.append((extractor, CHEAPEST_CHARS_PER_TOKEN, "cheapest"))
+    names.append((entry.model_name, MODEL_CHARS_PER_TOKEN, "model"))
+    rungs = []
+    for name, chars_per_token, how in names:
+        target = services.entry(name)
+        window = await services.windows.of(target)
+        room = call_room(target, window.tokens if window else fallback_window)
+        complete = retrying(services.internal(name), name)
+        rungs.append(Rung(name, complete, int(room / scale), chars_per_token, how))
+    return rungs
+
+
+async def condense_message(
+    text: str,
+    *,
+    share_tokens: int,
+    rungs: Sequence[Rung],
+    focus: str | None = None,
+    model: str = "",
+) -> Condensed:
+    """One text condensed to share_tokens: each rung in turn, then its middle cut.
+
+    A text that already fits comes back as it is (`how="unchanged"`, no call).
+    """
+    tokens = count_text(text, model)
+    if tokens <= share_tokens:
+        return Condensed(text, "unchanged", 0)
+    calls = 0
+    for rung in rungs:
+        output = max(16, min(share_tokens, rung.room // 4))
+        overhead = count_messages(condense_prompt("", max_words=9, focus=focus), model)
+        if not _fits(text, rung, output, overhead):
+            continue
+        calls += 1
+        prompt = condense_prompt(text, max_words=int(output * WORDS_PER_TOKEN), focus=focus)
+        try:
+            result = await rung.complete(prompt, max_tokens=output)
+        except (ContextWindowExceeded, UpstreamError) as error:
+            log.warning("condensing rung failed", extra={"model": rung.name, "error": str(error)})
+            continue
+        notes = clean_output(result.text, truncated=result.finish_reason == "length")
+        if rejection(notes, tokens, model) is None:
+            return Condensed(cut_middle(notes, share_tokens, model), rung.how, calls)
+    return Condensed(cut_middle(text, share_tokens, model), "truncated", calls)
+
+
+def _fits(text: str, rung: Rung, output: int, overhead: int) -> bool:
+    """Whether a rung's room holds the text by its chars-per-token estimate, with a margin."""
+    estimate = len(text) / rung.chars_per_token
+    return estimate + output + overhead + rung.room // 10 <= rung.room
+
+
+async def extract_on_ladder(
+    messages: Sequence[Message],
+    *,
+    rungs: Sequence[Rung],
+    target_tokens: int,
+    previous: str | None = None,
+    focus: str | None = None,
+    model: str = "",
+    beyond_bound: Sequence[Message] = (),
+) -> Extraction:
+    """Historical messages extracted by the first rung that manages, else cut (no model)."""
+    for rung in rungs:
+        if rung.room < MIN_CHUNK_TOKENS:
+            continue  # no window for even one chunk
+        try:
+            return await extract_history(
+                messages,
+                complete=rung.complete,
+                target_tokens=target_tokens,
+                extractor_window=rung.room,
+                previous=previous,
+                focus=focus,
+                model=model,
+                beyond_bound=beyond_bound,
+            )
+        except (BadExtraction, ContextWindowExceeded, UpstreamError) as error:
+            log.warning("extraction rung failed", extra={"model": rung.name, "error": str(error)})
+    return cut_history(
+        messages,
+        target_tokens=target_tokens,
+        previous=previous,
+        focus=focus,
+        model=model,
+        beyond_bound=beyond_bound,
+    )

@@ -1,0 +1,215 @@
+"""The one place that wires: providers, the router, the store, the estimator, the windows, the
+layers, and overspill's own calls, built once from validated settings.
+
+    client ─▶ pipeline.handle ─▶ conversation layers ─▶ model layers ─▶ router ─▶ provider
+    overspill's own calls (extraction, condensing) ─▶ pipeline.model ─▶ router ─▶ provider
+
+The routes (proxy/app.py) only use a built `System`.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from kernel.config import ModelEntry, Settings
+from kernel.estimator import Estimator
+from kernel.services import Services
+from kernel.store import HistoryStore
+from kernel.types import (
+    ChatRequest,
+    ChatResponse,
+    Complete,
+    Completion,
+    Message,
+    Provider,
+    RequestContext,
+)
+from middleware.pipeline import LAYERS, LayerFactory, Pipeline, build_pipeline
+from providers.ollama import OllamaWindows, native
+from providers.openai_compat import OpenAICompatProvider
+from providers.router import Router
+from providers.windows import ModelWindows
+from proxy.stores import open_store
+
+log = logging.getLogger("overspill")
+
+
+class _InterimCalibration:
+    """Calibration samples in this process, until the store keeps them."""
+
+    def __init__(self) -> None:
+        self.samples: dict[str, tuple[float, ...]] = {}
+
+    async def calibration(self, model: str) -> tuple[float, ...]:
+        """The model's samples, newest first."""
+        return self.samples.get(model, ())
+
+    async def add_calibration(self, model: str, ratio: float) -> None:
+        """Record one sample."""
+        self.samples[model] = (ratio, *self.samples.get(model, ()))[:16]
+
+
+class InternalCalls:
+    """overspill's own calls to a configured model: deterministic, non-stream, through the
+    model layers only (so an Ollama target gets its num_ctx and pre-flight)."""
+
+    def __init__(self, entries: Mapping[str, ModelEntry]) -> None:
+        self.entries = entries
+        self._pipeline: Any = None
+
+    def bind(self, pipeline: Any) -> None:
+        """Attach the model pipeline, once the layers are built."""
+        self._pipeline = pipeline
+
+    def __call__(self, model: str) -> Complete:
+        """A call to `model` (a configured name)."""
+        entry = self.entries[model]
+
+        async def complete(messages: Sequence[Message], *, max_tokens: int) -> Completion:
+            body: dict[str, Any] = {
+                "model": model,
+                "messages": list(messages),
+                "max_tokens": max_tokens,
+                "temperature": 0,
+            }
+            request = ChatRequest(model, tuple(messages), False, body)
+            ctx = RequestContext(
+                request_id=f"internal-{uuid.uuid4().hex[:12]}",
+                tenant="internal",
+                model=entry,
+                internal=True,
+            )
+            return completion_of(await self._pipeline(request, ctx))
+
+        return complete
+
+
+@dataclass
+class System:
+    """Everything the routes use, built once per worker."""
+
+    settings: Settings
+    pipeline: Pipeline
+    router: Router
+    store: HistoryStore
+    ollama: OllamaWindows
+    windows: ModelWindows
+    entries: Mapping[str, ModelEntry]
+    """Each model name's first deployment (what the layers plan for)."""
+    internal: InternalCalls
+    unavailable: Mapping[str, str] = field(default_factory=dict)
+    """Why each unusable model name cannot be used."""
+    _owned: list[Any] = field(default_factory=list)
+
+    async def aclose(self) -> None:
+        """Release providers, the store, and the clients this system created."""
+        await self.router.aclose()
+        await self.store.aclose()
+        for resource in self._owned:
+            await resource.aclose()
+
+
+def build_system(
+    settings: Settings,
+    *,
+    registry: Mapping[str, LayerFactory] = LAYERS,
+    providers: Mapping[str, Sequence[Provider]] | None = None,
+    client: httpx.AsyncClient | None = None,
+    store: HistoryStore | None = None,
+    ollama: OllamaWindows | None = None,
+) -> System:
+    """Wire a system for validated settings (tests may inject providers, clients, a store)."""
+    settings = native_ollama(settings)
+    owned: list[Any] = []
+    http = client or _own(owned, _http_client(settings))
+    if providers is None:
+        groups, unavailable = build_providers(settings, http)
+    else:
+        groups, unavailable = {k: list(v) for k, v in providers.items()}, {}
+    router = Router(groups)
+    history = store or open_store(settings.general_settings.store)
+    ollama = ollama or _own(owned, OllamaWindows())
+    windows = ModelWindows(settings, ollama)
+    entries = {e.model_name: e for e in reversed(settings.model_list)}
+    internal = InternalCalls(entries)
+    services = Services(settings, history, Estimator(_InterimCalibration()), windows, internal)
+    pipeline = build_pipeline(services, router.complete, registry)
+    internal.bind(pipeline.model)
+    return System(
+        settings, pipeline, router, history, ollama, windows, entries, internal, unavailable,
+        owned,
+    )  # fmt: skip
+
+
+def completion_of(response: ChatResponse) -> Completion:
+    """The text and usage of a non-stream chat.completion."""
+    payload = response.json()
+    choice = (payload.get("choices") or [{}])[0]
+    message = choice.get("message") or {}
+    content = message.get("content")
+    usage = payload.get("usage") or {}
+    return Completion(
+        text=content if isinstance(content, str) else "",
+        prompt_tokens=usage.get("prompt_tokens"),
+        completion_tokens=usage.get("completion_tokens"),
+        finish_reason=choice.get("finish_reason"),
+    )
+
+
+def build_providers(
+    settings: Settings, client: httpx.AsyncClient
+) -> tuple[dict[str, list[Provider]], dict[str, str]]:
+    """A provider per usable deployment, and why each unusable model cannot be used."""
+    groups: dict[str, list[Provider]] = {}
+    missing: dict[str, list[str]] = {}
+    for entry in settings.model_list:
+        if entry.missing_env:
+            missing.setdefault(entry.model_name, []).extend(entry.missing_env)
+            continue
+        groups.setdefault(entry.model_name, []).append(_provider(entry, settings, client))
+    unavailable = {
+        name: "environment variable(s) unset: " + ", ".join(sorted(set(vars_)))
+        for name, vars_ in missing.items()
+        if name not in groups
+    }
+    return groups, unavailable
+
+
+def _provider(entry: ModelEntry, settings: Settings, client: httpx.AsyncClient) -> Provider:
+    if entry.uses_passthrough():
+        return OpenAICompatProvider(entry, client)
+    from providers.litellm import LitellmProvider  # litellm's import is slow: only when used
+
+    return LitellmProvider(entry, drop_params=settings.drop_params)
+
+
+def native_ollama(settings: Settings) -> Settings:
+    """`ollama/NAME` deployments go through Ollama's native route (`ollama_chat/`), warned once."""
+    entries = [native(entry) for entry in settings.model_list]
+    changed = [i for i, e in enumerate(entries) if e is not settings.model_list[i]]
+    for index in changed:
+        log.warning(
+            "model_list[%d] (%s): ollama/ routes lose num_ctx; using ollama_chat/ instead",
+            index,
+            entries[index].model_name,
+        )
+    return settings.model_copy(update={"model_list": tuple(entries)}) if changed else settings
+
+
+def _http_client(settings: Settings) -> httpx.AsyncClient:
+    general = settings.general_settings
+    return httpx.AsyncClient(
+        timeout=httpx.Timeout(general.request_timeout, connect=general.connect_timeout),
+        limits=httpx.Limits(max_connections=1000, max_keepalive_connections=200),
+    )
+
+
+def _own(owned: list[Any], resource: Any) -> Any:
+    owned.append(resource)
+    return resource
