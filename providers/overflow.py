@@ -87,6 +87,7 @@ _STRONG = _by_keyword(
         ("contextwindowexceeded", None),  # litellm's ContextWindowExceededError
         ("context_exceeded", r"\bcontext_exceeded\b"),
         ("prompt too long", r"prompt too long;? exceeded"),  # Ollama
+        ("input context is too long", None),  # Gemini: 500 INTERNAL (seed 001)
         ("available context size", None),  # llama.cpp server
         ("input token count", r"input token count.{0,24}(?:exceeds the maximum|but model only)"),
         ("maximum prompt length", None),  # xAI
