@@ -21,7 +21,7 @@ from kernel.errors import (
     OverspillError,
     PayloadTooLarge,
 )
-from kernel.types import ChatRequest, RequestContext
+from kernel.types import ChatRequest, ChatResponse, RequestContext
 from proxy.http import authenticate, edge_context, parse_chat_request
 from proxy.responses import JSON_TYPE, context_headers, error_response, request_id, sse_error_event
 from proxy.system import System
@@ -48,12 +48,7 @@ async def chat_completions(state: AppState, request: Request) -> Response:
         ctx.tenant = tenant
         raw = await _read_body(request, state.system.settings.general_settings.max_body_bytes)
         chat = parse_chat_request(raw)
-        model = _resolve_model(state, chat.model)
-        if "documents" in chat.extensions and "documents" not in state.system.pipeline.names:
-            raise InvalidChatRequest(
-                "'documents' needs the documents layer: add it to middleware: in config.yaml",
-                param="documents",
-            )
+        model = _resolve(state, chat)
         chat, ctx = edge_context(chat, request.headers, request_id=ctx.request_id, tenant=tenant)
         ctx.model = model
         watch = DisconnectWatch(request)
@@ -80,6 +75,17 @@ async def chat_completions(state: AppState, request: Request) -> Response:
         error = OverspillError(f"internal error in overspill (request id {ctx.request_id})")
         _log_request(ctx, chat, 500, started, error=error)
         return error_response(error, ctx)
+    return _respond(response, ctx, chat, started, watch)
+
+
+def _respond(
+    response: ChatResponse,
+    ctx: RequestContext,
+    chat: ChatRequest,
+    started: float,
+    watch: DisconnectWatch,
+) -> Response:
+    """The pipeline's answer on the wire: JSON at once, or the primed stream relayed."""
     headers = {**response.headers, **context_headers(ctx)}
     if response.stream is None:
         _log_request(ctx, chat, response.status, started)
@@ -89,7 +95,14 @@ async def chat_completions(state: AppState, request: Request) -> Response:
     return EventStream(relay, watch, response.status, headers)
 
 
-def _resolve_model(state: AppState, name: str) -> ModelEntry:
+def _resolve(state: AppState, chat: ChatRequest) -> ModelEntry:
+    """The configured deployment for the request's model, and a request its layers can serve."""
+    if "documents" in chat.extensions and "documents" not in state.system.pipeline.names:
+        raise InvalidChatRequest(
+            "'documents' needs the documents layer: add it to middleware: in config.yaml",
+            param="documents",
+        )
+    name = chat.model
     entry = state.system.entries.get(name)
     if entry is None:
         names = ", ".join(state.system.settings.model_names())

@@ -36,6 +36,7 @@ from middleware.condensing.chunking import Chunk, chunk_text
 from middleware.condensing.cutting import cut_middle, cut_tail
 from middleware.condensing.ledger import (
     LAYOUT_TOKENS,
+    FactLine,
     assemble,
     dedupe_facts,
     fact_lines,
@@ -299,21 +300,15 @@ async def extract_history(
     """Condense historical messages (after a previous extraction) into at most target_tokens;
     `beyond_bound`: older messages past the extraction bound, kept only as quoted facts."""
     _check_sizes(target_tokens, extractor_window)
-    earlier, old_facts = parse_extraction(previous, focus) if previous else ("", [])
     if not messages:
         if not previous:
             raise BadExtraction("no messages to extract")
         return Extraction(cut_tail(previous, target_tokens, model), 0, 0, 0, True)
+    earlier, facts, ledger_tokens = _ledger(previous, [*beyond_bound, *messages], focus, model)
     transcript = render_transcript(messages)
-    facts = dedupe_facts([*old_facts, *fact_lines([*beyond_bound, *messages], focus)])
-    ledger_tokens = sum(count_text(f.render(), model) + 1 for f in facts)
     overhead = count_messages(map_prompt("", max_words=999, earlier_notes="-", focus=focus), model)
-    run = _Run(
-        complete,
-        model,
-        focus,
-        plan_sizes(target_tokens, extractor_window, ledger_tokens, overhead),
-    )
+    sizes = plan_sizes(target_tokens, extractor_window, ledger_tokens, overhead)
+    run = _Run(complete, model, focus, sizes)
     notes = await run.notes(transcript, earlier)
     reason = rejection(notes, run.count(transcript) + run.count(earlier), model)
     if reason is not None:
@@ -341,14 +336,22 @@ def cut_history(
 ) -> Extraction:
     """The last rung, without a model: the earlier notes and the transcript cut in the middle
     (a visible marker where), beside the fact ledger, within target_tokens."""
-    earlier, old_facts = parse_extraction(previous, focus) if previous else ("", [])
-    facts = dedupe_facts([*old_facts, *fact_lines([*beyond_bound, *messages], focus)])
-    ledger_tokens = sum(count_text(f.render(), model) + 1 for f in facts)
+    earlier, facts, ledger_tokens = _ledger(previous, [*beyond_bound, *messages], focus, model)
     notes_tokens = plan_sizes(target_tokens, MIN_CHUNK_TOKENS, ledger_tokens, 0).notes
     transcript = "\n".join(part for part in (earlier, render_transcript(messages)) if part)
     notes = _bound_note(beyond_bound) + cut_middle(transcript, notes_tokens, model)
     text = assemble(notes, facts, target_tokens, model)
     return Extraction(text, 0, 0, 0, bool(previous), cut=True, bounded=len(beyond_bound))
+
+
+def _ledger(
+    previous: str | None, messages: Sequence[Message], focus: str | None, model: str
+) -> tuple[str, list[FactLine], int]:
+    """The earlier notes, the fact ledger (the previous one carried forward, then the
+    messages' facts), and the ledger's size in tokens."""
+    earlier, old_facts = parse_extraction(previous, focus) if previous else ("", [])
+    facts = dedupe_facts([*old_facts, *fact_lines(messages, focus)])
+    return earlier, facts, sum(count_text(f.render(), model) + 1 for f in facts)
 
 
 def _bound_note(beyond_bound: Sequence[Message]) -> str:

@@ -18,7 +18,7 @@ from kernel.config import ModelEntry
 from kernel.services import Services
 from kernel.store import HistoryEntry
 from kernel.types import ChatRequest, ChatResponse, Message, Next, RequestContext
-from middleware.condensing.condenser import Condenser, report
+from middleware.condensing.condenser import Condenser, StandIn, report
 from middleware.condensing.split import SYSTEM_ROLES, Split, assemble, context_message
 
 log = logging.getLogger("overspill.history_splice")
@@ -71,32 +71,48 @@ class HistorySplice:
         scale = await self.estimator.scale(entry)
         counts = self.estimator.counts(entry, request.messages)
         split = split_at(request.messages, cached.historical_end_index)
-        messages = assemble(
-            request.messages, split, context_message(cached.extraction, len(split.historical))
-        )
+        stand_in = context_message(cached.extraction, len(split.historical))
+        messages = assemble(request.messages, split, stand_in)
         counted = self.estimator.count(entry, messages)
+        grown = await self._grown(request, ctx, entry, scale, counts, counted)
         action = "spliced"
-        window = await self.condenser.window(entry)
-        if window is not None:
-            # Grown ahead of the wall, the tail keeps half its usual share, so the next turns
-            # have room before the extraction needs to grow again.
-            plan = self.condenser.plan(
-                request, entry, window=window, scale=scale, counts=counts,
-                intact_share=entry.context.intact_share / 2,
-            )  # fmt: skip
-            wall = plan.budget.prompt_limit * entry.context.grow_at
-            if counted * scale > wall and plan.split.historical:
-                grown = await self.condenser.stand_in(request, ctx, entry, plan)
-                messages = assemble(request.messages, plan.split, grown.message)
-                counted = self.estimator.count(entry, messages)
-                split = plan.split
-                action = "spliced+extracted" if grown.extraction is not None else "spliced"
-                report(ctx, grown, len(split.historical))
+        if grown is not None:
+            split, stand_in_made = grown
+            messages = assemble(request.messages, split, stand_in_made.message)
+            counted = self.estimator.count(entry, messages)
+            action = "spliced+extracted" if stand_in_made.extraction is not None else "spliced"
+            report(ctx, stand_in_made, len(split.historical))
         ctx.note("action", action)
         ctx.note("messages-replaced", len(split.historical))
         ctx.note("tokens-before", int((sum(counts) + 3) * scale))
         ctx.note("tokens-after", int(counted * scale))
         return request.spliced(messages), counted
+
+    async def _grown(
+        self,
+        request: ChatRequest,
+        ctx: RequestContext,
+        entry: ModelEntry,
+        scale: float,
+        counts: tuple[int, ...],
+        counted: int,
+    ) -> tuple[Split, StandIn] | None:
+        """A grown extraction when the splice passes `grow_at` of the prompt budget.
+
+        Grown ahead of the wall, the tail keeps half its usual share, so the next turns have
+        room before the extraction needs to grow again.
+        """
+        window = await self.condenser.window(entry)
+        if window is None:
+            return None
+        plan = self.condenser.plan(
+            request, entry, window=window, scale=scale, counts=counts,
+            intact_share=entry.context.intact_share / 2,
+        )  # fmt: skip
+        wall = plan.budget.prompt_limit * entry.context.grow_at
+        if counted * scale <= wall or not plan.split.historical:
+            return None
+        return plan.split, await self.condenser.stand_in(request, ctx, entry, plan)
 
 
 def split_at(messages: tuple[Message, ...], end: int) -> Split:

@@ -16,9 +16,9 @@ from typing import ClassVar
 from kernel.config import ModelEntry
 from kernel.errors import ContextWindowExceeded
 from kernel.services import Services
-from kernel.types import ChatRequest, ChatResponse, Next, RequestContext
+from kernel.types import ChatRequest, ChatResponse, Message, Next, RequestContext
 from middleware.condensing.budget import correction
-from middleware.condensing.condenser import Condenser, report
+from middleware.condensing.condenser import Condenser, Plan, report
 from middleware.condensing.split import assemble
 
 log = logging.getLogger("overspill.overflow_recovery")
@@ -87,20 +87,14 @@ class OverflowRecovery:
         window = await condenser.window(entry, overflow.limit)
         if not window:
             raise overflow
-        counted = self.estimator.count(entry, request.messages)
-        learned = await self.estimator.scale(entry)
-        requested = None if overflow.estimated else overflow.requested
-        scale = max(learned, correction(counted, requested))
+        scale = await self._scale(entry, request, overflow)
         plan = condenser.plan(request, entry, window=window, scale=scale)
         messages = list(request.messages)
         shrunk = await condenser.shrink_oversized(messages, plan, entry)
         if not plan.split.historical and not shrunk:
             raise overflow
         if plan.split.historical:
-            stand_in = await condenser.stand_in(request, ctx, entry, plan)
-            messages = assemble(messages, plan.split, stand_in.message)
-            messages = await condenser.refit(messages, len(plan.split.system), entry, plan)
-            report(ctx, stand_in, len(plan.split.historical))
+            messages = await self._stand_in(messages, request, ctx, entry, plan)
         if shrunk:
             ctx.note("oversized", ",".join(shrunk))
         before = plan.tokens(range(len(request.messages)))
@@ -114,3 +108,27 @@ class OverflowRecovery:
             extra={"request_id": ctx.request_id, "conversation": ctx.conversation_id, **ctx.notes},
         )
         return request.with_messages(messages), before, after
+
+    async def _scale(
+        self, entry: ModelEntry, request: ChatRequest, overflow: ContextWindowExceeded
+    ) -> float:
+        """The learned ratio, raised to the upstream's own count when it stated one."""
+        learned = await self.estimator.scale(entry)
+        if overflow.estimated:
+            return learned
+        counted = self.estimator.count(entry, request.messages)
+        return max(learned, correction(counted, overflow.requested))
+
+    async def _stand_in(
+        self,
+        messages: list[Message],
+        request: ChatRequest,
+        ctx: RequestContext,
+        entry: ModelEntry,
+        plan: Plan,
+    ) -> list[Message]:
+        """The messages with the historical part stood in for, still within the plan."""
+        stand_in = await self.condenser.stand_in(request, ctx, entry, plan)
+        report(ctx, stand_in, len(plan.split.historical))
+        assembled = assemble(messages, plan.split, stand_in.message)
+        return await self.condenser.refit(assembled, len(plan.split.system), entry, plan)
