@@ -112,8 +112,6 @@ class DocumentsSettings(_Frozen):
     """Seed 003's average chunk size for the top_k clamp."""
     min_top_k: int = Field(default=2, ge=1)
     max_top_k: int = Field(default=10, ge=1)
-    memory_conversations: int = Field(default=10_000, ge=0)
-    """How many conversations' placed batches are remembered in-process (0: none)."""
 
     @field_validator("divider")
     @classmethod

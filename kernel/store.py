@@ -1,7 +1,13 @@
-"""The history store: cached extractions per (tenant, conversation), and in-process single flight.
+"""The store: all conversation state, shared by replicas and kept across restarts.
 
-    HistoryStore           the interface the layers use (a Redis backend will implement it too)
+    HistoryStore           the interface the layers use (kernel/store_redis.py implements it too)
     └── DiskHistoryStore   diskcache.Cache (sqlite) in a directory
+
+Three kinds of state (kernel/records.py): cached extractions (`HistoryEntry`, keys `h:`) and
+the document batches of earlier turns (`DocumentBatches`, keys `d:`), both per tenant and
+conversation; and each model's token-calibration samples (keys `c:<model>`, shared by every
+tenant, newest first, at most `CALIBRATION_SAMPLES`). `delete` and `clear` remove a
+conversation's records of both kinds; calibration stays.
 
 Errors: `StoreError` when the store cannot be used (cannot open, read or write); the message
 says what failed and where. A stored record that cannot be decoded is logged, deleted and
@@ -16,12 +22,12 @@ process (an `asyncio.Lock` per key, reference counted so locks do not pile up). 
 holder may have written the entry while a later one waited, so a caller re-reads the store
 after acquiring. A Redis lock with an expiry will implement the same interface across processes.
 
-Keys are `h:<len(tenant)>:<tenant>:<conversation id>`, so one tenant can never name another's
-entry (the length prefix keeps `a:b`+`c` apart from `a`+`b:c`); a decoded record must also
-carry the tenant and id of its key. Every write is one sqlite transaction (diskcache's
-`set`), so a failure or a crash leaves the previous record; records up to 1 MiB are stored
-inside sqlite rather than as side files. Entries expire `ttl_seconds` after they were written
-(diskcache's `expire=`, also checked against the injected clock on reads) and the
+Keys are `h:<len(tenant)>:<tenant>:<conversation id>` (and `d:...`), so one tenant can never
+name another's entry (the length prefix keeps `a:b`+`c` apart from `a`+`b:c`); a decoded record
+must also carry the tenant and id of its key. Every write is one sqlite transaction
+(diskcache's `set`), so a failure or a crash leaves the previous record; records up to 1 MiB
+are stored inside sqlite rather than as side files. Entries expire `ttl_seconds` after they
+were written (diskcache's `expire=`, also checked against the injected clock on reads) and the
 least-recently-stored ones are evicted, ten at a time (diskcache's cull), when the directory
 outgrows `size_limit_bytes`; a limit that holds ten entries or fewer can evict the one just
 written, so keep it in megabytes.
@@ -44,104 +50,50 @@ import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 import diskcache
 import orjson
 
+from kernel.records import (
+    CALIBRATION_SAMPLES,
+    DocumentBatches,
+    HistoryEntry,
+    Record,
+    StoredBatch,
+    StoreError,
+    decode,
+)
+
 __all__ = [
+    "CALIBRATION_SAMPLES",
     "DiskHistoryStore",
+    "DocumentBatches",
     "HistoryEntry",
     "HistoryStore",
     "SingleFlight",
     "StoreError",
+    "StoredBatch",
 ]
 
 log = logging.getLogger("overspill.store")
 
 DEFAULT_TTL_SECONDS = 7 * 24 * 3600.0
 DEFAULT_SIZE_LIMIT_BYTES = 1 << 30
-RECORD_VERSION = 1
-_KEY_PREFIX = "h:"
+HISTORY = "h:"
+BATCHES = "d:"
+CALIBRATION = "c:"
 _PING_KEY = "ping"
 _INLINE_MAX_BYTES = 1 << 20
 _SQLITE_TIMEOUT_SECONDS = 10.0
-_FIELD_TYPES: dict[str, type] = {
-    "tenant": str,
-    "conversation_id": str,
-    "model_id": str,
-    "historical_end_index": int,
-    "message_count": int,
-    "extraction": str,
-    "chain": str,
-    "prompt_version": str,
-    "tokens_before": int,
-    "tokens_after": int,
-    "created_at": float,
-}
 _T = TypeVar("_T")
-
-
-class StoreError(Exception):
-    """The history store cannot be used; the message says what failed and where."""
-
-
-@dataclass(frozen=True, slots=True)
-class HistoryEntry:
-    """One cached extraction: `messages[:historical_end_index]` condensed into `extraction`."""
-
-    tenant: str
-    conversation_id: str
-    model_id: str
-    historical_end_index: int
-    message_count: int
-    extraction: str
-    chain: str
-    prompt_version: str
-    tokens_before: int
-    tokens_after: int
-    created_at: float
-
-    def __post_init__(self) -> None:
-        if not 0 <= self.historical_end_index <= self.message_count:
-            raise ValueError(
-                f"historical_end_index {self.historical_end_index} is outside "
-                f"0..message_count ({self.message_count})"
-            )
-        if self.tokens_before < 0 or self.tokens_after < 0:
-            raise ValueError("token counts cannot be negative")
-
-    def to_json(self) -> bytes:
-        """The record as stored (JSON with a format version)."""
-        return orjson.dumps({"v": RECORD_VERSION, **asdict(self)})
-
-    @classmethod
-    def from_json(cls, raw: bytes) -> HistoryEntry:
-        """Decode a stored record; raises StoreError saying what is wrong with it."""
-        try:
-            data = orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            raise StoreError(f"history record is not JSON ({exc})") from None
-        if not isinstance(data, dict) or data.get("v") != RECORD_VERSION:
-            raise StoreError(f"history record is not a version {RECORD_VERSION} object")
-        values: dict[str, Any] = {}
-        for name, kind in _FIELD_TYPES.items():
-            value = data.get(name)
-            if kind is float and type(value) is int:
-                value = float(value)
-            if type(value) is not kind:
-                raise StoreError(f"history record field {name!r} is not a {kind.__name__}")
-            values[name] = value
-        try:
-            return cls(**values)
-        except ValueError as exc:
-            raise StoreError(f"history record is inconsistent ({exc})") from None
+_R = TypeVar("_R", bound=Record)
 
 
 class HistoryStore(Protocol):
-    """Where cached extractions live; every backend keys entries by tenant + conversation."""
+    """Where conversation state lives; every backend keys it by tenant + conversation."""
 
     async def get(self, tenant: str, conversation_id: str) -> HistoryEntry | None:
         """The tenant's entry for the conversation, or None (missing, expired or corrupt)."""
@@ -151,12 +103,28 @@ class HistoryStore(Protocol):
         """Write the entry atomically, replacing any previous one for its key."""
         ...
 
+    async def get_batches(self, tenant: str, conversation_id: str) -> DocumentBatches | None:
+        """The conversation's earlier document batches, or None."""
+        ...
+
+    async def put_batches(self, record: DocumentBatches) -> None:
+        """Write the batches atomically, replacing the previous ones of the conversation."""
+        ...
+
+    async def calibration(self, model: str) -> tuple[float, ...]:
+        """A model's calibration samples, newest first."""
+        ...
+
+    async def add_calibration(self, model: str, ratio: float) -> None:
+        """Record one calibration sample atomically (the oldest beyond the cap go)."""
+        ...
+
     async def delete(self, tenant: str, conversation_id: str) -> bool:
-        """Remove one entry; whether there was one."""
+        """Remove a conversation's records (both kinds); whether there were any."""
         ...
 
     async def clear(self, tenant: str | None = None) -> int:
-        """Remove the tenant's entries (every tenant's when None); how many were removed."""
+        """Remove the tenant's records (every tenant's when None); how many were removed."""
         ...
 
     async def entries(self, tenant: str | None = None) -> list[HistoryEntry]:
@@ -241,30 +209,44 @@ class DiskHistoryStore:
 
     async def get(self, tenant: str, conversation_id: str) -> HistoryEntry | None:
         """The tenant's entry for the conversation, or None (missing, expired or corrupt)."""
-        return await self._get_key(_key(tenant, conversation_id))
+        return await self._get_key(key_of(HISTORY, tenant, conversation_id), HistoryEntry)
 
     async def put(self, entry: HistoryEntry) -> None:
         """Write the entry atomically, replacing any previous one for its key."""
-        key = _key(entry.tenant, entry.conversation_id)
-        try:
-            record = entry.to_json()
-        except orjson.JSONEncodeError as exc:
-            raise StoreError(f"cannot serialise the entry for {key!r}: {exc}") from None
-        await self._offload(f"write {key!r}", self._cache.set, key, record, expire=self.ttl_seconds)
+        await self._put(key_of(HISTORY, entry.tenant, entry.conversation_id), entry)
+
+    async def get_batches(self, tenant: str, conversation_id: str) -> DocumentBatches | None:
+        """The conversation's earlier document batches, or None."""
+        return await self._get_key(key_of(BATCHES, tenant, conversation_id), DocumentBatches)
+
+    async def put_batches(self, record: DocumentBatches) -> None:
+        """Write the batches atomically, replacing the previous ones of the conversation."""
+        await self._put(key_of(BATCHES, record.tenant, record.conversation_id), record)
+
+    async def calibration(self, model: str) -> tuple[float, ...]:
+        """A model's calibration samples, newest first."""
+        raw = self._call("read calibration", self._cache.get, CALIBRATION + model)
+        return _samples(raw)
+
+    async def add_calibration(self, model: str, ratio: float) -> None:
+        """Record one calibration sample atomically (the oldest beyond the cap go)."""
+        await self._offload("write calibration", self._add_sample, CALIBRATION + model, ratio)
 
     async def delete(self, tenant: str, conversation_id: str) -> bool:
-        """Remove one entry; whether there was one."""
-        key = _key(tenant, conversation_id)
-        return bool(await self._offload(f"delete {key!r}", self._cache.delete, key))
+        """Remove a conversation's records (both kinds); whether there were any."""
+        keys = [key_of(kind, tenant, conversation_id) for kind in (HISTORY, BATCHES)]
+        return bool(await self._offload(f"delete {keys[0]!r}", self._delete_all, keys))
 
     async def clear(self, tenant: str | None = None) -> int:
-        """Remove the tenant's entries (every tenant's when None); how many were removed."""
-        return await self._offload(f"clear {_prefix(tenant)!r}*", self._clear, _prefix(tenant))
+        """Remove the tenant's records (every tenant's when None); how many were removed."""
+        prefixes = [prefix_of(kind, tenant) for kind in (HISTORY, BATCHES)]
+        return await self._offload(f"clear {prefixes[0]!r}*", self._clear, prefixes)
 
     async def entries(self, tenant: str | None = None) -> list[HistoryEntry]:
         """The live entries of a tenant (or of all), ordered by tenant and conversation id."""
-        keys = await self._offload(f"list {_prefix(tenant)!r}*", self._keys, _prefix(tenant))
-        found = [entry for key in keys if (entry := await self._get_key(key)) is not None]
+        prefix = prefix_of(HISTORY, tenant)
+        keys = await self._offload(f"list {prefix!r}*", self._keys, prefix)
+        found = [e for key in keys if (e := await self._get_key(key, HistoryEntry)) is not None]
         return sorted(found, key=lambda entry: (entry.tenant, entry.conversation_id))
 
     async def ping(self) -> None:
@@ -286,20 +268,25 @@ class DiskHistoryStore:
         self._writer.shutdown(wait=True)
         self._cache.close()
 
-    async def _get_key(self, key: str) -> HistoryEntry | None:
+    async def _put(self, key: str, record: Record) -> None:
+        await self._offload(
+            f"write {key!r}", self._cache.set, key, record.to_json(), expire=self.ttl_seconds
+        )
+
+    async def _get_key(self, key: str, kind: type[_R]) -> _R | None:
         found = self._call(f"read {key!r}", self._cache.get, key, expire_time=True)
-        return await self._decode(key, *found)
+        return await self._decode(key, kind, *found)
 
     async def _decode(
-        self, key: str, raw: object, expire_time: float | None
-    ) -> HistoryEntry | None:
+        self, key: str, kind: type[_R], raw: object, expire_time: float | None
+    ) -> _R | None:
         if raw is None or (expire_time is not None and expire_time <= self._clock()):
             return None
         try:
             if not isinstance(raw, bytes):
                 raise StoreError(f"history record is a {type(raw).__name__}, not bytes")
-            entry = HistoryEntry.from_json(raw)
-            if key != _key(entry.tenant, entry.conversation_id):
+            entry = decode(kind, raw)
+            if key != key_of(key[:2], entry.tenant, entry.conversation_id):
                 raise StoreError("history record belongs to another key")
         except StoreError as exc:
             log.warning(
@@ -317,9 +304,18 @@ class DiskHistoryStore:
             if self._cache.get(key) == raw:
                 self._cache.delete(key)
 
-    def _clear(self, prefix: str) -> int:
+    def _delete_all(self, keys: list[str]) -> int:
         with self._cache.transact():
-            return sum(bool(self._cache.delete(key)) for key in self._keys(prefix))
+            return sum(bool(self._cache.delete(key)) for key in keys)
+
+    def _clear(self, prefixes: list[str]) -> int:
+        with self._cache.transact():
+            return self._delete_all([key for prefix in prefixes for key in self._keys(prefix)])
+
+    def _add_sample(self, key: str, ratio: float) -> None:
+        with self._cache.transact():
+            samples = (ratio, *_samples(self._cache.get(key)))[:CALIBRATION_SAMPLES]
+            self._cache.set(key, orjson.dumps(samples), expire=self.ttl_seconds)
 
     def _keys(self, prefix: str) -> list[str]:
         return [
@@ -339,9 +335,24 @@ class DiskHistoryStore:
         )
 
 
-def _key(tenant: str, conversation_id: str) -> str:
-    return f"{_prefix(tenant)}{conversation_id}"
+def key_of(kind: str, tenant: str, conversation_id: str) -> str:
+    """A conversation record's key: the kind, then the tenant length-prefixed, then the id."""
+    return f"{prefix_of(kind, tenant)}{conversation_id}"
 
 
-def _prefix(tenant: str | None) -> str:
-    return _KEY_PREFIX if tenant is None else f"{_KEY_PREFIX}{len(tenant)}:{tenant}:"
+def prefix_of(kind: str, tenant: str | None) -> str:
+    """The key prefix of a kind's records for one tenant (or for every tenant)."""
+    return kind if tenant is None else f"{kind}{len(tenant)}:{tenant}:"
+
+
+def _samples(raw: object) -> tuple[float, ...]:
+    """Stored calibration samples; anything unreadable counts as none."""
+    if not isinstance(raw, bytes):
+        return ()
+    try:
+        found = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return ()
+    if not isinstance(found, list):
+        return ()
+    return tuple(float(x) for x in found if isinstance(x, int | float) and not isinstance(x, bool))

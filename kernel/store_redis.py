@@ -6,10 +6,13 @@
 Keys live under `key_prefix` (default `overspill:`), tenant-namespaced as in the disk store:
 
     {prefix}h:<len(tenant)>:<tenant>:<id>     the entry, `HistoryEntry.to_json()`, `SET ... PX ttl`
-    {prefix}index                             sorted set: member = entry key, score = write time
+    {prefix}d:<len(tenant)>:<tenant>:<id>     the earlier document batches, `DocumentBatches`
+    {prefix}c:<model>                         calibration samples, a list, newest first (LPUSH)
+    {prefix}index                             sorted set: member = record key, score = write time
     {prefix}lock:<len(tenant)>:<tenant>:<id>  single-flight lock: a random token, `NX PX lock_ttl`
 
-Size bound: Redis has no per-namespace byte cap, so the store bounds the NUMBER of entries.
+Size bound: Redis has no per-namespace byte cap, so the store bounds the NUMBER of records
+(entries and batches share the index; calibration lists are a handful per model, unindexed).
 A put is one Lua script (atomic): it writes the value, indexes it at Redis's own `TIME` in µs
 (one clock for every replica, so "oldest" means least recently stored, as in diskcache), then
 pops the oldest members beyond `max_entries` and deletes their keys. With one TTL the members
@@ -42,7 +45,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, TypeVar
 
-import orjson
 import redis.asyncio as redis
 from pydantic import SecretStr
 from redis.asyncio.retry import Retry
@@ -50,12 +52,23 @@ from redis.backoff import ExponentialBackoff
 from redis.exceptions import RedisError
 
 from kernel.config import StoreSettings
+from kernel.records import (
+    CALIBRATION_SAMPLES,
+    DocumentBatches,
+    HistoryEntry,
+    Record,
+    StoreError,
+    decode,
+)
 from kernel.store import (
+    BATCHES,
+    CALIBRATION,
     DEFAULT_SIZE_LIMIT_BYTES,
     DEFAULT_TTL_SECONDS,
-    HistoryEntry,
+    HISTORY,
     SingleFlight,
-    StoreError,
+    key_of,
+    prefix_of,
 )
 
 __all__ = ["RedisHistoryStore", "open_redis_store"]
@@ -73,6 +86,7 @@ _POLL_MAX_SECONDS = 0.2
 _BATCH = 500
 _URL_KEY = "general_settings.store.url"
 _T = TypeVar("_T")
+_R = TypeVar("_R", bound=Record)
 
 # KEYS: entry, index. ARGV: record, ttl ms, max entries. Returns how many live entries it evicted.
 _PUT = """
@@ -164,35 +178,54 @@ class RedisHistoryStore:
 
     async def get(self, tenant: str, conversation_id: str) -> HistoryEntry | None:
         """The tenant's entry for the conversation, or None (missing, expired or corrupt)."""
-        key = self._key(tenant, conversation_id)
-        raw = await self._call(f"read {key!r}", self._redis.get(key))
-        return await self._decode(key, raw)
+        return await self._get(self._key(HISTORY, tenant, conversation_id), HistoryEntry)
 
     async def put(self, entry: HistoryEntry) -> None:
         """Write the entry atomically (value, index, eviction), replacing any previous one."""
-        key = self._key(entry.tenant, entry.conversation_id)
-        try:
-            record = entry.to_json()
-        except orjson.JSONEncodeError as exc:
-            raise StoreError(f"cannot serialise the entry for {key!r}: {exc}") from None
-        args: list[bytes | int] = [record, _ms(self.ttl_seconds), self.max_entries]
-        await self._call(f"write {key!r}", self._put(keys=[key, self._index], args=args))
+        await self._write(self._key(HISTORY, entry.tenant, entry.conversation_id), entry)
+
+    async def get_batches(self, tenant: str, conversation_id: str) -> DocumentBatches | None:
+        """The conversation's earlier document batches, or None."""
+        return await self._get(self._key(BATCHES, tenant, conversation_id), DocumentBatches)
+
+    async def put_batches(self, record: DocumentBatches) -> None:
+        """Write the batches atomically (value, index, eviction), replacing the previous ones."""
+        await self._write(self._key(BATCHES, record.tenant, record.conversation_id), record)
+
+    async def calibration(self, model: str) -> tuple[float, ...]:
+        """A model's calibration samples, newest first."""
+        key = f"{self.key_prefix}{CALIBRATION}{model}"
+        found = await self._call("read calibration", self._redis.lrange(key, 0, -1))
+        return tuple(float(value) for value in found)
+
+    async def add_calibration(self, model: str, ratio: float) -> None:
+        """Record one calibration sample atomically (the oldest beyond the cap go)."""
+        key = f"{self.key_prefix}{CALIBRATION}{model}"
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.lpush(key, repr(float(ratio)))
+            pipe.ltrim(key, 0, CALIBRATION_SAMPLES - 1)
+            pipe.pexpire(key, _ms(self.ttl_seconds))
+            await self._call("write calibration", pipe.execute())
 
     async def delete(self, tenant: str, conversation_id: str) -> bool:
-        """Remove one entry; whether there was one."""
-        key = self._key(tenant, conversation_id)
+        """Remove a conversation's records (both kinds); whether there were any."""
+        keys = [self._key(kind, tenant, conversation_id) for kind in (HISTORY, BATCHES)]
         async with self._redis.pipeline(transaction=True) as pipe:
-            pipe.delete(key)
-            pipe.zrem(self._index, key)
-            deleted, _ = await self._call(f"delete {key!r}", pipe.execute())
+            pipe.delete(*keys)
+            pipe.zrem(self._index, *keys)
+            deleted, _ = await self._call(f"delete {keys[0]!r}", pipe.execute())
         return bool(deleted)
 
     async def clear(self, tenant: str | None = None) -> int:
-        """Remove the tenant's entries (every tenant's when None); how many were removed."""
-        prefix = self._prefix(tenant)
-        pattern = _glob_escape(prefix) + "*"
-        keys = set(await self._scan(prefix, self._redis.scan_iter(match=pattern, count=_BATCH)))
-        keys |= set(await self._indexed(prefix))
+        """Remove the tenant's records (every tenant's when None); how many were removed."""
+        keys: set[str] = set()
+        for kind in (HISTORY, BATCHES):
+            prefix = self._prefix(kind, tenant)
+            pattern = _glob_escape(prefix) + "*"
+            found = self._redis.scan_iter(match=pattern, count=_BATCH)
+            keys |= set(await self._scan(prefix, found))
+            keys |= set(await self._indexed(prefix))
+        prefix = self._prefix(HISTORY, tenant)
         removed = 0
         ordered = sorted(keys)
         for start in range(0, len(ordered), _BATCH):
@@ -206,7 +239,7 @@ class RedisHistoryStore:
 
     async def entries(self, tenant: str | None = None) -> list[HistoryEntry]:
         """The live entries of a tenant (or of all), ordered by tenant and conversation id."""
-        prefix = self._prefix(tenant)
+        prefix = self._prefix(HISTORY, tenant)
         keys = await self._indexed(prefix)
         found: list[HistoryEntry] = []
         for start in range(0, len(keys), _BATCH):
@@ -218,7 +251,7 @@ class RedisHistoryStore:
                     "drop expired index members", self._purge(keys=[self._index, *gone])
                 )
             for key, raw in zip(batch, values, strict=True):
-                if (entry := await self._decode(key, raw)) is not None:
+                if (entry := await self._decode(key, raw, HistoryEntry)) is not None:
                     found.append(entry)
         return sorted(found, key=lambda entry: (entry.tenant, entry.conversation_id))
 
@@ -291,13 +324,22 @@ class RedisHistoryStore:
                 extra={"lock": lock, "url": self.url},
             )
 
-    async def _decode(self, key: str, found: bytes | str | None) -> HistoryEntry | None:
+    async def _get(self, key: str, kind: type[_R]) -> _R | None:
+        raw = await self._call(f"read {key!r}", self._redis.get(key))
+        return await self._decode(key, raw, kind)
+
+    async def _write(self, key: str, record: Record) -> None:
+        args: list[bytes | int] = [record.to_json(), _ms(self.ttl_seconds), self.max_entries]
+        await self._call(f"write {key!r}", self._put(keys=[key, self._index], args=args))
+
+    async def _decode(self, key: str, found: bytes | str | None, kind: type[_R]) -> _R | None:
         if found is None:
             return None
         raw = found.encode() if isinstance(found, str) else found
         try:
-            entry = HistoryEntry.from_json(raw)
-            if key != self._key(entry.tenant, entry.conversation_id):
+            entry = decode(kind, raw)
+            kind_prefix = key[len(self.key_prefix) : len(self.key_prefix) + 2]
+            if key != self._key(kind_prefix, entry.tenant, entry.conversation_id):
                 raise StoreError("history record belongs to another key")
         except StoreError as exc:
             log.warning(
@@ -328,12 +370,11 @@ class RedisHistoryStore:
                 f"cannot {what} in Redis at {self.url} ({_URL_KEY}): {type(exc).__name__}: {exc}"
             ) from exc
 
-    def _key(self, tenant: str, conversation_id: str) -> str:
-        return f"{self._prefix(tenant)}{conversation_id}"
+    def _key(self, kind: str, tenant: str, conversation_id: str) -> str:
+        return self.key_prefix + key_of(kind, tenant, conversation_id)
 
-    def _prefix(self, tenant: str | None) -> str:
-        entries = f"{self.key_prefix}h:"
-        return entries if tenant is None else f"{entries}{len(tenant)}:{tenant}:"
+    def _prefix(self, kind: str, tenant: str | None) -> str:
+        return self.key_prefix + prefix_of(kind, tenant)
 
 
 def open_redis_store(settings: StoreSettings) -> RedisHistoryStore:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import hmac
 import time
 from collections.abc import Callable
-from dataclasses import asdict
 from typing import Any
 
 import orjson
@@ -77,7 +76,9 @@ def admin_routes(store: HistoryStore, master_key: str | None) -> list[Route]:
             deleted = sum([await store.delete(e.tenant, conversation) for e in matches])
             return _json({"deleted": deleted})
         now = time.time()
-        return _json({"data": [{**summary(e, now), **asdict(e)} for e in matches]})
+        return _json(
+            {"data": [{**summary(e, now), **e.model_dump(exclude={"v"})} for e in matches]}
+        )
 
     handlers: list[tuple[str, Callable[[Request], Any]]] = [
         (PREFIX, listing),

@@ -40,21 +40,6 @@ from proxy.stores import open_store
 log = logging.getLogger("overspill")
 
 
-class _InterimCalibration:
-    """Calibration samples in this process, until the store keeps them."""
-
-    def __init__(self) -> None:
-        self.samples: dict[str, tuple[float, ...]] = {}
-
-    async def calibration(self, model: str) -> tuple[float, ...]:
-        """The model's samples, newest first."""
-        return self.samples.get(model, ())
-
-    async def add_calibration(self, model: str, ratio: float) -> None:
-        """Record one sample."""
-        self.samples[model] = (ratio, *self.samples.get(model, ()))[:16]
-
-
 class InternalCalls:
     """overspill's own calls to a configured model: deterministic, non-stream, through the
     model layers only (so an Ollama target gets its num_ctx and pre-flight)."""
@@ -138,7 +123,7 @@ def build_system(
     windows = ModelWindows(settings, ollama)
     entries = {e.model_name: e for e in reversed(settings.model_list)}
     internal = InternalCalls(entries)
-    services = Services(settings, history, Estimator(_InterimCalibration()), windows, internal)
+    services = Services(settings, history, Estimator(history), windows, internal)
     pipeline = build_pipeline(services, router.complete, registry)
     internal.bind(pipeline.model)
     return System(

@@ -20,7 +20,6 @@ from kernel.store import DiskHistoryStore, HistoryStore
 from kernel.types import Complete, Provider
 from middleware.pipeline import LAYERS, LayerFactory
 from proxy.app import create_app
-from proxy.system import _InterimCalibration
 from tests.redis_server import redis_url  # noqa: F401 - a session fixture for every test
 
 # Shared 2-core machines: no per-example deadline. In CI, the same examples every run.
@@ -71,7 +70,7 @@ def make_services(
 ) -> Services:
     """Services for layer tests: a real store and estimator, given calls and windows."""
     table = StaticWindows(windows) if isinstance(windows, Mapping) else windows
-    return Services(settings, store, Estimator(_InterimCalibration()), table, internal)
+    return Services(settings, store, Estimator(store), table, internal)
 
 
 @pytest.fixture

@@ -1,37 +1,30 @@
 """Earlier batches: documents placed in earlier turns of a conversation, the existing context.
 
 A batch placed before client message `position` is valid while the messages before it are
-unchanged (a retried or edited turn's batch is not); valid batches are re-inserted where they
-were, so every message before the new batch keeps its bytes.
+unchanged (a retried or edited turn's batch is not): its `prefix` is the same chain over those
+messages that cached extractions use (kernel.conversation.chain). Valid batches are re-inserted
+where they were, so every message before the new batch keeps its bytes. Batches live in the
+store (kernel.records.DocumentBatches), so replicas and restarts place them alike.
 """
 
 from __future__ import annotations
 
-import hashlib
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
+from kernel.conversation import chain
+from kernel.records import StoredBatch
 from kernel.types import Message
 
-
-@dataclass(frozen=True, slots=True)
-class Batch:
-    """A batch placed before client message `position`, valid while the prefix is unchanged."""
-
-    position: int
-    prefix: bytes
-    message: Mapping[str, Any]
-    condensed: bool = False
+Batch = StoredBatch
+"""A batch as placed and stored."""
+PREFIX_VERSION = "documents/1"
+"""Seeds the prefix chain, so a batch's chain never equals an extraction's."""
 
 
-def prefix_digest(messages: Sequence[Mapping[str, Any]], end: int) -> bytes:
-    """A digest of `messages[:end]`."""
-    data = orjson.dumps(list(messages[:end]), option=orjson.OPT_SORT_KEYS)
-    return hashlib.blake2b(data, digest_size=16).digest()
+def prefix_of(messages: Sequence[Mapping[str, Any]], end: int) -> str:
+    """The chain over `messages[:end]`."""
+    return chain(messages, end, PREFIX_VERSION)
 
 
 def still_valid(batches: Sequence[Batch], messages: Sequence[Mapping[str, Any]]) -> list[Batch]:
@@ -39,9 +32,7 @@ def still_valid(batches: Sequence[Batch], messages: Sequence[Mapping[str, Any]])
     turn's batch is not)."""
     current = last_user(messages)
     return [
-        b
-        for b in batches
-        if b.position < current and b.prefix == prefix_digest(messages, b.position)
+        b for b in batches if b.position < current and b.prefix == prefix_of(messages, b.position)
     ]
 
 
@@ -62,35 +53,11 @@ def last_user(messages: Sequence[Mapping[str, Any]]) -> int:
     return len(messages)
 
 
-class BatchMemory:
-    """Placed batches per (tenant, conversation), least recently used forgotten first."""
-
-    def __init__(self, max_conversations: int) -> None:
-        self.max = max_conversations
-        self._batches: OrderedDict[tuple[str, str], tuple[Batch, ...]] = OrderedDict()
-
-    def get(self, key: tuple[str, str]) -> tuple[Batch, ...]:
-        """The batches remembered for a conversation."""
-        found = self._batches.get(key, ())
-        if found:
-            self._batches.move_to_end(key)
-        return found
-
-    def put(self, key: tuple[str, str], batches: Sequence[Batch]) -> None:
-        """Remember a conversation's batches (nothing when the memory is disabled)."""
-        if self.max <= 0:
-            return
-        self._batches[key] = tuple(batches)
-        self._batches.move_to_end(key)
-        while len(self._batches) > self.max:
-            self._batches.popitem(last=False)
-
-
 def new_batch(messages: Sequence[Mapping[str, Any]], text: str) -> Batch:
     """The batch for this turn: before the client's last user message."""
     position = min(last_user(messages), len(messages))
     message = {"role": "user", "content": text}
-    return Batch(position, prefix_digest(messages, position), message)
+    return Batch(position=position, prefix=prefix_of(messages, position), message=message)
 
 
 def insert_before_last_user(messages: Sequence[Any], message: Message) -> list[Any]:

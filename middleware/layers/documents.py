@@ -27,11 +27,13 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from kernel.config import ModelEntry
+from kernel.records import DocumentBatches, StoreError
 from kernel.services import Services
 from kernel.types import ChatRequest, ChatResponse, Message, Next, RequestContext
 from middleware.condensing.budget import DEFAULT_OUTPUT_RESERVE, budget_for, requested_output
@@ -40,7 +42,6 @@ from middleware.condensing.ladder import Rung, condense_message, ladder_for
 from middleware.condensing.split import SYSTEM_ROLES, assemble
 from middleware.documents.batches import (
     Batch,
-    BatchMemory,
     insert_before_last_user,
     new_batch,
     still_valid,
@@ -91,7 +92,7 @@ class Documents:
         self.settings = services.settings.documents
         self.estimator = services.estimator
         self.condenser = Condenser(services)
-        self.memory = BatchMemory(self.settings.memory_conversations)
+        self.store = services.store
 
     async def handle(
         self, request: ChatRequest, ctx: RequestContext, call_next: Next
@@ -104,22 +105,44 @@ class Documents:
         demanded = parse_compact(options.get("compact") if isinstance(options, dict) else None)
         extensions = {k: v for k, v in request.extensions.items() if k != "documents"}
         request = dataclasses.replace(request, extensions=extensions)
-        if not documents:
-            return await call_next(request, ctx)
-        turn = await self._plan(request, ctx, ctx.model, documents, demanded)
+        earlier = still_valid(await self._earlier(ctx), request.messages)
+        if not documents:  # `documents: []`: earlier batches stay where they were
+            return await call_next(request.with_messages(weave(request.messages, earlier)), ctx)
+        turn = await self._plan(request, ctx.model, earlier, documents, demanded)
         await self._fit(turn, ctx)
-        return await call_next(self._finish(turn, ctx), ctx)
+        return await call_next(await self._finish(turn, ctx), ctx)
+
+    async def _earlier(self, ctx: RequestContext) -> tuple[Batch, ...]:
+        """The conversation's earlier batches from the store (none when it fails: logged)."""
+        try:
+            found = await self.store.get_batches(ctx.tenant, ctx.conversation_id)
+        except StoreError as exc:
+            log.error("documents: store read failed; no earlier batches", extra={"error": str(exc)})
+            return ()
+        return found.batches if found else ()
+
+    async def _remember(self, ctx: RequestContext, batches: Sequence[Batch]) -> None:
+        """Store the conversation's batches for its later turns (a failure is logged)."""
+        record = DocumentBatches(
+            tenant=ctx.tenant,
+            conversation_id=ctx.conversation_id,
+            batches=tuple(batches),
+            created_at=time.time(),
+        )
+        try:
+            await self.store.put_batches(record)
+        except StoreError as exc:
+            log.error("documents: store write failed; batches not kept", extra={"error": str(exc)})
 
     async def _plan(
         self,
         request: ChatRequest,
-        ctx: RequestContext,
         entry: ModelEntry,
+        batches: list[Batch],
         documents: Sequence[Document],
         demanded: frozenset[str],
     ) -> _Turn:
         """Weave in earlier batches, size the budget, plan the batch (may raise the 400)."""
-        batches = still_valid(self.memory.get((ctx.tenant, ctx.conversation_id)), request.messages)
         messages = weave(request.messages, batches)
         scale = await self.estimator.scale(entry)
         budget, window, derived = await self._budget(request, entry, messages, scale)
@@ -229,7 +252,8 @@ class Documents:
             model=model,
         )
         content = f"{self.settings.divider}\n[overspill: earlier documents, condensed]\n{done.text}"
-        return replace(batch, message={"role": "user", "content": content}, condensed=True)
+        message = {"role": "user", "content": content}
+        return batch.model_copy(update={"message": message, "condensed": True})
 
     async def _rungs(self, turn: _Turn) -> list[Rung]:
         """The shared ladder: the extraction model, then the user's own model."""
@@ -241,7 +265,7 @@ class Documents:
         """A text's estimated tokens for this model (calibrated, rounded up)."""
         return lambda text: int(self.estimator.count_text(entry, text) * scale) + 1
 
-    def _finish(self, turn: _Turn, ctx: RequestContext) -> ChatRequest:
+    async def _finish(self, turn: _Turn, ctx: RequestContext) -> ChatRequest:
         """Render and insert the batch, remember it, and report: one event, some headers."""
         plan = turn.plan
         ordered = arrange(
@@ -253,7 +277,7 @@ class Documents:
             batch = new_batch(request.messages, render_batch(ordered, self.settings.divider))
             batches.append(batch)
             turn.messages = insert_before_last_user(turn.messages, batch.message)
-        self.memory.put((ctx.tenant, ctx.conversation_id), batches)
+        await self._remember(ctx, batches)
         decision = "+".join(["appended", *turn.steps])
         self._report(turn, ctx, decision)
         return request.with_messages(turn.messages)

@@ -12,7 +12,14 @@ from typing import Any
 
 import pytest
 
-from kernel.store import HistoryEntry, HistoryStore, StoreError
+from kernel.store import (
+    CALIBRATION_SAMPLES,
+    DocumentBatches,
+    HistoryEntry,
+    HistoryStore,
+    StoredBatch,
+    StoreError,
+)
 
 Check = Callable[[HistoryStore], Awaitable[None]]
 
@@ -167,7 +174,104 @@ async def holder_errors_and_cancelled_waiters_leave_no_lock(store: HistoryStore)
         pass
 
 
+def make_batches(
+    tenant: str = "acme", conversation_id: str = "conv-1", n: int = 2
+) -> DocumentBatches:
+    """Valid document batches for a conversation."""
+    batches = tuple(
+        StoredBatch(
+            position=2 * i + 1,
+            prefix=f"{i:064x}",
+            message={"role": "user", "content": f"<<<New content\n--- DOCUMENT ---\nid: d{i}"},
+            condensed=i == 0,
+        )
+        for i in range(n)
+    )
+    return DocumentBatches(
+        tenant=tenant, conversation_id=conversation_id, batches=batches, created_at=1.5
+    )
+
+
+async def batches_round_trip(store: HistoryStore) -> None:
+    """Written batches are read back equal, beside the entry of the same conversation."""
+    await store.put(make_entry())
+    await store.put_batches(make_batches())
+    assert await store.get_batches("acme", "conv-1") == make_batches()
+    assert await store.get("acme", "conv-1") == make_entry()
+    await store.put_batches(make_batches(n=3))
+    found = await store.get_batches("acme", "conv-1")
+    assert found is not None
+    assert len(found.batches) == 3
+
+
+async def batches_belong_to_their_tenant(store: HistoryStore) -> None:
+    """Another tenant (even one sharing a colon) never reads a conversation's batches."""
+    await store.put_batches(make_batches(tenant="a:b", conversation_id="c"))
+    assert await store.get_batches("a", "b:c") is None
+    assert await store.get_batches("other", "c") is None
+    assert await store.get_batches("a:b", "c") is not None
+    assert await store.get_batches("a:b", "nope") is None
+
+
+async def delete_removes_both_kinds(store: HistoryStore) -> None:
+    """Forgetting a conversation forgets its extraction and its document batches."""
+    await store.put(make_entry())
+    await store.put_batches(make_batches())
+    assert await store.delete("acme", "conv-1") is True
+    assert await store.get("acme", "conv-1") is None
+    assert await store.get_batches("acme", "conv-1") is None
+    await store.put_batches(make_batches())
+    assert await store.delete("acme", "conv-1") is True
+    assert await store.delete("acme", "conv-1") is False
+
+
+async def clear_counts_both_kinds_per_tenant(store: HistoryStore) -> None:
+    """clear(tenant) removes that tenant's entries and batches, and counts every record."""
+    await store.put(make_entry())
+    await store.put_batches(make_batches())
+    await store.put_batches(make_batches(conversation_id="conv-2"))
+    await store.put_batches(make_batches(tenant="zeta"))
+    assert await store.clear("acme") == 3
+    assert await store.get_batches("acme", "conv-2") is None
+    assert await store.get_batches("zeta", "conv-1") is not None
+    assert await store.clear() == 1
+
+
+async def calibration_is_newest_first_and_capped(store: HistoryStore) -> None:
+    """Samples come back newest first, at most CALIBRATION_SAMPLES, per model."""
+    assert await store.calibration("local") == ()
+    for index in range(CALIBRATION_SAMPLES + 4):
+        await store.add_calibration("local", 1.0 + index / 100)
+    found = await store.calibration("local")
+    assert len(found) == CALIBRATION_SAMPLES
+    assert found[0] == 1.0 + (CALIBRATION_SAMPLES + 3) / 100
+    assert list(found) == sorted(found, reverse=True)
+    assert await store.calibration("other") == ()
+
+
+async def concurrent_calibration_samples_all_land(store: HistoryStore) -> None:
+    """Samples recorded at once from many tasks are all kept (up to the cap)."""
+    ratios = [1.0 + i / 1000 for i in range(CALIBRATION_SAMPLES)]
+    await asyncio.gather(*(store.add_calibration("m", ratio) for ratio in ratios))
+    assert sorted(await store.calibration("m")) == ratios
+
+
+async def calibration_survives_clearing_conversations(store: HistoryStore) -> None:
+    """Forgetting conversations does not forget what was learned about a model."""
+    await store.add_calibration("local", 1.2)
+    await store.put(make_entry())
+    await store.clear()
+    assert await store.calibration("local") == (1.2,)
+
+
 CONTRACT: list[Check] = [
+    batches_round_trip,
+    batches_belong_to_their_tenant,
+    delete_removes_both_kinds,
+    clear_counts_both_kinds_per_tenant,
+    calibration_is_newest_first_and_capped,
+    concurrent_calibration_samples_all_land,
+    calibration_survives_clearing_conversations,
     put_then_get,
     missing_entry_is_none,
     other_tenant_cannot_read_entry,

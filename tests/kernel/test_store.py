@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import sqlite3
 import time
@@ -14,11 +13,13 @@ from typing import Any
 import diskcache.core
 import orjson
 import pytest
+from pydantic import ValidationError
 
-from kernel.config import StoreSettings
+from kernel.config import StoreSettings, parse_config
+from kernel.estimator import Estimator
 from kernel.store import DiskHistoryStore, HistoryEntry, StoreError
 from proxy.stores import open_store
-from tests.kernel.store_contract import CONTRACT, Check, contract_id, make_entry
+from tests.kernel.store_contract import CONTRACT, Check, contract_id, make_batches, make_entry
 
 TTL = 3600.0
 
@@ -78,13 +79,14 @@ def test_integer_created_at_is_accepted() -> None:
 @pytest.mark.parametrize(
     ("change", "problem"),
     [
-        (lambda r: b"{not json", "not JSON"),
-        (lambda r: orjson.dumps([r]), "version 1 object"),
-        (lambda r: orjson.dumps({**r, "v": 2}), "version 1 object"),
-        (lambda r: orjson.dumps({k: v for k, v in r.items() if k != "chain"}), "'chain'"),
-        (lambda r: orjson.dumps({**r, "message_count": "12"}), "'message_count' is not a int"),
-        (lambda r: orjson.dumps({**r, "tokens_after": True}), "'tokens_after'"),
-        (lambda r: orjson.dumps({**r, "historical_end_index": 13}), "inconsistent"),
+        (lambda r: b"{not json", "Invalid JSON"),
+        (lambda r: orjson.dumps([r]), "should be an object"),
+        (lambda r: orjson.dumps({**r, "v": 2}), "v: Input should be 1"),
+        (lambda r: orjson.dumps({k: v for k, v in r.items() if k != "chain"}), "chain: Field"),
+        (lambda r: orjson.dumps({**r, "message_count": "12"}), "message_count: .* integer"),
+        (lambda r: orjson.dumps({**r, "tokens_after": True}), "tokens_after: .* integer"),
+        (lambda r: orjson.dumps({**r, "historical_end_index": 13}), "outside 0..message_count"),
+        (lambda r: orjson.dumps({**r, "surprise": 1}), "surprise: Extra inputs"),
     ],
 )
 def test_corrupt_records_raise_store_error(
@@ -147,6 +149,40 @@ async def test_corrupt_record_is_a_logged_miss_and_deleted(
         assert await store.get("acme", "conv-1") is None
     assert "corrupt history record" in caplog.text
     assert key not in store._cache
+
+
+async def test_corrupt_batches_are_a_miss_and_deleted(store: DiskHistoryStore) -> None:
+    """Batches that do not validate (a field of the wrong type) are a miss and are deleted."""
+    key = "d:4:acme:conv-1"
+    record = make_batches().to_json().replace(b'"position":1', b'"position":"1"')
+    assert store._cache.set(key, record)
+    assert await store.get_batches("acme", "conv-1") is None
+    assert key not in store._cache
+
+
+ONE_MODEL = "model_list:\n  - {model_name: local, litellm_params: {model: openai/smollm2}}\n"
+
+
+async def test_batches_and_calibration_survive_reopening(tmp_path: Path) -> None:
+    """A restart keeps the document batches and what was learned about each model."""
+    first = DiskHistoryStore(tmp_path / "s")
+    await first.put_batches(make_batches())
+    await first.add_calibration("local", 1.25)
+    await first.aclose()
+    second = DiskHistoryStore(tmp_path / "s")
+    try:
+        assert await second.get_batches("acme", "conv-1") == make_batches()
+        entry = parse_config(ONE_MODEL, "c", {}).settings.model_list[0]
+        assert await Estimator(second).scale(entry) == 1.25
+    finally:
+        await second.aclose()
+
+
+async def test_calibration_samples_expire_with_the_ttl(store: DiskHistoryStore) -> None:
+    """A model's samples carry the store's TTL, renewed by each new sample."""
+    await store.add_calibration("local", 1.1)
+    _, expire_time = store._cache.get("c:local", expire_time=True)
+    assert expire_time is not None
 
 
 async def test_record_under_wrong_key_is_a_miss(store: DiskHistoryStore) -> None:
@@ -279,8 +315,8 @@ def test_open_store_names_config_key_when_path_unusable(tmp_path: Path) -> None:
 
 def test_entry_is_frozen() -> None:
     """Entries cannot be changed in place."""
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        make_entry().tenant = "other"  # type: ignore[misc]
+    with pytest.raises(ValidationError, match="frozen"):
+        make_entry().tenant = "other"
 
 
 @pytest.mark.parametrize("check", CONTRACT, ids=contract_id)

@@ -19,7 +19,7 @@ from pydantic import SecretStr
 from kernel.config import StoreSettings
 from kernel.store import StoreError
 from kernel.store_redis import RedisHistoryStore, open_redis_store, redact
-from tests.kernel.store_contract import CONTRACT, Check, contract_id, make_entry
+from tests.kernel.store_contract import CONTRACT, Check, contract_id, make_batches, make_entry
 
 LONG_TTL = 3600.0
 SHORT_SECONDS = 0.2
@@ -125,6 +125,29 @@ async def test_corrupt_record_is_a_logged_miss_and_deleted(
     assert "corrupt history record" in caplog.text
     assert await raw.exists(key) == 0
     assert await raw.zcard(f"{store.key_prefix}index") == 0
+
+
+async def test_corrupt_batches_are_a_miss_and_deleted(
+    store: RedisHistoryStore, raw: redis.Redis
+) -> None:
+    """Batches that do not validate (an unknown field) are a miss, deleted and unindexed."""
+    await store.put_batches(make_batches())
+    key = f"{store.key_prefix}d:4:acme:conv-1"
+    await raw.set(key, make_batches().to_json().replace(b'"v":1', b'"v":1,"x":2'))
+    assert await store.get_batches("acme", "conv-1") is None
+    assert await raw.exists(key) == 0
+    assert await raw.zcard(f"{store.key_prefix}index") == 0
+
+
+async def test_batches_are_indexed_and_calibration_expires(
+    store: RedisHistoryStore, raw: redis.Redis
+) -> None:
+    """Batches count against the record bound (indexed); samples carry the TTL."""
+    await store.put_batches(make_batches())
+    await store.add_calibration("local", 1.1)
+    index = await raw.zrange(f"{store.key_prefix}index", 0, -1)
+    assert index == [f"{store.key_prefix}d:4:acme:conv-1".encode()]
+    assert await raw.pttl(f"{store.key_prefix}c:local") > 0
 
 
 async def test_record_under_wrong_key_is_a_miss(store: RedisHistoryStore, raw: redis.Redis) -> None:

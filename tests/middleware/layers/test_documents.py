@@ -549,3 +549,43 @@ async def test_an_ollama_targets_budget_comes_from_the_window_it_runs_with(
     await documents.handle(request_with(messages, [{"text": "SELECT 1"}]), ctx, upstream)
     assert int(ctx.notes["documents-budget"]) == 4096 * 3 // 4 - 512
     assert windows.asked == 1
+
+
+async def test_earlier_batches_live_in_the_store_not_the_process(store: DiskHistoryStore) -> None:
+    """A new layer (another replica, or after a restart) on the same store puts the earlier
+    batch back where the first one placed it."""
+    await layer(store).handle(
+        request_with(QUESTION, [{"text": "first batch"}]), ctx_for(), Upstream()
+    )
+    turn_two = [
+        *QUESTION,
+        {"role": "assistant", "content": "Orders 1-3."},
+        {"role": "user", "content": "And 4?"},
+    ]
+    upstream = Upstream()
+    await layer(store).handle(request_with(turn_two, [{"text": "second"}]), ctx_for(), upstream)
+    contents = [str(m["content"]) for m in upstream.sent[0].messages]
+    assert "first batch" in contents[1]
+    stored = await store.get_batches("tenant-a", "conv-1")
+    assert stored is not None
+    assert [b.position for b in stored.batches] == [1, 3]
+
+
+async def test_an_empty_documents_list_keeps_earlier_batches_in_place(
+    store: DiskHistoryStore,
+) -> None:
+    """`documents: []` on a later turn sends the earlier batches where they were, so the
+    conversation (and the prefix a cached extraction covers) stays the same."""
+    await layer(store).handle(
+        request_with(QUESTION, [{"text": "first batch"}]), ctx_for(), Upstream()
+    )
+    turn_two = [
+        *QUESTION,
+        {"role": "assistant", "content": "Orders 1-3."},
+        {"role": "user", "content": "And 4?"},
+    ]
+    upstream = Upstream()
+    await layer(store).handle(request_with(turn_two, []), ctx_for(), upstream)
+    contents = [str(m["content"]) for m in upstream.sent[0].messages]
+    assert len(contents) == len(turn_two) + 1
+    assert "first batch" in contents[1]

@@ -11,6 +11,7 @@ import pytest
 
 from kernel.errors import ContextWindowExceeded, UpstreamError
 from kernel.store import DiskHistoryStore, StoreError
+from kernel.tokens import count_messages
 from kernel.types import ChatRequest, ChatResponse, Complete, Completion, Message, RequestContext
 from middleware.condensing.split import CONTEXT_LABEL
 from middleware.layers.overflow_recovery import OverflowRecovery
@@ -61,7 +62,7 @@ class Upstream:
         self.sent.append(request)
         if len(request.messages) > self.fits or len(self.sent) <= self.fail_first:
             raise self.overflow
-        return json_response("ok")
+        return json_response("ok", prompt_tokens=count_messages(request.messages))
 
 
 def conversation(turns: int, words: int = 60) -> list[dict[str, Any]]:

@@ -1,0 +1,111 @@
+"""What the store keeps, as validated records: one kind of state per record type.
+
+    HistoryEntry      a cached extraction of one conversation's older turns     key h:...
+    DocumentBatches   the document batches placed in a conversation's turns    key d:...
+    (calibration)     a model's token-ratio samples, a plain list of floats    key c:<model>
+
+Records are frozen pydantic models in strict mode (an `int` field takes no bool, no string)
+with unknown fields refused; each is stored as its JSON with a format version `v`. A stored
+record that does not validate is a `StoreError` saying what is wrong, which the backends treat
+as a corrupt record: logged, deleted, a miss.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import PydanticSerializationError
+
+__all__ = [
+    "CALIBRATION_SAMPLES",
+    "DocumentBatches",
+    "HistoryEntry",
+    "Record",
+    "StoreError",
+    "StoredBatch",
+    "decode",
+]
+
+CALIBRATION_SAMPLES = 16
+"""A model's newest calibration samples kept (the moving average forgets older ones)."""
+_R = TypeVar("_R", bound="Record")
+
+
+class StoreError(Exception):
+    """The store cannot be used, or a record in it is unusable; the message says what."""
+
+
+class Record(BaseModel):
+    """A stored record: frozen, strict, no unknown fields, with its format version."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    v: Literal[1] = 1
+    tenant: str
+    conversation_id: str
+
+    def to_json(self) -> bytes:
+        """The record as stored; raises StoreError when it cannot be serialised."""
+        try:
+            return self.model_dump_json().encode()
+        except PydanticSerializationError as exc:
+            raise StoreError(f"cannot serialise the {type(self).__name__} record: {exc}") from None
+
+    @classmethod
+    def from_json(cls: type[_R], raw: bytes) -> _R:
+        """Decode a stored record; raises StoreError saying what is wrong with it."""
+        return decode(cls, raw)
+
+
+class HistoryEntry(Record):
+    """One cached extraction: `messages[:historical_end_index]` condensed into `extraction`."""
+
+    model_id: str
+    historical_end_index: int = Field(ge=0)
+    message_count: int = Field(ge=0)
+    extraction: str
+    chain: str
+    prompt_version: str
+    tokens_before: int = Field(ge=0)
+    tokens_after: int = Field(ge=0)
+    created_at: float
+
+    @model_validator(mode="after")
+    def _end_within_count(self) -> HistoryEntry:
+        if self.historical_end_index > self.message_count:
+            raise ValueError(
+                f"historical_end_index {self.historical_end_index} is outside "
+                f"0..message_count ({self.message_count})"
+            )
+        return self
+
+
+class StoredBatch(BaseModel):
+    """One batch of documents placed before client message `position` in an earlier turn."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    position: int = Field(ge=0)
+    prefix: str
+    """The chain (kernel.conversation.chain) of the messages before it."""
+    message: dict[str, Any]
+    """The `user` message that was inserted."""
+    condensed: bool = False
+
+
+class DocumentBatches(Record):
+    """The document batches a conversation's earlier turns placed (its existing context)."""
+
+    batches: tuple[StoredBatch, ...]
+    created_at: float
+
+
+def decode(kind: type[_R], raw: bytes) -> _R:
+    """A stored record of `kind`; raises StoreError saying what is wrong with it."""
+    try:
+        return kind.model_validate_json(raw)
+    except ValidationError as exc:
+        problem = exc.errors()[0]
+        where = ".".join(str(part) for part in problem["loc"]) or "the record"
+        raise StoreError(f"{kind.__name__} record: {where}: {problem['msg']}") from None
