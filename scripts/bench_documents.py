@@ -22,7 +22,8 @@ from collections.abc import Callable
 
 from kernel.documents_config import DocumentsSettings
 from kernel.tokens import count_text, encoding_for
-from middleware.documents.compaction import compact, detect_language
+from middleware.documents.compaction import compact
+from middleware.documents.language import detect_language
 from middleware.documents.plan import plan_batch, render_batch
 from middleware.documents.request import Document
 

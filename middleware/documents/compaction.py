@@ -1,8 +1,8 @@
-"""Language detection and deterministic, meaning-first compaction of retrieved documents.
+"""Deterministic, meaning-first compaction of retrieved documents, per language.
 
 Compaction removes what carries least meaning first, and marks every elision visibly:
 
-- all code: comments and blank lines go (string literals are respected);
+- all code: comments and blank lines go (`syntax` tells comments from string literals);
 - long literal data is elided: string literals over `LONG_LITERAL` characters keep their head;
   SQL `INSERT ... VALUES` keeps its first rows; an array/list literal spanning more than
   `BODY_LINES` lines keeps its opening line;
@@ -21,89 +21,24 @@ import io
 import re
 import tokenize
 from collections.abc import Callable
-from pathlib import PurePosixPath
+from functools import partial
+
+from middleware.documents.syntax import (
+    C_SHARP,
+    JAVASCRIPT,
+    PYTHON,
+    SQL,
+    Syntax,
+    spans,
+    strip_comments,
+)
 
 BODY_LINES = 12
 LONG_LITERAL = 160
 KEEP_ROWS = 2
-SAMPLE_CHARS = 3000
-"""Detection reads this much of a document; each sign is pre-checked by a keyword."""
-_EXTENSIONS = {
-    ".sql": "sql", ".cs": "csharp", ".csx": "csharp", ".py": "python", ".pyi": "python",
-    ".js": "javascript", ".mjs": "javascript", ".cjs": "javascript", ".jsx": "javascript",
-    ".ts": "typescript", ".tsx": "typescript", ".mts": "typescript", ".txt": "text",
-    ".md": "text", ".rst": "text",
-}  # fmt: skip
-_SIGNS: dict[str, tuple[tuple[str, str], ...]] = {
-    "sql": (
-        ("select", r"(?is)\bselect\b.+?\bfrom\b"),
-        ("create", r"(?i)\bcreate\s+(or\s+replace\s+)?(table|view|procedure|function|index)\b"),
-        ("insert", r"(?i)\binsert\s+into\b"),
-        ("update", r"(?is)\bupdate\b\s+\w+\s+set\b"),
-        ("join", r"(?i)\bjoin\b.+\bon\b"),
-        ("where", r"(?i)\bwhere\b.+="),
-        ("by", r"(?i)\bgroup\s+by\b|\border\s+by\b"),
-    ),
-    "csharp": (
-        ("using", r"\busing\s+System\b"),
-        ("namespace", r"\bnamespace\s+[\w.]+"),
-        ("public", r"\bpublic\s+(sealed\s+|static\s+|partial\s+)*class\b"),
-        ("get;", r"\{\s*get;"),
-        ("task", r"\basync\s+Task\b"),
-        ("console.write", r"\bConsole\.Write"),
-        ("]", r"(?m)^\s*\[\w+(\(.*\))?\]\s*$"),
-        (
-            "(",
-            r"\b(public|private|protected|internal)\s+(static\s+)?(void|string|int|bool)\s+\w+\s*\(",
-        ),
-    ),
-    "python": (
-        ("def", r"(?m)^\s*def\s+\w+\(.*\)\s*(->\s*[^:]+)?:\s*$"),
-        ("import", r"(?m)^\s*(import\s+\w+|from\s+[\w.]+\s+import\b)"),
-        ("class", r"(?m)^\s*class\s+\w+(\(.*\))?:\s*$"),
-        ("self.", r"\bself\."),
-        ("elif", r"(?m)^\s*elif\b"),
-        ("none", r"\bNone\b"),
-        ("@", r"(?m)^\s*@\w+"),
-    ),
-    "typescript": (
-        ("interface", r"\binterface\s+\w+\s*(<.*>)?\s*\{"),
-        (":", r":\s*(string|number|boolean|void|unknown)\b"),
-        ("type", r"(?m)^\s*(export\s+)?type\s+\w+\s*="),
-        ("const", r"\bas\s+const\b"),
-        (":", r"\b(private|readonly)\s+\w+\s*:"),
-    ),
-    "javascript": (
-        ("function", r"\bfunction\s*\w*\s*\("),
-        ("=", r"\b(const|let)\s+\w+\s*="),
-        ("=>", r"=>"),
-        ("console.log", r"\bconsole\.log\("),
-        ("require(", r"\brequire\("),
-        ("port", r"(?m)^\s*(import\s.+\sfrom\s+['\"]|export\s+(default|const|function|class)\b)"),
-    ),
-}
-_C_LIKE = ("csharp", "javascript", "typescript")
 _CONTROL = re.compile(
     r"^\s*(\}\s*)?(if|else|for|foreach|while|do|switch|catch|try|finally|using|lock|fixed|return)\b"
 )
-
-
-def detect_language(text: str, source: str | None = None) -> str:
-    """The language of a document: from its source's extension, else by its content's signs."""
-    if source:
-        found = _EXTENSIONS.get(PurePosixPath(source.replace("\\", "/")).suffix.lower())
-        if found:
-            return found
-    sample = text[:SAMPLE_CHARS]
-    lowered = sample.lower()
-    scores = {
-        language: sum(key in lowered and bool(re.search(p, sample)) for key, p in signs)
-        for language, signs in _SIGNS.items()
-    }
-    if scores["typescript"] and scores["javascript"] + scores["typescript"] >= 2:
-        scores["typescript"] += scores["javascript"]
-    best = max(scores, key=lambda lang: scores[lang])
-    return best if scores[best] >= 2 else "text"
 
 
 def compact(text: str, language: str) -> str:
@@ -122,58 +57,16 @@ def _drop_blank(text: str) -> str:
     return "\n".join(line.rstrip() for line in text.splitlines() if line.strip())
 
 
-def strip_comments(text: str, line: str, block: tuple[str, str] | None, quotes: str) -> str:
-    """Remove line and block comments outside string literals (a small scanner)."""
+def elide_literals(text: str, syntax: Syntax) -> str:
+    """One-line string literals longer than LONG_LITERAL characters keep their head and a
+    marker."""
     out: list[str] = []
-    i, n = 0, len(text)
-    while i < n:
-        ch = text[i]
-        if ch in quotes:
-            end = _string_end(text, i, ch)
-            out.append(text[i:end])
-            i = end
-        elif text.startswith(line, i):
-            newline = text.find("\n", i)
-            i = n if newline < 0 else newline
-        elif block and text.startswith(block[0], i):
-            close = text.find(block[1], i + len(block[0]))
-            i = n if close < 0 else close + len(block[1])
-        else:
-            out.append(ch)
-            i += 1
+    for kind, start, end in spans(text, syntax):
+        literal = text[start:end]
+        if kind == "literal" and len(literal) > LONG_LITERAL and "\n" not in literal:
+            literal = f"{literal[:60]}[overspill: {len(literal) - 62} chars elided]{literal[-1]}"
+        out.append(literal)
     return "".join(out)
-
-
-def _string_end(text: str, start: int, quote: str) -> int:
-    """The index after a string literal opened at `start` (backslash escapes honoured)."""
-    i = start + 1
-    while i < len(text):
-        if text[i] == "\\":
-            i += 2
-            continue
-        if text[i] == quote:
-            return i + 1
-        if text[i] == "\n" and quote != "`":
-            return i
-        i += 1
-    return len(text)
-
-
-def elide_literals(text: str, quotes: str) -> str:
-    """String literals longer than LONG_LITERAL characters keep their head and a marker."""
-    pattern = "|".join(
-        rf"{re.escape(q)}(?:\\.|[^{re.escape(q)}\\\n])*{re.escape(q)}" for q in quotes
-    )
-
-    def shorten(match: re.Match[str]) -> str:
-        literal = match.group(0)
-        if len(literal) <= LONG_LITERAL:
-            return literal
-        quote = literal[0]
-        cut = len(literal) - 62
-        return f"{literal[:60]}[overspill: {cut} chars elided]{quote}"
-
-    return re.sub(pattern, shorten, text)
 
 
 def elide_brace_bodies(text: str, is_header: Callable[[str], bool]) -> str:
@@ -219,20 +112,20 @@ def _c_header(header: str) -> bool:
     return is_call or stripped.endswith(("= [", "= {", "=[", "={", "= new[] {", "=> {"))
 
 
-def compact_c_like(text: str) -> str:
+def compact_c_like(text: str, syntax: Syntax = JAVASCRIPT) -> str:
     """C#, JavaScript, TypeScript: comments, #region lines and blank lines go; long literals
     and long method/function bodies and array literals are elided."""
-    text = strip_comments(text, "//", ("/*", "*/"), "\"'`")
+    text = strip_comments(text, syntax)
     text = "\n".join(ln for ln in text.splitlines() if not re.match(r"\s*#(end)?region\b", ln))
-    text = elide_literals(_drop_blank(text), "\"'`")
+    text = elide_literals(_drop_blank(text), syntax)
     return elide_brace_bodies(text, _c_header)
 
 
 def compact_sql(text: str) -> str:
     """SQL: comments and blank lines go; long literals, extra VALUES rows and long
     BEGIN ... END / $$ ... $$ bodies are elided."""
-    text = _drop_blank(strip_comments(text, "--", ("/*", "*/"), "'\""))
-    text = elide_literals(text, "'")
+    text = _drop_blank(strip_comments(text, SQL))
+    text = elide_literals(text, SQL)
     text = _elide_rows(text)
     return _elide_sql_bodies(text)
 
@@ -293,7 +186,7 @@ def compact_python(text: str) -> str:
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError):
-        return elide_literals(_drop_blank(text), "\"'")
+        return elide_literals(_drop_blank(text), PYTHON)
     lines = text.splitlines()
     cuts: list[tuple[int, int, str]] = []
     for node in ast.walk(tree):
@@ -301,7 +194,7 @@ def compact_python(text: str) -> str:
             cuts += _python_cut(node, lines)
     for first, last, marker in reversed(_outermost(cuts)):
         lines[first:last] = [marker]
-    return elide_literals(_drop_blank("\n".join(lines)), "\"'")
+    return elide_literals(_drop_blank("\n".join(lines)), PYTHON)
 
 
 def _python_cut(
@@ -357,5 +250,7 @@ _COMPACTORS: dict[str, Callable[[str], str]] = {
     "sql": compact_sql,
     "python": compact_python,
     "text": compact_text,
-    **{language: compact_c_like for language in _C_LIKE},
+    "csharp": partial(compact_c_like, syntax=C_SHARP),
+    "javascript": compact_c_like,
+    "typescript": compact_c_like,
 }

@@ -21,7 +21,8 @@ from typing import Any
 from kernel.config import is_ollama
 from kernel.documents_config import ANY_LANGUAGE, DocumentsSettings
 from kernel.errors import DocumentsBudgetExceeded
-from middleware.documents.compaction import compact, detect_language
+from middleware.documents.compaction import compact
+from middleware.documents.language import detect_language
 from middleware.documents.ranking import top_k
 from middleware.documents.request import Document
 

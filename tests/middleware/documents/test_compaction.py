@@ -7,13 +7,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kernel.tokens import count_text
-from middleware.documents.compaction import (
-    BODY_LINES,
-    compact,
-    compact_text,
-    detect_language,
-    strip_comments,
-)
+from middleware.documents.compaction import BODY_LINES, compact, compact_text
+from middleware.documents.language import detect_language
+from middleware.documents.syntax import SQL as SQL_SYNTAX
+from middleware.documents.syntax import strip_comments
 
 PYTHON = (
     'import os\n\n# setup\n\ndef short(x):\n    """Short."""\n    return x  # same\n\n'
@@ -143,4 +140,28 @@ def test_plain_text_never_grows(text: str) -> None:
 @given(st.text(alphabet="ab'\"/*-\n ", max_size=200))
 def test_comment_stripping_never_grows(text: str) -> None:
     """The comment scanner only ever removes characters."""
-    assert len(strip_comments(text, "--", ("/*", "*/"), "'\"")) <= len(text)
+    assert len(strip_comments(text, SQL_SYNTAX)) <= len(text)
+
+
+def test_csharp_strings_that_look_like_comments_survive_compaction() -> None:
+    """A verbatim SQL string's `/* hint */` and `//` are string content, not comments."""
+    text = (
+        'const string Sql = @"\n    SELECT /* +INDEX(o) */ o.Id\n    FROM Orders o // all\n";\n'
+        "// the query\n"
+    )
+    assert compact(text, "csharp") == (
+        'const string Sql = @"\n    SELECT /* +INDEX(o) */ o.Id\n    FROM Orders o // all\n";'
+    )
+
+
+def test_a_multiline_sql_string_keeps_its_dashes() -> None:
+    """`--` inside a string that spans lines is data."""
+    text = "INSERT INTO notes VALUES ('line one\n-- not a comment');\n-- a comment\n"
+    assert compact(text, "sql") == "INSERT INTO notes VALUES ('line one\n-- not a comment');"
+
+
+def test_a_long_verbatim_literal_keeps_its_closing_quote() -> None:
+    """@"..." over 160 characters keeps its head, a marker and its closing quote."""
+    out = compact(f'var path = @"C:\\{"x" * 300}";', "csharp")
+    assert out.endswith(' chars elided]";')
+    assert out.startswith('var path = @"C:\\xxx')
