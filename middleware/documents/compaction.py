@@ -2,16 +2,19 @@
 
 Compaction removes what carries least meaning first, and marks every elision visibly:
 
-- all code: comments and blank lines go (`syntax` tells comments from string literals);
-- long literal data is elided: string literals over `LONG_LITERAL` characters keep their head;
-  SQL `INSERT ... VALUES` keeps its first rows; an array/list literal spanning more than
-  `BODY_LINES` lines keeps its opening line;
+- all code: comments and blank lines go (`syntax` tells comments from string literals), and
+  nothing else goes silently: every other removal leaves an `[overspill: ... elided]` marker
+  where it was (`#region` lines stay: a marker would cost more than the line);
+- long literal data is elided: one-line string literals over `LONG_LITERAL` characters keep
+  their head and closing quotes; SQL `INSERT ... VALUES` keeps its first rows; an array/list
+  literal spanning more than `BODY_LINES` lines keeps its opening line;
 - bodies longer than `BODY_LINES` lines are elided to their signatures: Python functions
-  (found with `ast`, docstring's first line kept), C#/JavaScript/TypeScript methods and
-  functions (a `(...)` header opening a brace block), SQL `BEGIN ... END` and `AS $$ ... $$`;
+  (found with `ast`; a docstring keeps its first line and counts the rest), C#/JavaScript/
+  TypeScript methods and functions (a `(...)` header opening a brace block), SQL
+  `BEGIN ... END` and `AS $$ ... $$`;
 - plain text: trailing spaces and runs of blank lines and spaces collapse; no words go.
 
-Every marker reads `[overspill: ... elided]`. The same input always gives the same output.
+The same input always gives the same output.
 """
 
 from __future__ import annotations
@@ -58,15 +61,26 @@ def _drop_blank(text: str) -> str:
 
 
 def elide_literals(text: str, syntax: Syntax) -> str:
-    """One-line string literals longer than LONG_LITERAL characters keep their head and a
-    marker."""
+    """One-line string literals longer than LONG_LITERAL characters keep their head, a marker
+    and their closing quotes."""
     out: list[str] = []
     for kind, start, end in spans(text, syntax):
         literal = text[start:end]
-        if kind == "literal" and len(literal) > LONG_LITERAL and "\n" not in literal:
-            literal = f"{literal[:60]}[overspill: {len(literal) - 62} chars elided]{literal[-1]}"
+        close = _closing_quotes(literal)
+        if kind == "literal" and len(literal) > LONG_LITERAL and "\n" not in literal and close:
+            cut = len(literal) - 60 - len(close)
+            literal = f"{literal[:60]}[overspill: {cut} chars elided]{close}"
         out.append(literal)
     return "".join(out)
+
+
+def _closing_quotes(literal: str) -> str:
+    """What closes a literal (`"`, or three quotes for Python's and C#'s triple-quoted ones);
+    empty when it is unterminated."""
+    opener = literal.lstrip("@$")
+    run = len(opener) - len(opener.lstrip(opener[:1]))
+    close = opener[:3] if run >= 3 else opener[:1]
+    return close if len(literal) > len(close) and literal.endswith(close) else ""
 
 
 def elide_brace_bodies(text: str, is_header: Callable[[str], bool]) -> str:
@@ -113,10 +127,10 @@ def _c_header(header: str) -> bool:
 
 
 def compact_c_like(text: str, syntax: Syntax = JAVASCRIPT) -> str:
-    """C#, JavaScript, TypeScript: comments, #region lines and blank lines go; long literals
-    and long method/function bodies and array literals are elided."""
+    """C#, JavaScript, TypeScript: comments and blank lines go; long literals and long
+    method/function bodies and array literals are elided. `#region` lines stay: they name
+    the code's parts, and a marker would cost more than the line it replaced."""
     text = strip_comments(text, syntax)
-    text = "\n".join(ln for ln in text.splitlines() if not re.match(r"\s*#(end)?region\b", ln))
     text = elide_literals(_drop_blank(text), syntax)
     return elide_brace_bodies(text, _c_header)
 
@@ -147,18 +161,22 @@ def _elide_rows(text: str) -> str:
 
 
 def _elide_sql_bodies(text: str) -> str:
-    """Procedure and function bodies over BODY_LINES lines keep their signature."""
+    """Procedure and function bodies over BODY_LINES lines keep their signature; a short
+    body is kept whole and skipped, so that its closing `$$` never opens another."""
     lines = text.splitlines()
     out: list[str] = []
     i = 0
     while i < len(lines):
         end = _sql_body_end(lines, i)
-        if end is not None and end - i - 1 > BODY_LINES:
+        if end is None:
+            out.append(lines[i])
+            i += 1
+        elif end - i - 1 > BODY_LINES:
             out += [lines[i], f"  /* [overspill: {end - i - 1} lines elided] */", lines[end]]
             i = end + 1
-            continue
-        out.append(lines[i])
-        i += 1
+        else:
+            out += lines[i : end + 1]
+            i = end + 1
     return "\n".join(out)
 
 
@@ -200,22 +218,29 @@ def compact_python(text: str) -> str:
 def _python_cut(
     node: ast.FunctionDef | ast.AsyncFunctionDef, lines: list[str]
 ) -> list[tuple[int, int, str]]:
-    """The lines of a long function body to replace (0-based, end exclusive) and the marker."""
+    """The lines of a long function body to replace (0-based, end exclusive) and the marker;
+    a docstring over several lines keeps its first line and says how many more went."""
     body = node.body
     doc = ast.get_docstring(node, clean=True)
     start = body[1].lineno if doc and len(body) > 1 else body[0].lineno
     end = node.end_lineno or start
-    if end - start + 1 <= BODY_LINES:
+    elided = sum(1 for line in lines[start - 1 : end] if line.strip())
+    if elided <= BODY_LINES:
         return []
     indent = _indent(lines[body[0].lineno - 1])
-    marker = f"{indent}...  # [overspill: {end - start + 1} lines elided]"
-    cuts = [(start - 1, end, marker)]
-    if doc is not None:
-        first = doc.splitlines()[0] if doc else ""
+    cuts = [(start - 1, end, f"{indent}...  # [overspill: {elided} lines elided]")]
+    more = [line for line in (doc or "").splitlines()[1:] if line.strip()]
+    if doc and more:
+        first = doc.splitlines()[0]
+        marker = f"[overspill: {len(more)} more docstring {_lines(len(more))} elided]"
         cuts.append(
-            (body[0].lineno - 1, body[0].end_lineno or body[0].lineno, f'{indent}"""{first}"""')
+            (body[0].lineno - 1, body[0].end_lineno or start, f'{indent}"""{first} {marker}"""')
         )
     return cuts
+
+
+def _lines(count: int) -> str:
+    return "line" if count == 1 else "lines"
 
 
 def _outermost(cuts: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
