@@ -186,8 +186,7 @@ def test_refusal_is_a_threshold_on_the_budget() -> None:
 
 
 def test_chunks_are_seed_002_windows_at_most() -> None:
-    """900 tokens with 100 of overlap for a large budget; smaller, same ratio, never under
-    the floor."""
+    """Seed 002's 900/100 for a large budget; smaller at the same ratio, never under the floor."""
     assert window(10_000) == (CHUNK_TOKENS, 100)
     assert window(450) == (450, 50)
     assert window(3) == (MIN_CHUNK_TOKENS, 1)
@@ -253,8 +252,7 @@ def run(
 def test_never_over_budget_and_within_the_room_beyond_the_best_chunk(
     case: tuple[list[str], int, int, str | None],
 ) -> None:
-    """Never over B; over the room only by the single best chunk going alone; the estimate
-    bounds the rendered batch's real count."""
+    """Never over B, over the room only for the best chunk alone, and counted honestly."""
     docs, budget, context, question = case
     found, _, _, limit = run(docs, budget, context, question)
     if found is None:

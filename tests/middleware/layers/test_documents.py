@@ -431,8 +431,7 @@ async def test_one_trace_event_per_request(
 
 
 async def test_documents_alone_over_budget_are_a_400(store: DiskHistoryStore) -> None:
-    """Documents of which not even one chunk fits the whole budget are refused before any
-    upstream call."""
+    """Documents not one chunk of which fits the budget are refused before any upstream call."""
     upstream = Upstream()
     with pytest.raises(DocumentsBudgetExceeded):
         await layer(store, documents="  max_context_tokens: 40\n").handle(
@@ -446,8 +445,7 @@ async def test_documents_alone_over_budget_are_a_400(store: DiskHistoryStore) ->
 async def test_documents_over_the_whole_budget_go_as_their_chunks_about_the_question(
     store: DiskHistoryStore, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A manual larger than the budget is chunked; the chunk about the user's latest question
-    goes, marked `compact: chunked`, with its chunk ids and offsets in the trace."""
+    """A manual over the budget goes as its chunk about the question, ids in the trace."""
     sections = [
         f"Section {i}: "
         + ("refunds are paid within a week. " if i == 30 else "orders ship daily. ") * 9
