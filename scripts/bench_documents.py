@@ -5,8 +5,9 @@ Usage: ``python scripts/bench_documents.py [--documents 50] [--tokens 1000] [--r
 Documents are built from standard-library source files (real Python, deterministic, offline)
 and from their docstrings (prose), with scores, half of them Python code. Each figure is the
 best of `--runs` runs, in milliseconds, for: language detection, compaction, and the whole
-plan (rank, rules, token counting, top_k, render) with no rules, with `always` for code and
-with a tight budget (top_k clamp).
+plan (rank, rules, token counting, top_k, render) with no rules, with `always` for code, with
+a tight budget (top_k clamp), and with the kept documents over the whole budget (chunked and
+ranked by relevance to a question).
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from collections.abc import Callable
 
 from kernel.documents_config import DocumentsSettings
 from kernel.tokens import count_text, encoding_for
-from middleware.documents.compaction import compact, detect_language
+from middleware.documents.compaction import compact
+from middleware.documents.language import detect_language
 from middleware.documents.plan import plan_batch, render_batch
 from middleware.documents.request import Document
 
@@ -70,9 +72,17 @@ def main() -> None:
         {"rules": [{"language": ["python", "sql", "csharp"], "policy": "always"}]}
     )
 
-    def plan(settings: DocumentsSettings, budget: int, context: int) -> str:
+    def plan(
+        settings: DocumentsSettings, budget: int, context: int, question: str | None = None
+    ) -> str:
         found = plan_batch(
-            docs, settings, budget=budget, context_tokens=context, demanded=frozenset(), count=count
+            docs,
+            settings,
+            budget=budget,
+            context_tokens=context,
+            demanded=frozenset(),
+            count=count,
+            question=question,
         )
         return render_batch(found.placed, settings.divider)
 
@@ -86,6 +96,9 @@ def main() -> None:
         "plan, no rules, all fit": lambda: plan(DocumentsSettings(), 10**6, 0),
         "plan, always compact code": lambda: plan(always, 10**6, 0),
         "plan, tight budget (top_k)": lambda: plan(DocumentsSettings(), 60_000, 55_000),
+        "plan, over the budget (chunks)": lambda: plan(
+            DocumentsSettings(), 5_000, 500, "How is a JSON object decoded into a dict?"
+        ),
     }
     for name, work in figures.items():
         print(f"  {name:<30} {best(args.runs, work):8.1f}")

@@ -1,9 +1,12 @@
 """The documents planner, pure: budgeting, compaction rules, top_k, order, and rendering.
 
-A plan ranks the documents, compacts each by the first rule matching its language, keeps
-seed 003's top_k best when the batch does not fit the room the conversation leaves, and
-refuses documents that alone exceed the budget. The batch is one `user` message (the divider,
-then one `--- DOCUMENT ---` block per document) inserted just before the last user message.
+A plan ranks the documents, compacts each by the first rule matching its language, and keeps
+seed 003's top_k best when the batch does not fit the room the conversation leaves. Kept
+documents that alone exceed the budget are sent as their chunks most relevant to the user's
+latest question (`excerpts`), within the room the conversation leaves and under the share at
+which the layer would condense them; only when not one chunk fits the budget is the request
+refused. The batch is one `user` message (the divider, then one `--- DOCUMENT ---` block per
+document) inserted just before the last user message.
 
 Why there and why `user`: retrieved text is data, not operator instructions, so it must not
 get a system message's authority (and several providers accept system text only first); next
@@ -14,45 +17,32 @@ earlier turns (the existing context) are `batches`' concern.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 from kernel.config import is_ollama
 from kernel.documents_config import ANY_LANGUAGE, DocumentsSettings
-from kernel.errors import DocumentsBudgetExceeded
-from middleware.documents.compaction import compact, detect_language
+from middleware.documents.blocks import MESSAGE_OVERHEAD, Count, Placed, batch_tokens, place
+from middleware.documents.compaction import compact
+from middleware.documents.excerpts import excerpts
+from middleware.documents.language import detect_language
 from middleware.documents.ranking import top_k
 from middleware.documents.request import Document
 
-BLOCK_HEADER = "--- DOCUMENT ---"
-MESSAGE_OVERHEAD = 8
-"""Tokens of the batch message's role and framing, and rounding slack."""
-Count = Callable[[str], int]
-
-
-@dataclass(frozen=True, slots=True)
-class Placed:
-    """A document as planned: its language, the rule applied, its text and block tokens."""
-
-    doc: Document
-    language: str
-    policy: str
-    how: str
-    text: str
-    tokens_before: int
-    tokens_after: int
-
-    def trace(self) -> dict[str, Any]:
-        """This document's part of the `documents_budget` event."""
-        return {
-            "id": self.doc.id,
-            "language": self.language,
-            "policy": self.policy,
-            "compacted": self.how,
-            "tokens_before": self.tokens_before,
-            "tokens_after": self.tokens_after,
-        }
+__all__ = [
+    "BatchPlan",
+    "Count",
+    "Placed",
+    "apply_rules",
+    "arrange",
+    "batch_tokens",
+    "drop_to_fit",
+    "most_relevant_last",
+    "place",
+    "plan_batch",
+    "rank",
+    "render_batch",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,30 +69,6 @@ class BatchPlan:
 def rank(documents: Sequence[Document]) -> list[Document]:
     """Most relevant first: by score, descending; unscored after, in the order sent."""
     return sorted(documents, key=lambda d: (d.score is None, -(d.score or 0.0), d.index))
-
-
-def render_block(doc: Document, language: str, text: str, how: str) -> str:
-    """One deterministic `--- DOCUMENT ---` block."""
-    lines = [BLOCK_HEADER, f"id: {doc.id}"]
-    if doc.source is not None:
-        lines.append(f"source: {doc.source}")
-    compacted = "false" if how == "raw" else "true" if how == "compacted" else how
-    lines += [f"language: {language}", f"compact: {compacted}", "text:", text]
-    return "\n".join(lines)
-
-
-def place(doc: Document, language: str, policy: str, how: str, text: str, count: Count) -> Placed:
-    """A planned document, its block counted raw and as placed."""
-    before = count(render_block(doc, language, doc.text, "raw")) + 1
-    after = before if how == "raw" else count(render_block(doc, language, text, how)) + 1
-    return Placed(doc, language, policy, how, text, before, after)
-
-
-def batch_tokens(placed: Sequence[Placed], divider_tokens: int = 4) -> int:
-    """The batch message's cost (blocks + divider + framing); 0 for no documents."""
-    if not placed:
-        return 0
-    return MESSAGE_OVERHEAD + divider_tokens + sum(p.tokens_after for p in placed)
 
 
 def apply_rules(
@@ -147,9 +113,11 @@ def plan_batch(
     context_tokens: int,
     demanded: frozenset[str],
     count: Count,
+    question: str | None,
 ) -> BatchPlan:
-    """Rank, compact by rules, clamp to top_k when tight; refuse documents that alone exceed
-    the budget (DocumentsBudgetExceeded)."""
+    """Rank, compact by rules, clamp to top_k when tight; documents that alone exceed the
+    budget go as their chunks most relevant to `question` (DocumentsBudgetExceeded when not
+    one chunk fits)."""
     placed = apply_rules(
         rank(documents),
         settings,
@@ -163,7 +131,10 @@ def plan_batch(
     clamp = k if batch_tokens(placed) > room and len(placed) > k else None
     kept = tuple(placed[:clamp] if clamp else placed)
     if batch_tokens(kept) > budget:
-        raise DocumentsBudgetExceeded(batch_tokens(kept), budget, len(kept))
+        share = int(settings.condense_share * budget)
+        kept = excerpts(
+            kept, question, budget=budget, target=share, limit=min(room, share), count=count
+        )
     return BatchPlan(kept, len(documents), budget, context_tokens, clamp)
 
 
@@ -189,5 +160,4 @@ def most_relevant_last(settings: DocumentsSettings, litellm_model: str) -> bool:
 
 def render_batch(placed: Sequence[Placed], divider: str) -> str:
     """The batch message's text: the divider once, then one block per document."""
-    blocks = (render_block(p.doc, p.language, p.text, p.how) for p in placed)
-    return "\n\n".join([divider, *blocks])
+    return "\n\n".join([divider, *(p.render() for p in placed)])

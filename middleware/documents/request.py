@@ -1,24 +1,99 @@
 """The `documents` request extension: `documents` and `overspill.compact`, validated.
 
 Clients send `documents: [{id?, text, score?, source?, language?}]` and optionally
-`overspill: {compact: [languages]}` beside `messages`; a bad field is a 400 naming it.
+`overspill: {compact: [languages]}` beside `messages`. Both are pydantic models validated
+strictly (no coercion of "1.5" into a score); the first problem is an InvalidChatRequest (400)
+whose `param` is the field's path (`documents[3].score`) and whose message says what to fix.
 """
 
 from __future__ import annotations
 
-import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Annotated
 
-from kernel.documents_config import ANY_LANGUAGE, known_languages
-from kernel.documents_config import normalize_language as _language
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    Strict,
+    TypeAdapter,
+    ValidationError,
+)
+from pydantic_core import ErrorDetails, PydanticCustomError
+
+from kernel.documents_config import ANY_LANGUAGE, known_languages, normalize_language
 from kernel.errors import InvalidChatRequest
 
-DOCUMENT_FIELDS = ("id", "text", "score", "source", "language")
+
+def _non_blank(value: str) -> str:
+    if not value.strip():
+        raise PydanticCustomError("blank", "must not be blank")
+    return value
+
+
+def _one_line(value: str) -> str:
+    if "\n" in value:
+        raise PydanticCustomError("multiline", "must be one line")
+    return value
+
+
+def _canonical_language(name: str) -> str:
+    canonical = normalize_language(name)
+    if canonical is None:
+        raise _unknown_language(name, known_languages())
+    return canonical
+
+
+def _compact_language(name: str) -> str:
+    if name == ANY_LANGUAGE:
+        return name
+    canonical = normalize_language(name)
+    if canonical is None:
+        raise _unknown_language(name, f"{known_languages()}, {ANY_LANGUAGE}")
+    return canonical
+
+
+def _unknown_language(name: str, known: str) -> PydanticCustomError:
+    return PydanticCustomError(
+        "unknown_language",
+        "{name} is unknown (known: {known})",
+        {"name": repr(name), "known": known},
+    )
+
+
+def _int_as_text(value: object) -> object:
+    """Integer ids are accepted and kept as their decimal text (booleans are not integers)."""
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+OneLine = Annotated[str, AfterValidator(_one_line)]
+Id = Annotated[
+    str, BeforeValidator(_int_as_text), AfterValidator(_non_blank), AfterValidator(_one_line)
+]
+Language = Annotated[OneLine, AfterValidator(_canonical_language)]
+
+
+class SentDocument(BaseModel):
+    """One document as the client sent it (the wire form; ids not yet defaulted)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    id: Id | None = None
+    text: Annotated[str, AfterValidator(_non_blank)]
+    score: Annotated[float | None, Field(allow_inf_nan=False)] = None
+    source: OneLine | None = None
+    language: Language | None = None
+
+
+DOCUMENT_FIELDS = tuple(SentDocument.model_fields)
 
 
 @dataclass(frozen=True, slots=True)
 class Document:
-    """One retrieved document as the client sent it (language canonical when declared)."""
+    """One retrieved document as planned: its position, id (defaulted) and canonical language."""
 
     index: int
     text: str
@@ -28,86 +103,61 @@ class Document:
     language: str | None = None
 
 
+_DOCUMENTS = TypeAdapter(Annotated[list[SentDocument], Strict()])
+_COMPACT = TypeAdapter(Annotated[list[Annotated[str, AfterValidator(_compact_language)]], Strict()])
+_DOCUMENT_RULES = {
+    "": "must be an array of objects",
+    "[]": "must be an object",
+    "id": "must be a non-empty one-line string (or an integer)",
+    "text": "must be a non-empty string",
+    "score": "must be a finite number",
+    "source": "must be a one-line string",
+    "language": f"must be a language name (known: {known_languages()})",
+}
+_COMPACT_RULES = {
+    "": "must be an array of language names, or true",
+    "[]": f"must be a language name (known: {known_languages()}, *)",
+}
+
+
 def parse_documents(value: object) -> tuple[Document, ...]:
     """The `documents` extension, validated; raises InvalidChatRequest naming the field."""
-    if not isinstance(value, list):
-        raise InvalidChatRequest("'documents' must be an array of objects", param="documents")
-    documents = tuple(_document(index, item) for index, item in enumerate(value))
+    try:
+        sent = _DOCUMENTS.validate_python(value)
+    except ValidationError as error:
+        raise _invalid("documents", error, _DOCUMENT_RULES) from None
+    documents = tuple(_document(index, doc) for index, doc in enumerate(sent))
+    _refuse_repeated_ids(documents, sent)
+    return documents
+
+
+def _document(index: int, sent: SentDocument) -> Document:
+    return Document(
+        index=index,
+        text=sent.text,
+        id=sent.id if sent.id is not None else f"doc-{index + 1}",
+        score=sent.score,
+        source=sent.source,
+        language=sent.language,
+    )
+
+
+def _refuse_repeated_ids(documents: Sequence[Document], sent: Sequence[SentDocument]) -> None:
+    """Ids name documents in traces and chunk ids, so each must be unique."""
     seen: dict[str, int] = {}
     for doc in documents:
         if doc.id in seen:
             where = f"documents[{doc.index}].id"
-            raise InvalidChatRequest(
-                f"{where!r} repeats the id {doc.id!r} of documents[{seen[doc.id]}]", param=where
+            first = f"documents[{seen[doc.id]}]"
+            told = sent[doc.index].id is not None
+            message = (
+                f"{where!r} repeats the id {doc.id!r} of {first}"
+                if told
+                else f"'documents[{doc.index}]' has no id and its default {doc.id!r} is the id "
+                f"of {first}: give it an id"
             )
+            raise InvalidChatRequest(message, param=where)
         seen[doc.id] = doc.index
-    return documents
-
-
-def _document(index: int, item: object) -> Document:
-    where = f"documents[{index}]"
-    if not isinstance(item, dict):
-        raise InvalidChatRequest(f"{where!r} must be an object", param=where)
-    for key in item:
-        if key not in DOCUMENT_FIELDS:
-            raise InvalidChatRequest(
-                f"'{where}.{key}' is not a document field (fields: {', '.join(DOCUMENT_FIELDS)})",
-                param=f"{where}.{key}",
-            )
-    text = item.get("text")
-    if not isinstance(text, str) or not text.strip():
-        raise InvalidChatRequest(
-            f"'{where}.text' must be a non-empty string", param=f"{where}.text"
-        )
-    return Document(
-        index=index,
-        text=text,
-        id=_id(where, item.get("id"), index),
-        score=_score(where, item.get("score")),
-        source=_optional_str(where, "source", item.get("source")),
-        language=_declared_language(where, item.get("language")),
-    )
-
-
-def _id(where: str, value: object, index: int) -> str:
-    if value is None:
-        return f"doc-{index + 1}"
-    if isinstance(value, bool) or not isinstance(value, str | int) or str(value).strip() == "":
-        raise InvalidChatRequest(f"'{where}.id' must be a non-empty string", param=f"{where}.id")
-    if "\n" in str(value):
-        raise InvalidChatRequest(f"'{where}.id' must be one line", param=f"{where}.id")
-    return str(value)
-
-
-def _score(where: str, value: object) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise InvalidChatRequest(f"'{where}.score' must be a finite number", param=f"{where}.score")
-    return float(value)
-
-
-def _optional_str(where: str, key: str, value: object) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str) or "\n" in value:
-        raise InvalidChatRequest(
-            f"'{where}.{key}' must be a one-line string", param=f"{where}.{key}"
-        )
-    return value
-
-
-def _declared_language(where: str, value: object) -> str | None:
-    name = _optional_str(where, "language", value)
-    if name is None:
-        return None
-    canonical = _language(name)
-    if canonical is None:
-        raise InvalidChatRequest(
-            f"'{where}.language' {name!r} is unknown (known: {known_languages()})",
-            param=f"{where}.language",
-        )
-    return canonical
 
 
 def parse_compact(value: object) -> frozenset[str]:
@@ -116,20 +166,36 @@ def parse_compact(value: object) -> frozenset[str]:
         return frozenset()
     if value is True or value == ANY_LANGUAGE:
         return frozenset({ANY_LANGUAGE})
-    if not isinstance(value, list):
-        raise InvalidChatRequest(
-            "'overspill.compact' must be an array of language names, or true",
-            param="overspill.compact",
-        )
-    names: set[str] = set()
-    for index, name in enumerate(value):
-        canonical = ANY_LANGUAGE if name == ANY_LANGUAGE else None
-        if isinstance(name, str) and canonical is None:
-            canonical = _language(name)
-        if canonical is None:
-            where = f"overspill.compact[{index}]"
-            raise InvalidChatRequest(
-                f"{where!r} must be a language name (known: {known_languages()}, *)", param=where
-            )
-        names.add(canonical)
-    return frozenset(names)
+    try:
+        return frozenset(_COMPACT.validate_python(value))
+    except ValidationError as error:
+        raise _invalid("overspill.compact", error, _COMPACT_RULES) from None
+
+
+def _invalid(root: str, error: ValidationError, rules: Mapping[str, str]) -> InvalidChatRequest:
+    """The first problem as a 400: `param` is its path, the message says what to fix."""
+    detail = error.errors(include_url=False)[0]
+    where, field = _path(root, detail["loc"])
+    return InvalidChatRequest(f"{where!r} {_what_to_fix(detail, field, rules)}", param=where)
+
+
+def _path(root: str, loc: tuple[int | str, ...]) -> tuple[str, str]:
+    """`documents[3].score` and the rule key (`score`; `[]` for an item, `` for the root);
+    pydantic's inner parts after the field (union members, validator names) are dropped."""
+    path, field = root, ""
+    for part in loc:
+        if isinstance(part, int) and not field:
+            path, field = f"{path}[{part}]", "[]"
+        elif isinstance(part, str) and field == "[]":
+            path, field = f"{path}.{part}", part
+    return path, field
+
+
+def _what_to_fix(detail: ErrorDetails, field: str, rules: Mapping[str, str]) -> str:
+    kind = detail["type"]
+    if kind == "extra_forbidden":
+        return f"is not a document field (fields: {', '.join(DOCUMENT_FIELDS)})"
+    rule = rules.get(field, rules["[]"])
+    if kind == "missing":
+        return f"is missing: it {rule}"
+    return str(detail["msg"]) if kind == "unknown_language" else rule

@@ -153,6 +153,7 @@ class Documents:
             context_tokens=self._context_tokens(entry, messages, scale),
             demanded=demanded,
             count=self._counter(entry, scale),
+            question=latest_question(request.messages),
         )
         steps = [f"top_k={plan.top_k}"] if plan.top_k else []
         return _Turn(

@@ -99,15 +99,21 @@ def test_documents_that_need_compaction_are_compacted(documenting: Served) -> No
     assert trace["tokens_before"] > 1200 > trace["tokens_after"]
 
 
-def test_documents_that_can_never_fit_are_a_400_with_the_numbers(documenting: Served) -> None:
-    """Prose documents larger than the whole budget: 400 documents_budget_exceeded."""
-    prose = "The customer asked again about the delivery of the parcel. " * 70
-    with pytest.raises(openai.BadRequestError) as caught:
-        ask(documenting, [{"text": prose}, {"text": prose}], "e2e-docs-never")
-    error = caught.value
-    assert error.code == "documents_budget_exceeded"
-    assert error.response.headers["x-overspill-documents-budget"] == "1200"
-    assert int(error.response.headers["x-overspill-documents-tokens"]) > 1200
+def test_documents_larger_than_the_budget_go_as_chunks(documenting: Served) -> None:
+    """A prose document over the whole budget: 200, sent as its chunks within the budget,
+    with the chunk ids and offsets in the trace."""
+    prose = "The customer asked again about the delivery of the parcel. " * 250
+    raw = ask(documenting, [{"id": "log", "text": prose}], "e2e-docs-chunked")
+    assert raw.status_code == 200
+    assert raw.headers["x-overspill-documents"] == "1/1"
+    assert raw.headers["x-overspill-documents-compacted"] == "1"
+    assert int(raw.headers["x-overspill-documents-tokens"]) <= 1200
+    (event,) = [e for e in events(documenting) if e.get("conversation") == "e2e-docs-chunked"]
+    (trace,) = event["documents"]
+    assert trace["compacted"] == "chunked"
+    assert trace["tokens_before"] > 1200
+    assert trace["chunks"]
+    assert all(chunk["id"].startswith("log::chunk::") for chunk in trace["chunks"])
 
 
 def test_a_bad_document_field_is_a_400_naming_it(documenting: Served) -> None:

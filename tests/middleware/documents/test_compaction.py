@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
+import ast
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from kernel.tokens import count_text
-from middleware.documents.compaction import (
-    BODY_LINES,
-    compact,
-    compact_text,
-    detect_language,
-    strip_comments,
-)
+from middleware.documents.compaction import BODY_LINES, compact, compact_text
+from middleware.documents.language import detect_language
+from middleware.documents.syntax import SQL as SQL_SYNTAX
+from middleware.documents.syntax import strip_comments
 
 PYTHON = (
     'import os\n\n# setup\n\ndef short(x):\n    """Short."""\n    return x  # same\n\n'
@@ -65,12 +64,16 @@ def test_detect_language(text: str, source: str | None, expected: str) -> None:
 
 
 def test_python_drops_comments_and_elides_long_bodies_to_signatures() -> None:
-    """Comments and blank lines go; a long body keeps its signature and docstring's first line."""
+    """Comments and blank lines go; a long body keeps its signature and docstring's first line,
+    and says how many docstring lines went."""
     out = compact(PYTHON, "python")
     assert "#" not in out.replace("# [overspill", "")
     assert "\n\n" not in out
     assert 'def short(x):\n    """Short."""\n    return x' in out
-    assert 'def long(a, b):\n    """Add things."""\n    ...  # [overspill: 15 lines elided]' in out
+    assert (
+        'def long(a, b):\n    """Add things. [overspill: 1 more docstring line elided]"""\n'
+        "    ...  # [overspill: 15 lines elided]"
+    ) in out
 
 
 def test_python_fragments_that_do_not_parse_still_lose_comments() -> None:
@@ -114,7 +117,7 @@ def test_javascript_and_typescript() -> None:
 def test_long_literals_are_elided_with_a_marker() -> None:
     """A string literal over 160 characters keeps its head and says how much went."""
     out = compact(f"const data = '{'x' * 500}';", "javascript")
-    assert "[overspill: 440 chars elided]" in out
+    assert "[overspill: 441 chars elided]" in out
     assert len(out) < 120
 
 
@@ -143,4 +146,63 @@ def test_plain_text_never_grows(text: str) -> None:
 @given(st.text(alphabet="ab'\"/*-\n ", max_size=200))
 def test_comment_stripping_never_grows(text: str) -> None:
     """The comment scanner only ever removes characters."""
-    assert len(strip_comments(text, "--", ("/*", "*/"), "'\"")) <= len(text)
+    assert len(strip_comments(text, SQL_SYNTAX)) <= len(text)
+
+
+def test_csharp_strings_that_look_like_comments_survive_compaction() -> None:
+    """A verbatim SQL string's `/* hint */` and `//` are string content, not comments."""
+    text = (
+        'const string Sql = @"\n    SELECT /* +INDEX(o) */ o.Id\n    FROM Orders o // all\n";\n'
+        "// the query\n"
+    )
+    assert compact(text, "csharp") == (
+        'const string Sql = @"\n    SELECT /* +INDEX(o) */ o.Id\n    FROM Orders o // all\n";'
+    )
+
+
+def test_a_multiline_sql_string_keeps_its_dashes() -> None:
+    """`--` inside a string that spans lines is data."""
+    text = "INSERT INTO notes VALUES ('line one\n-- not a comment');\n-- a comment\n"
+    assert compact(text, "sql") == "INSERT INTO notes VALUES ('line one\n-- not a comment');"
+
+
+def test_a_long_verbatim_literal_keeps_its_closing_quote() -> None:
+    """@"..." over 160 characters keeps its head, a marker and its closing quote."""
+    out = compact(f'var path = @"C:\\{"x" * 300}";', "csharp")
+    assert out.endswith(' chars elided]";')
+    assert out.startswith('var path = @"C:\\xxx')
+
+
+@pytest.mark.parametrize(
+    ("text", "language", "closing"),
+    [
+        (f'DATA = """{"x" * 300}"""', "python", '"""'),
+        (f"DATA = '''{'x' * 300}'''", "python", "'''"),
+        (f'var data = """{"x" * 300}""";', "csharp", '""";'),
+        (f"SELECT '{'x' * 300}';", "sql", "';"),
+    ],
+)
+def test_a_shortened_literal_is_still_closed(text: str, language: str, closing: str) -> None:
+    """Triple-quoted literals keep all three closing quotes; Python output still parses."""
+    out = compact(text, language)
+    assert out.endswith(f"chars elided]{closing}")
+    if language == "python":
+        ast.parse(out)
+
+
+def test_an_unterminated_long_literal_is_left_whole() -> None:
+    """A literal that runs to the end of its line without closing is not cut."""
+    text = "x = 'never closed " + "y" * 300
+    assert compact(text, "javascript") == text
+
+
+def test_the_end_of_a_short_dollar_quoted_body_opens_nothing() -> None:
+    """`$$ LANGUAGE plpgsql;` closes a body: the statements after it are not a body."""
+    short = (
+        "CREATE FUNCTION one() RETURNS int AS $$\nBEGIN\n  RETURN 1;\nEND;\n$$ LANGUAGE plpgsql;\n"
+    )
+    after = "".join(
+        f"UPDATE orders SET note = 'n{i}' WHERE id = {i};\n" for i in range(BODY_LINES + 2)
+    )
+    text = short + after + "CREATE FUNCTION two() RETURNS int AS $$ SELECT 2; $$ LANGUAGE sql;\n"
+    assert compact(text, "sql") == text.strip()

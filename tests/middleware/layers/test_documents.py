@@ -15,8 +15,8 @@ from kernel.services import Services
 from kernel.store import DiskHistoryStore
 from kernel.tokens import count_text
 from kernel.types import ChatRequest, RequestContext
+from middleware.documents.blocks import BLOCK_HEADER
 from middleware.documents.plan import (
-    BLOCK_HEADER,
     BatchPlan,
     apply_rules,
     arrange,
@@ -198,28 +198,30 @@ def test_tight_budget_keeps_the_top_k_best() -> None:
         context_tokens=1500,
         demanded=frozenset(),
         count=count,
+        question=None,
     )
     assert plan.top_k == 2
     assert [p.doc.index for p in plan.placed] == [11, 10]
 
 
 def test_documents_alone_over_budget_are_refused_with_the_numbers() -> None:
-    """Documents that cannot fit even an empty conversation: 400 documents_budget_exceeded."""
+    """Documents of which not even one chunk fits the budget: 400 documents_budget_exceeded."""
     with pytest.raises(DocumentsBudgetExceeded) as caught:
         plan_batch(
             [doc(0, "word " * 400), doc(1, "word " * 400)],
             DocumentsSettings(),
-            budget=300,
+            budget=40,
             context_tokens=0,
             demanded=frozenset(),
             count=count,
+            question=None,
         )
     error = caught.value
     assert error.error_code() == "documents_budget_exceeded"
     assert error.http_status() == 400
-    assert error.budget == 300
+    assert error.budget == 40
     assert error.documents_tokens > 800
-    assert error.headers()["x-overspill-documents-budget"] == "300"
+    assert error.headers()["x-overspill-documents-budget"] == "40"
 
 
 words = st.text(alphabet="abcdefgh ijk\n;(){}#-", min_size=1, max_size=300).filter(str.strip)
@@ -264,6 +266,7 @@ def test_a_plan_is_never_over_budget(
             context_tokens=context,
             demanded=frozenset(),
             count=count,
+            question=None,
         )
     except DocumentsBudgetExceeded as error:
         refused = error
@@ -294,6 +297,7 @@ def test_plans_are_deterministic(
             context_tokens=0,
             demanded=frozenset({"sql"}),
             count=count,
+            question="which orders",
         )
         return render_batch(plan.placed, settings_.divider)
 
@@ -325,7 +329,13 @@ def test_the_divider_comes_once_per_batch(
     """One divider line first, then one block per document."""
     settings_ = DocumentsSettings()
     plan = plan_batch(
-        _docs(items), settings_, budget=10**6, context_tokens=0, demanded=frozenset(), count=count
+        _docs(items),
+        settings_,
+        budget=10**6,
+        context_tokens=0,
+        demanded=frozenset(),
+        count=count,
+        question=None,
     )
     rendered = render_batch(plan.placed, settings_.divider)
     assert rendered.startswith(settings_.divider + "\n")
@@ -421,15 +431,42 @@ async def test_one_trace_event_per_request(
 
 
 async def test_documents_alone_over_budget_are_a_400(store: DiskHistoryStore) -> None:
-    """Documents bigger than the whole budget are refused before any upstream call."""
+    """Documents not one chunk of which fits the budget are refused before any upstream call."""
     upstream = Upstream()
     with pytest.raises(DocumentsBudgetExceeded):
-        await layer(store, documents="  max_context_tokens: 300\n").handle(
+        await layer(store, documents="  max_context_tokens: 40\n").handle(
             request_with(QUESTION, [{"text": "word " * 400}, {"text": "word " * 400}]),
             ctx_for(),
             upstream,
         )
     assert upstream.sent == []
+
+
+async def test_documents_over_the_whole_budget_go_as_their_chunks_about_the_question(
+    store: DiskHistoryStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A manual over the budget goes as its chunk about the question, ids in the trace."""
+    sections = [
+        f"Section {i}: "
+        + ("refunds are paid within a week. " if i == 30 else "orders ship daily. ") * 9
+        for i in range(60)
+    ]
+    question = [{"role": "user", "content": "How fast are refunds paid?"}]
+    upstream, ctx = Upstream(), ctx_for()
+    with caplog.at_level(logging.INFO, logger="overspill.documents"):
+        await layer(store, documents="  max_context_tokens: 600\n").handle(
+            request_with(question, [{"id": "manual", "text": "\n".join(sections)}]), ctx, upstream
+        )
+    (sent,) = upstream.sent
+    content = str(sent.messages[0]["content"])
+    assert "compact: chunked" in content
+    assert "refunds are paid within a week" in content
+    assert ctx.notes["documents-decision"] == "appended"
+    assert int(ctx.notes["documents-tokens"]) <= 600
+    (event,) = [r for r in caplog.records if r.getMessage() == "documents_budget"]
+    (trace,) = event.__dict__["documents"]
+    assert trace["compacted"] == "chunked"
+    assert all(c["id"].startswith("manual::chunk::") for c in trace["chunks"])
 
 
 async def test_documents_over_the_share_are_condensed_one_by_one(store: DiskHistoryStore) -> None:
@@ -508,7 +545,8 @@ documents: {max_context_tokens: 300}
 
 async def test_through_the_app_documents_are_stripped_and_reported(app_client: AppClient) -> None:
     """Over HTTP: the upstream body has no `documents`, the batch is in the messages, and the
-    headers summarise; documents over the budget are a 400 with the numbers."""
+    headers summarise; documents over the budget go as chunks, and when not one chunk fits the
+    budget they are a 400 with the numbers."""
     provider = ScriptedProvider([json_response("ok")])
     client = app_client(
         {"local": [provider]}, settings=settings_from(APP_CONFIG), registry={"documents": Documents}
@@ -522,10 +560,18 @@ async def test_through_the_app_documents_are_stripped_and_reported(app_client: A
     assert "Order 1: 250 EUR" in str(sent.messages[1]["content"])
 
     body["documents"] = [{"text": "word " * 400}]
-    refused = await client.post("/v1/chat/completions", json=body)
+    chunked = await client.post("/v1/chat/completions", json=body)
+    assert chunked.status_code == 200
+    assert chunked.headers["x-overspill-documents-compacted"] == "1"
+    assert "compact: chunked" in str(provider.requests[-1].messages[1]["content"])
+
+    tiny = settings_from(APP_CONFIG.replace("max_context_tokens: 300", "max_context_tokens: 40"))
+    refused = await app_client(
+        {"local": [provider]}, settings=tiny, registry={"documents": Documents}
+    ).post("/v1/chat/completions", json=body)
     assert refused.status_code == 400
     assert refused.json()["error"]["code"] == "documents_budget_exceeded"
-    assert refused.headers["x-overspill-documents-budget"] == "300"
+    assert refused.headers["x-overspill-documents-budget"] == "40"
 
 
 OLLAMA_CONFIG = """
