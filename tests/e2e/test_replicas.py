@@ -1,10 +1,16 @@
-"""Two overspill processes sharing one real Redis: one extraction between them, and splices."""
+"""Two overspill processes sharing one real Redis: the same decisions on either replica.
+
+One extraction between them, identical splices, identical document placement, and one
+calibration learned by both (all conversation state is in the store).
+"""
 
 from __future__ import annotations
 
 import secrets
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from openai.types.chat import ChatCompletionMessageParam
@@ -34,15 +40,37 @@ def replicas(
             process.wait(timeout=10)
 
 
+@dataclass(frozen=True)
+class Answer:
+    """What one replica answered: its x-overspill headers, the model's count and text."""
+
+    headers: dict[str, str]
+    prompt_tokens: int
+    text: str
+
+
+def send(
+    served: Served,
+    messages: list[ChatCompletionMessageParam],
+    conversation_id: str,
+    documents: list[dict[str, Any]] | None = None,
+) -> Answer:
+    extra = {"documents": documents} if documents is not None else None
+    raw = served.client().chat.completions.with_raw_response.create(
+        model="local", messages=messages, max_tokens=8, temperature=0,
+        extra_headers={"X-Conversation-Id": conversation_id}, extra_body=extra,
+    )  # fmt: skip
+    assert raw.status_code == 200
+    reply = raw.parse()
+    assert reply.usage is not None
+    headers = {k: v for k, v in raw.headers.items() if k.startswith("x-overspill-")}
+    return Answer(headers, reply.usage.prompt_tokens, reply.choices[0].message.content or "")
+
+
 def ask(
     served: Served, messages: list[ChatCompletionMessageParam], conversation_id: str
 ) -> dict[str, str]:
-    raw = served.client().chat.completions.with_raw_response.create(
-        model="local", messages=messages, max_tokens=8, temperature=0,
-        extra_headers={"X-Conversation-Id": conversation_id},
-    )  # fmt: skip
-    assert raw.status_code == 200
-    return {k: v for k, v in raw.headers.items() if k.startswith("x-overspill-")}
+    return send(served, messages, conversation_id).headers
 
 
 def test_one_replica_extracts_the_other_splices(replicas: tuple[Served, Served]) -> None:
@@ -74,3 +102,79 @@ def test_concurrent_overflows_on_two_replicas_extract_once(replicas: tuple[Serve
     assert len(extracted) == 1, results
     others = [h for h in results if h not in extracted]
     assert others[0]["x-overspill-action"] in ("reused", "spliced")
+
+
+def test_both_replicas_splice_the_same_prefix(replicas: tuple[Served, Served]) -> None:
+    """After an extraction, either replica sends the same spliced prompt for the same turn
+    (when the first grows the extraction ahead of the wall, the second reuses what it grew)."""
+    first, second = replicas
+    messages: list[ChatCompletionMessageParam] = [
+        *conversation(30),
+        {"role": "user", "content": "What is the vault code?"},
+    ]
+    assert send(first, messages, "shared-3").headers["x-overspill-action"] == "extracted"
+    messages += [
+        {"role": "assistant", "content": "ZX-4471"},
+        {"role": "user", "content": "And the captain?"},
+    ]
+    on_second, on_first = send(second, messages, "shared-3"), send(first, messages, "shared-3")
+    assert on_second.headers["x-overspill-action"] in ("spliced", "spliced+extracted")
+    assert on_first.headers["x-overspill-action"] == "spliced"
+    assert (
+        on_second.headers["x-overspill-messages-replaced"]
+        == (on_first.headers["x-overspill-messages-replaced"])
+    )
+    assert on_second.prompt_tokens == on_first.prompt_tokens
+    assert on_second.text == on_first.text
+
+
+def test_both_replicas_place_earlier_documents_alike(replicas: tuple[Served, Served]) -> None:
+    """Documents placed by one replica are the existing context on the other: the same next
+    turn sends the same prompt on both, and it holds the earlier batch."""
+    first, second = replicas
+    turn_one: list[ChatCompletionMessageParam] = [
+        {"role": "user", "content": "Which query reads the orders table?"}
+    ]
+    earlier = [{"id": "q-1", "text": "SELECT id, total FROM orders WHERE total > 100;"}]
+    send(first, turn_one, "shared-docs", earlier)
+    turn_two: list[ChatCompletionMessageParam] = [
+        *turn_one,
+        {"role": "assistant", "content": "q-1."},
+        {"role": "user", "content": "And which one reads customers?"},
+    ]
+    later = [{"id": "q-2", "text": "SELECT name FROM customers WHERE id = 7;"}]
+    on_second = send(second, turn_two, "shared-docs", later)
+    on_first = send(first, turn_two, "shared-docs", later)
+    alone = send(first, turn_two, "fresh-docs", later)
+    assert on_second.prompt_tokens == on_first.prompt_tokens
+    assert (
+        on_second.headers["x-overspill-documents-decision"]
+        == (on_first.headers["x-overspill-documents-decision"])
+    )
+    assert on_second.prompt_tokens > alone.prompt_tokens  # the earlier batch is in it
+
+
+def test_a_calibration_learned_on_one_replica_serves_the_other(
+    replicas: tuple[Served, Served],
+) -> None:
+    """The token ratio one replica learns from the model's counts corrects the other's
+    estimates (tiktoken alone is ~20% short of SmolLM2's count)."""
+    first, second = replicas
+    messages: list[ChatCompletionMessageParam] = [
+        *conversation(34),
+        {"role": "user", "content": "Who is the captain?"},
+    ]
+    send(first, messages, "shared-4")
+    for turn in range(3):  # spliced turns on the first replica teach the ratio
+        messages += [
+            {"role": "assistant", "content": "Noted."},
+            {"role": "user", "content": f"Anything else on day {turn}?"},
+        ]
+        send(first, messages, "shared-4")
+    messages += [
+        {"role": "assistant", "content": "Noted."},
+        {"role": "user", "content": "Summarise the crew."},
+    ]
+    answer = send(second, messages, "shared-4")
+    estimate = int(answer.headers["x-overspill-tokens-after"])
+    assert abs(estimate - answer.prompt_tokens) <= 0.06 * answer.prompt_tokens
