@@ -235,17 +235,17 @@ class ContextWindowExceeded(InvalidChatRequest):
 
 
 class DocumentsBudgetExceeded(InvalidChatRequest):
-    """The request's documents alone exceed the budget: the caller's limits disagree."""
+    """Not even one chunk of the request's documents fits the budget: the limits disagree."""
 
     code = "documents_budget_exceeded"
 
     def __init__(self, documents_tokens: int, budget: int, count: int) -> None:
         super().__init__(
-            f"the {count} best documents need {documents_tokens} tokens after compaction, more "
-            f"than the whole context budget of {budget} tokens (documents.max_context_tokens, "
-            "else the model's window minus output reserve, system prompt and safety margin). "
-            "Send fewer or smaller documents, or let overspill compact them (documents.rules, "
-            "overspill.compact)",
+            f"the {count} best documents need {documents_tokens} tokens after compaction, and "
+            f"not even their smallest chunk fits the whole context budget of {budget} tokens "
+            "(documents.max_context_tokens, else the model's window minus output reserve, "
+            "system prompt and safety margin). Raise documents.max_context_tokens, use a model "
+            "with a larger window, or send a shorter system prompt",
             param="documents",
         )
         self.documents_tokens = documents_tokens

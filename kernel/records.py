@@ -14,7 +14,14 @@ from __future__ import annotations
 
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    model_validator,
+)
 from pydantic_core import PydanticSerializationError
 
 __all__ = [
@@ -30,6 +37,8 @@ __all__ = [
 CALIBRATION_SAMPLES = 16
 """A model's newest calibration samples kept (the moving average forgets older ones)."""
 _R = TypeVar("_R", bound="Record")
+STORED: dict[str, bool] = {"stored": True}
+"""Validation context of records read back from the store."""
 
 
 class StoreError(Exception):
@@ -39,11 +48,19 @@ class StoreError(Exception):
 class Record(BaseModel):
     """A stored record: frozen, strict, no unknown fields, with its format version."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
 
     v: Literal[1] = 1
     tenant: str
     conversation_id: str
+
+    @model_validator(mode="before")
+    @classmethod
+    def _stored_carries_its_version(cls, data: Any, info: ValidationInfo) -> Any:
+        """A record read back from the store must say which format it is."""
+        if info.context is STORED and isinstance(data, dict) and "v" not in data:
+            raise ValueError("no format version (v)")
+        return data
 
     def to_json(self) -> bytes:
         """The record as stored; raises StoreError when it cannot be serialised."""
@@ -84,7 +101,7 @@ class HistoryEntry(Record):
 class StoredBatch(BaseModel):
     """One batch of documents placed before client message `position` in an earlier turn."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
 
     position: int = Field(ge=0)
     prefix: str
@@ -97,14 +114,15 @@ class StoredBatch(BaseModel):
 class DocumentBatches(Record):
     """The document batches a conversation's earlier turns placed (its existing context)."""
 
-    batches: tuple[StoredBatch, ...]
+    batches: tuple[StoredBatch, ...] = Field(strict=False)
+    """(A stored JSON array; each batch is validated strictly.)"""
     created_at: float
 
 
 def decode(kind: type[_R], raw: bytes) -> _R:
     """A stored record of `kind`; raises StoreError saying what is wrong with it."""
     try:
-        return kind.model_validate_json(raw)
+        return kind.model_validate_json(raw, context=STORED)
     except ValidationError as exc:
         problem = exc.errors()[0]
         where = ".".join(str(part) for part in problem["loc"]) or "the record"

@@ -69,22 +69,45 @@ def admin_routes(store: HistoryStore, master_key: str | None) -> list[Route]:
     async def one(request: Request) -> Response:
         tenant = guard(request)
         conversation = request.path_params["conversation_id"]
-        matches = [e for e in await store.entries(tenant) if e.conversation_id == conversation]
-        if not matches:
-            raise NotFound(f"no cached conversation {conversation!r}")
+        tenants = await tenants_of(store, conversation, tenant)
         if request.method == "DELETE":
-            deleted = sum([await store.delete(e.tenant, conversation) for e in matches])
+            deleted = sum([await store.delete(t, conversation) for t in tenants])
+            if not deleted:
+                raise NotFound(f"no cached conversation {conversation!r}")
             return _json({"deleted": deleted})
-        now = time.time()
-        return _json(
-            {"data": [{**summary(e, now), **e.model_dump(exclude={"v"})} for e in matches]}
-        )
+        data = [await detail(store, t, conversation) for t in tenants]
+        found = [item for item in data if item is not None]
+        if not found:
+            raise NotFound(f"no cached conversation {conversation!r}")
+        return _json({"data": found})
 
     handlers: list[tuple[str, Callable[[Request], Any]]] = [
         (PREFIX, listing),
         (PREFIX + "/{conversation_id}", one),
     ]
     return [Route(path, handler, methods=["GET", "DELETE"]) for path, handler in handlers]
+
+
+async def tenants_of(store: HistoryStore, conversation: str, tenant: str | None) -> list[str]:
+    """The tenants to look in: the one named, else those with an extraction of that id."""
+    if tenant is not None:
+        return [tenant]
+    return [e.tenant for e in await store.entries() if e.conversation_id == conversation]
+
+
+async def detail(store: HistoryStore, tenant: str, conversation: str) -> dict[str, Any] | None:
+    """One conversation's cached state: its extraction and its earlier document batches."""
+    entry = await store.get(tenant, conversation)
+    batches = await store.get_batches(tenant, conversation)
+    if entry is None and batches is None:
+        return None
+    found: dict[str, Any] = {"conversation_id": conversation, "tenant": tenant}
+    if entry is not None:
+        found |= {**summary(entry, time.time()), **entry.model_dump(exclude={"v"})}
+    placed = batches.batches if batches else ()
+    found["document_batches"] = len(placed)
+    found["document_batch_positions"] = [batch.position for batch in placed]
+    return found
 
 
 def _json(payload: Any) -> Response:

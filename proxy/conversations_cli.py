@@ -18,7 +18,7 @@ import orjson
 
 from kernel.config import ConfigError, load_config
 from kernel.store import HistoryStore, StoreError
-from proxy.admin import PREFIX, summary
+from proxy.admin import PREFIX, detail, summary, tenants_of
 from proxy.stores import open_store
 
 
@@ -73,21 +73,23 @@ def _open(args: argparse.Namespace) -> HistoryStore:
 
 async def _local(args: argparse.Namespace, store: HistoryStore) -> dict[str, Any]:
     try:
-        entries = await store.entries(args.tenant)
         if args.action == "rm" and args.all:
             return {"deleted": await store.clear(args.tenant)}
         if args.action == "ls":
             now = time.time()
-            return {"data": [summary(e, now) for e in sorted(entries, key=lambda e: -e.created_at)]}
-        matches = [e for e in entries if e.conversation_id == args.conversation_id]
-        if not matches:
-            raise LookupError(f"no cached conversation {args.conversation_id!r}")
+            entries = sorted(await store.entries(args.tenant), key=lambda e: -e.created_at)
+            return {"data": [summary(e, now) for e in entries]}
+        conversation = args.conversation_id
+        tenants = await tenants_of(store, conversation, args.tenant)
         if args.action == "rm":
-            return {
-                "deleted": sum([await store.delete(e.tenant, e.conversation_id) for e in matches])
-            }
-        now = time.time()
-        return {"data": [{**summary(e, now), "extraction": e.extraction} for e in matches]}
+            deleted = sum([await store.delete(t, conversation) for t in tenants])
+            if not deleted:
+                raise LookupError(f"no cached conversation {conversation!r}")
+            return {"deleted": deleted}
+        found = [d for t in tenants if (d := await detail(store, t, conversation)) is not None]
+        if not found:
+            raise LookupError(f"no cached conversation {conversation!r}")
+        return {"data": found}
     finally:
         await store.aclose()
 

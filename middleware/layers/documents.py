@@ -11,7 +11,9 @@ Clients send `documents: [{id?, text, score?, source?, language?}]` and optional
    reserve, safety margin and system prompt; it covers the conversation and the documents;
 3. when the batch does not fit the room the conversation leaves, seed 003's top_k keeps the
    `clamp(room / avg_chunk_tokens, 2, 10)` best documents; when the kept documents alone
-   exceed B the request is refused (`documents_budget_exceeded`, 400);
+   exceed B they are chunked (seed 002) and their chunks most relevant to the question go,
+   with their neighbours while they fit; only when not one chunk fits B is the request
+   refused (`documents_budget_exceeded`, 400);
 4. documents over `condense_share` of B are condensed one by one by an internal call focused
    on the user's latest question (seed 001's 85% rule);
 5. while the conversation + batch exceed B, the existing context is compacted (earlier
@@ -20,7 +22,8 @@ Clients send `documents: [{id?, text, score?, source?, language?}]` and optional
 6. the batch is one `user` message (the divider, then one `--- DOCUMENT ---` block per
    document) inserted just before the last user message.
 
-Where the batch goes and why: see `documents_plan`; the request extension: `documents_request`.
+Where the batch goes and why: `middleware/documents/plan.py`; chunks: `excerpts.py`; the
+request extension: `request.py`; earlier batches (kept in the store): `batches.py`.
 """
 
 from __future__ import annotations
@@ -156,6 +159,8 @@ class Documents:
             question=latest_question(request.messages),
         )
         steps = [f"top_k={plan.top_k}"] if plan.top_k else []
+        if any(p.how == "chunked" for p in plan.placed):
+            steps.append("chunked")
         return _Turn(
             request, entry, messages, batches, plan, window, derived - budget, scale, steps
         )

@@ -87,6 +87,8 @@ def test_integer_created_at_is_accepted() -> None:
         (lambda r: orjson.dumps({**r, "tokens_after": True}), "tokens_after: .* integer"),
         (lambda r: orjson.dumps({**r, "historical_end_index": 13}), "outside 0..message_count"),
         (lambda r: orjson.dumps({**r, "surprise": 1}), "surprise: Extra inputs"),
+        (lambda r: orjson.dumps({k: v for k, v in r.items() if k != "v"}), "no format version"),
+        (lambda r: orjson.dumps(r).replace(b"1700000000.0", b"NaN"), "finite number"),
     ],
 )
 def test_corrupt_records_raise_store_error(

@@ -13,6 +13,7 @@ from providers.fake import ScriptedProvider, json_response
 from proxy.cli import main
 from proxy.stores import open_store
 from tests.conftest import AppClient, settings_from
+from tests.kernel.store_contract import make_batches
 
 
 def entry(
@@ -104,3 +105,23 @@ def test_cli_reads_the_store_directly(tmp_path: Path, capsys: pytest.CaptureFixt
     assert main(["conversations", "rm", "conv-1", "--config", str(config)]) == 0
     assert main(["conversations", "show", "conv-1", "--config", str(config)]) == 1
     assert "no cached conversation 'conv-1'" in capsys.readouterr().err
+
+
+async def test_a_conversation_shows_and_forgets_its_document_batches(
+    app_client: AppClient, seeded: DiskHistoryStore
+) -> None:
+    """The detail lists a conversation's earlier document batches; a tenant's batches-only
+    conversation can be read and forgotten too, with both kinds gone after DELETE."""
+    await seeded.put_batches(make_batches(tenant="tenant-a", conversation_id="conv-1"))
+    await seeded.put_batches(make_batches(tenant="tenant-b", conversation_id="docs-only"))
+    client = app_client({"local": [ScriptedProvider([json_response("x")])]})
+    (shown,) = (await client.get("/overspill/conversations/conv-1")).json()["data"]
+    assert (shown["document_batches"], shown["document_batch_positions"]) == (2, [1, 3])
+    assert shown["extraction"].startswith("Notes")
+    only = await client.get("/overspill/conversations/docs-only", params={"tenant": "tenant-b"})
+    assert only.json()["data"][0]["document_batches"] == 2
+    gone = await client.delete("/overspill/conversations/conv-1")
+    assert gone.json() == {"deleted": 1}
+    assert await seeded.get_batches("tenant-a", "conv-1") is None
+    missing = await client.get("/overspill/conversations/conv-1")
+    assert missing.status_code == 404

@@ -461,7 +461,7 @@ async def test_documents_over_the_whole_budget_go_as_their_chunks_about_the_ques
     content = str(sent.messages[0]["content"])
     assert "compact: chunked" in content
     assert "refunds are paid within a week" in content
-    assert ctx.notes["documents-decision"] == "appended"
+    assert ctx.notes["documents-decision"] == "appended+chunked"
     assert int(ctx.notes["documents-tokens"]) <= 600
     (event,) = [r for r in caplog.records if r.getMessage() == "documents_budget"]
     (trace,) = event.__dict__["documents"]
