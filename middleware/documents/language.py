@@ -4,8 +4,9 @@ Each language has a handful of signs (a cheap keyword pre-check, then a pattern)
 language with the most signs wins when it has at least two, else the document is `text`.
 
 Code that embeds SQL is the host language (seed 004: DOTNET_WITH_SQL is dotnet): once a
-host language (C#, Python, JavaScript, TypeScript) shows its signs, SQL signs count only in
-the host's own code, not inside its string literals or comments, and a tie goes to the host.
+host language (C#, Python, JavaScript, TypeScript) shows a sign, SQL signs count only in the
+host's own code, not inside its string literals or comments; SQL held only in the host's
+literals is one more sign of the host, and a tie goes to the host.
 """
 
 from __future__ import annotations
@@ -24,6 +25,15 @@ _EXTENSIONS = {
     ".ts": "typescript", ".tsx": "typescript", ".mts": "typescript", ".txt": "text",
     ".md": "text", ".rst": "text",
 }  # fmt: skip
+_MEMBER = (
+    r"\b(public|private|protected|internal)\s+((static|readonly|async|override|virtual)\s+)*"
+    r"(void|string|int|long|bool|decimal|double|[A-Z]\w*(<[\w.,\s<>\[\]?]+>)?(\[\])?)\??"
+    r"\s+\w+\s*[(=;]"
+)
+"""A C# method, field or property: a modifier, a type, then the name (TypeScript writes the
+type after a colon)."""
+_DAPPER = r"\.(Query(First|Single)?(OrDefault)?|Execute)(Async)?\s*<[\w.,\s<>\[\]?]+>\s*\("
+"""Dapper's typed calls: `.Query<Order>(`, `.QueryFirstOrDefaultAsync<int>(`."""
 _SIGNS: dict[str, tuple[tuple[str, str], ...]] = {
     "csharp": (
         ("using", r"\busing\s+System\b"),
@@ -36,13 +46,13 @@ _SIGNS: dict[str, tuple[tuple[str, str], ...]] = {
         ("async", r"\.[A-Z]\w*Async\s*(<[\w.,\s<>\[\]]+>)?\s*\("),
         ("console.write", r"\bConsole\.Write"),
         ("]", r"(?m)^\s*\[\w+(\(.*\))?\]\s*$"),
-        (
-            "(",
-            r"\b(public|private|protected|internal)\s+(static\s+)?(void|string|int|bool)\s+\w+\s*\(",
-        ),
+        ("(", _MEMBER),
         ("new", r"\bnew\s*\{\s*\w"),
-        ("new sql", r"\bnew\s+Sql(Connection|Command|Parameter|DataAdapter)\s*\("),
+        ("new", r"\bnew\s+(Sql(Connection|Command|Parameter|DataAdapter)|StringBuilder)\s*\("),
         ("execute", r"\.(ExecuteReader|ExecuteScalar|ExecuteNonQuery)(Async)?\s*\("),
+        ("command", r"\.CommandText\s*=|\.Parameters\.Add(WithValue|Range)?\s*\("),
+        ("query", _DAPPER),
+        (".to", r"\.To(List|Array|Dictionary|HashSet|String)(Async)?\(\)"),
         ("sql", r"\.(FromSql|ExecuteSql|SqlQuery)(Raw|Interpolated)?(Async)?\s*(<\w+>)?\("),
         ('@"', r"(?<![\w\"])\$?@\$?\""),
         ('@"', r"\b(var|string)\s+\w+\s*=\s*\$?@\$?\""),
@@ -97,10 +107,19 @@ def detect_language(text: str, source: str | None = None) -> str:
     if scores["typescript"] and scores["javascript"] + scores["typescript"] >= MIN_SIGNS:
         scores["typescript"] += scores["javascript"]
     host = max((lang for lang in _SIGNS if lang != "sql"), key=lambda lang: scores[lang])
-    if scores["sql"] and scores[host] >= MIN_SIGNS:
-        scores["sql"] = signs(code_only(sample, SYNTAXES[host]), "sql")
+    if scores["sql"] and scores[host]:
+        _count_embedded_sql(sample, host, scores)
     best = max(scores, key=lambda lang: scores[lang])
     return best if scores[best] >= MIN_SIGNS else "text"
+
+
+def _count_embedded_sql(sample: str, host: str, scores: dict[str, int]) -> None:
+    """SQL counted only in the host's own code; SQL that is all inside the host's string
+    literals is a sign of the host (the query text of Dapper, ADO.NET, EF raw SQL)."""
+    in_code = signs(code_only(sample, SYNTAXES[host]), "sql")
+    if scores["sql"] >= MIN_SIGNS and not in_code:
+        scores[host] += 1
+    scores["sql"] = in_code
 
 
 def signs(sample: str, language: str) -> int:

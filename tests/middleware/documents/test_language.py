@@ -111,6 +111,40 @@ SELECT id, total FROM orders WHERE total > 100 ORDER BY total DESC;
 ```
 """
 
+COMMAND_TEXT = """\
+cmd.CommandText = "SELECT * FROM Orders WHERE Id = @id ORDER BY Id";
+cmd.Parameters.AddWithValue("@id", id);
+var reader = cmd.ExecuteReader();
+"""
+EF6_SQL_QUERY = """\
+var blogs = context.Blogs
+    .SqlQuery("SELECT * FROM dbo.Blogs WHERE Name = @p0 ORDER BY Name", name)
+    .ToList();
+"""
+DAPPER_METHOD = """\
+public IEnumerable<Order> Get(int id)
+{
+    var sql = "SELECT Id, Total FROM Orders WHERE Id = @id GROUP BY Id, Total";
+    return _connection.Query<Order>(sql, new { id });
+}
+"""
+STRING_BUILDER = """\
+var sb = new StringBuilder();
+sb.Append("SELECT o.Id FROM Orders o ");
+sb.Append("JOIN Customers c ON c.Id = o.CustomerId ");
+sb.Append("WHERE o.Total > 100 ORDER BY o.Id");
+"""
+ONE_SIGN_OF_CSHARP = """\
+var reader = cmd.ExecuteReader(
+    "SELECT Id FROM Orders WHERE Total > 100 ORDER BY Total");
+"""
+T_SQL_NAMING_CSHARP = """\
+-- read by OrderRepository.ToList() in the service
+SELECT o.Id, o.Total FROM dbo.Orders o
+WHERE o.Total > 100
+ORDER BY o.Total DESC;
+"""
+
 
 EMBEDDING = {
     "dapper": DAPPER,
@@ -120,6 +154,10 @@ EMBEDDING = {
     "verbatim": VERBATIM,
     "verbatim-local": VERBATIM_LOCAL,
     "raw": RAW_STRING,
+    "command-text": COMMAND_TEXT,
+    "ef6-sql-query": EF6_SQL_QUERY,
+    "dapper-method": DAPPER_METHOD,
+    "string-builder": STRING_BUILDER,
 }
 
 
@@ -146,7 +184,29 @@ def test_other_hosts_of_sql_are_their_own_language(text: str, expected: str) -> 
     assert detect_language(text) == expected
 
 
-@pytest.mark.parametrize("text", [T_SQL, MARKDOWN_SQL], ids=["t-sql", "markdown"])
+def test_sql_only_inside_the_strings_of_code_is_a_sign_of_that_code() -> None:
+    """One sign of C# and a query that is all inside its string: C#, not SQL."""
+    assert signs(ONE_SIGN_OF_CSHARP, "csharp") == 1
+    assert detect_language(ONE_SIGN_OF_CSHARP) == "csharp"
+
+
+@pytest.mark.parametrize(
+    "text", [T_SQL, MARKDOWN_SQL, T_SQL_NAMING_CSHARP], ids=["t-sql", "markdown", "naming-c#"]
+)
 def test_sql_is_still_sql(text: str) -> None:
-    """T-SQL with @parameters, and SQL in prose without a host language, stay SQL."""
+    """T-SQL with @parameters, SQL in prose without a host language, and SQL whose comment
+    names C#, stay SQL."""
     assert detect_language(text) == "sql"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "  private readonly name: string;",
+        "  public async load(): Promise<void> {",
+        "  protected static create(id: number): Order {",
+    ],
+)
+def test_typescript_members_are_not_csharp_signs(line: str) -> None:
+    """TypeScript writes a member's type after a colon: no C# sign there."""
+    assert signs(line, "csharp") == 0
