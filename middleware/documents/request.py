@@ -35,7 +35,8 @@ def _non_blank(value: str) -> str:
 
 
 def _one_line(value: str) -> str:
-    if "\n" in value:
+    """No line break of any kind (`\r`, `\u2028`...): ids and sources are header lines."""
+    if value.splitlines() not in ([], [value]):
         raise PydanticCustomError("multiline", "must be one line")
     return value
 
@@ -174,9 +175,19 @@ def parse_compact(value: object) -> frozenset[str]:
 
 def _invalid(root: str, error: ValidationError, rules: Mapping[str, str]) -> InvalidChatRequest:
     """The first problem as a 400: `param` is its path, the message says what to fix."""
-    detail = error.errors(include_url=False)[0]
+    detail = _first(error.errors(include_url=False))
     where, field = _path(root, detail["loc"])
     return InvalidChatRequest(f"{where!r} {_what_to_fix(detail, field, rules)}", param=where)
+
+
+def _first(details: Sequence[ErrorDetails]) -> ErrorDetails:
+    """The first item's problem; an unknown field before the others, since a misspelt field
+    (`txt`) is why a required one is missing."""
+    return min(details, key=lambda d: (_item(d["loc"]), d["type"] != "extra_forbidden"))
+
+
+def _item(loc: tuple[int | str, ...]) -> int:
+    return loc[0] if loc and isinstance(loc[0], int) else -1
 
 
 def _path(root: str, loc: tuple[int | str, ...]) -> tuple[str, str]:

@@ -48,6 +48,22 @@ def refusal(value: object) -> InvalidChatRequest:
             "'documents[0].id' must be a non-empty one-line string (or an integer)",
         ),
         (
+            [{"text": "x", "id": "a\rb"}],
+            "documents[0].id",
+            "'documents[0].id' must be a non-empty one-line string (or an integer)",
+        ),
+        (
+            [{"text": "x", "source": "a\u2028b"}],
+            "documents[0].source",
+            "'documents[0].source' must be a one-line string",
+        ),
+        (
+            [{"text": "x"}, {"txt": "y", "score": "high"}],
+            "documents[1].txt",
+            "'documents[1].txt' is not a document field (fields: id, text, score, source, "
+            "language)",
+        ),
+        (
             [{"text": "x", "source": "a\nb"}],
             "documents[0].source",
             "'documents[0].source' must be a one-line string",
