@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-import httpx
 import orjson
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -14,34 +13,19 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from kernel.config import Settings
 from kernel.errors import InvalidChatRequest, MethodNotAllowed, NotFound, OverspillError
-from kernel.store import HistoryStore, StoreError
-from kernel.types import Provider, RequestContext
-from middleware.pipeline import LAYERS, LayerFactory
-from providers.ollama import OllamaWindows
+from kernel.store import StoreError
+from kernel.types import RequestContext
 from proxy.admin import admin_routes, require_master
 from proxy.chat import AppState, chat_completions
 from proxy.http import authenticate
 from proxy.models import models_body
 from proxy.responses import JSON_TYPE, error_response, request_id
-from proxy.system import System, build_system
+from proxy.system import System
 
 
-def create_app(
-    settings: Settings,
-    *,
-    registry: Mapping[str, LayerFactory] = LAYERS,
-    providers: Mapping[str, Sequence[Provider]] | None = None,
-    client: httpx.AsyncClient | None = None,
-    store: HistoryStore | None = None,
-    ollama: OllamaWindows | None = None,
-) -> Starlette:
-    """The ASGI app for validated settings (tests may inject providers, clients, a store)."""
-    system = build_system(
-        settings, registry=registry, providers=providers, client=client, store=store,
-        ollama=ollama,
-    )  # fmt: skip
+def create_app(system: System) -> Starlette:
+    """The ASGI app over a built system (proxy/system.py wires it); it closes the system."""
     general = system.settings.general_settings
     master = general.master_key.get_secret_value() if general.master_key else None
     state = AppState(system, master)

@@ -13,6 +13,7 @@ from proxy import logs
 from proxy.app import create_app
 from proxy.cli import CONFIG_ENV
 from proxy.stores import open_store
+from proxy.system import build_system
 
 
 def app_from_env() -> Starlette:
@@ -22,7 +23,7 @@ def app_from_env() -> Starlette:
     general = loaded.settings.general_settings
     logs.configure(general.log_level)
     store = open_store(general.store, base_dir=os.path.dirname(os.path.abspath(path)))
-    app = create_app(loaded.settings, store=store)
+    app = create_app(build_system(loaded.settings, store=store))
     gc.freeze()  # startup objects (config, modules) are never garbage: stop rescanning them
     logging.getLogger("overspill").info(
         "ready", extra={"models": loaded.settings.model_names(), "pid": os.getpid()}

@@ -31,6 +31,7 @@ from kernel.types import ChatRequest, ChatResponse, RequestContext
 from middleware.pipeline import LAYERS
 from providers.fake import completion, sse_events
 from proxy.app import create_app
+from proxy.system import build_system
 
 ASGIApp = Callable[..., Awaitable[None]]
 ANSWER = orjson.dumps(completion("Hello there, how can I help you today?"))
@@ -89,7 +90,7 @@ general_settings: {{master_key: sk-bench, log_level: info}}
 middleware: [{layers}]
 """
     settings = parse_config(config, "bench.yaml", {}).settings
-    return create_app(settings, providers={"mock-model": [Upstream()]}, store=store)
+    return create_app(build_system(settings, providers={"mock-model": [Upstream()]}, store=store))
 
 
 async def call(app: ASGIApp, body: bytes) -> int:

@@ -20,6 +20,7 @@ from kernel.store import DiskHistoryStore, HistoryStore
 from kernel.types import Complete, Provider
 from middleware.pipeline import LAYERS, LayerFactory
 from proxy.app import create_app
+from proxy.system import build_system
 from tests.redis_server import redis_url  # noqa: F401 - a session fixture for every test
 
 # Shared 2-core machines: no per-example deadline. In CI, the same examples every run.
@@ -94,10 +95,12 @@ async def app_client(store: DiskHistoryStore) -> AsyncIterator[AppClient]:
         key: str | None = "sk-master",
     ) -> httpx.AsyncClient:
         app = create_app(
-            settings or settings_from(),
-            providers=providers,
-            registry=registry or LAYERS,
-            store=store,
+            build_system(
+                settings or settings_from(),
+                providers=providers,
+                registry=registry or LAYERS,
+                store=store,
+            )
         )
         headers = {"authorization": f"Bearer {key}"} if key else {}
         client = httpx.AsyncClient(

@@ -22,6 +22,7 @@ from kernel.store import DiskHistoryStore
 from kernel.types import ChatRequest, ChatResponse, RequestContext
 from providers.fake import ScriptedProvider, json_response, sse_events, stream_response
 from proxy.app import create_app
+from proxy.system import build_system
 from tests.conftest import AppClient, settings_from
 
 USER = {"role": "user", "content": "hi"}
@@ -153,7 +154,7 @@ async def test_unset_secret_makes_only_that_model_unavailable(store: DiskHistory
         "  - {model_name: ok, litellm_params: {model: openai/a, api_base: 'http://a.test/v1'}}\n"
         "  - {model_name: keyless, litellm_params: {model: openai/b, api_key: os.environ/B_KEY}}\n"
     )
-    app = create_app(settings_from(text), store=store)
+    app = create_app(build_system(settings_from(text), store=store))
 
     async with httpx.AsyncClient(
         transport=httpx.ASGITransport(app=app), base_url="http://t"
@@ -269,7 +270,7 @@ def post_until_disconnect(
 async def test_client_disconnect_cancels_the_upstream_call(store: DiskHistoryStore) -> None:
     """When the client goes away, the pending upstream call is cancelled."""
     hanging = Hanging()
-    app = create_app(settings_from(), providers={"local": [hanging]}, store=store)
+    app = create_app(build_system(settings_from(), providers={"local": [hanging]}, store=store))
     disconnect = asyncio.Event()
     call, _ = post_until_disconnect(app, CHAT, disconnect)
     await hanging.started.wait()
@@ -306,7 +307,7 @@ async def test_client_disconnect_mid_stream_closes_the_upstream(store: DiskHisto
             closed.set()
 
     provider = ScriptedProvider([lambda request: ChatResponse(stream=endless())])
-    app = create_app(settings_from(), providers={"local": [provider]}, store=store)
+    app = create_app(build_system(settings_from(), providers={"local": [provider]}, store=store))
     disconnect = asyncio.Event()
     call, sent = post_until_disconnect(app, {**CHAT, "stream": True}, disconnect)
     await sent_first.wait()

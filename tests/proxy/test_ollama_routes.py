@@ -11,6 +11,7 @@ from kernel.store import DiskHistoryStore
 from providers.fake import ScriptedProvider, json_response
 from providers.ollama import OllamaWindows
 from proxy.app import create_app
+from proxy.system import build_system
 from tests.conftest import settings_from
 from tests.fakes.ollama import FakeModel, FakeOllama
 
@@ -34,10 +35,12 @@ async def client(store: DiskHistoryStore) -> AsyncIterator[httpx.AsyncClient]:
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=fake.app)) as to_ollama:
         windows = OllamaWindows(to_ollama)
         app = create_app(
-            settings_from(CONFIG),
-            providers={"llama": [ScriptedProvider([json_response("x")])]},
-            store=store,
-            ollama=windows,
+            build_system(
+                settings_from(CONFIG),
+                providers={"llama": [ScriptedProvider([json_response("x")])]},
+                store=store,
+                ollama=windows,
+            )
         )
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(
@@ -73,7 +76,7 @@ def test_ollama_routes_are_rewritten_to_the_native_api(
     store: DiskHistoryStore, caplog: pytest.LogCaptureFixture
 ) -> None:
     """An `ollama/` deployment is served through `ollama_chat/`, with a warning."""
-    app = create_app(settings_from(CONFIG), store=store)
+    app = create_app(build_system(settings_from(CONFIG), store=store))
     entry = app.state.overspill.system.entries["llama"]
     assert entry.litellm_params.model == "ollama_chat/smollm2:latest"
     assert "ollama/ routes lose num_ctx" in caplog.text

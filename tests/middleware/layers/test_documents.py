@@ -597,17 +597,22 @@ async def test_an_ollama_targets_budget_comes_from_the_window_it_runs_with(
     assert windows.asked == 1
 
 
-async def test_earlier_batches_live_in_the_store_not_the_process(store: DiskHistoryStore) -> None:
-    """A new layer (another replica, or after a restart) on the same store puts the earlier
-    batch back where the first one placed it."""
+async def first_turn_then_second(store: DiskHistoryStore) -> list[dict[str, Any]]:
+    """Place a first batch (with one layer), and give the next turn's messages."""
     await layer(store).handle(
         request_with(QUESTION, [{"text": "first batch"}]), ctx_for(), Upstream()
     )
-    turn_two = [
+    return [
         *QUESTION,
         {"role": "assistant", "content": "Orders 1-3."},
         {"role": "user", "content": "And 4?"},
     ]
+
+
+async def test_earlier_batches_live_in_the_store_not_the_process(store: DiskHistoryStore) -> None:
+    """A new layer (another replica, or after a restart) on the same store puts the earlier
+    batch back where the first one placed it."""
+    turn_two = await first_turn_then_second(store)
     upstream = Upstream()
     await layer(store).handle(request_with(turn_two, [{"text": "second"}]), ctx_for(), upstream)
     contents = [str(m["content"]) for m in upstream.sent[0].messages]
@@ -622,14 +627,7 @@ async def test_an_empty_documents_list_keeps_earlier_batches_in_place(
 ) -> None:
     """`documents: []` on a later turn sends the earlier batches where they were, so the
     conversation (and the prefix a cached extraction covers) stays the same."""
-    await layer(store).handle(
-        request_with(QUESTION, [{"text": "first batch"}]), ctx_for(), Upstream()
-    )
-    turn_two = [
-        *QUESTION,
-        {"role": "assistant", "content": "Orders 1-3."},
-        {"role": "user", "content": "And 4?"},
-    ]
+    turn_two = await first_turn_then_second(store)
     upstream = Upstream()
     await layer(store).handle(request_with(turn_two, []), ctx_for(), upstream)
     contents = [str(m["content"]) for m in upstream.sent[0].messages]
