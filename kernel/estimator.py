@@ -74,10 +74,6 @@ class Estimator:
             return 1.0
         return calibration.ratio(samples)
 
-    async def estimate(self, entry: ModelEntry, messages: Sequence[Message]) -> int:
-        """A prompt's estimated upstream token count (counted, then corrected)."""
-        return int(self.count(entry, messages) * await self.scale(entry))
-
     async def observe(self, entry: ModelEntry, counted: int, reported: int | None) -> None:
         """Learn from the upstream's count of a prompt we counted `counted` raw tokens for."""
         found = calibration.sample(counted, reported)

@@ -132,8 +132,6 @@ class RequestContext:
     """The client's messages, from which an id is derived when the client gave none."""
     skip_history: bool = False
     """The client asked for its full history to be sent (no splice)."""
-    internal: bool = False
-    """overspill's own call (extraction, condensing): conversation layers do not apply."""
     notes: dict[str, str] = field(default_factory=dict)
     _derived: str | None = None
 

@@ -68,7 +68,6 @@ class InternalCalls:
                 request_id=f"internal-{uuid.uuid4().hex[:12]}",
                 tenant="internal",
                 model=entry,
-                internal=True,
             )
             return completion_of(await self._pipeline(request, ctx))
 

@@ -122,7 +122,7 @@ async def test_overspills_own_calls_go_through_the_model_layers_only(
     registry = {name: recorder(name) for name in LAYERS} | {"ollama_window": recorder("model")}
     pipeline = build_pipeline(services(settings_from(), store), endpoint, registry)
     request = ChatRequest("m", (USER,), False, {"model": "m", "messages": [USER]})
-    await pipeline.model(request, RequestContext("r", "t", internal=True))
+    await pipeline.model(request, RequestContext("internal-r", "internal"))
     assert trail == ["model>", "<model"]
 
 
