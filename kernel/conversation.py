@@ -33,7 +33,6 @@ __all__ = [
     "canonical",
     "chain",
     "chain_matches",
-    "conversation_id",
     "derived_id",
     "given_id",
 ]
@@ -49,17 +48,6 @@ _OPENING_ROLES = frozenset({"system", "developer"})
 # Fields of a message that carry meaning; the SDK's `refusal`, `annotations`, `audio` nulls do not.
 # (`function_call` is the legacy form of `tool_calls`: kept when it is not null.)
 _KEPT_FIELDS = frozenset({"role", "content", "name", "tool_calls", "tool_call_id", "function_call"})
-
-
-def conversation_id(
-    *,
-    tenant: str,
-    header: str | None,
-    metadata: Mapping[str, Any] | None,
-    messages: Sequence[Mapping[str, Any]],
-) -> str:
-    """The conversation's id: the header, else `metadata.conversation_id`, else derived."""
-    return given_id(header, metadata) or derived_id(tenant, messages)
 
 
 def given_id(header: str | None, metadata: Mapping[str, Any] | None) -> str | None:

@@ -23,7 +23,7 @@ from typing import Any
 
 import diskcache
 
-from kernel.conversation import chain, conversation_id
+from kernel.conversation import chain, derived_id, given_id
 from kernel.store import DiskHistoryStore, HistoryEntry, HistoryStore
 from kernel.store_redis import RedisHistoryStore
 
@@ -183,11 +183,12 @@ def main() -> None:
         timings = time_sync(partial(chain, messages, len(messages), "extract-v1"), args.runs)
         print(f"chain over {size:5d} messages:      {summarise(timings)}")
     messages = history(200)
-    for label, header in (("derived", None), ("header ", "conv-123")):
-        identify = partial(
-            conversation_id, tenant="bench", header=header, metadata=None, messages=messages
-        )
-        print(f"{label} conversation id:        {summarise(time_sync(identify, args.runs))}")
+    identify: dict[str, Callable[[], object]] = {
+        "derived": partial(derived_id, "bench", messages),
+        "header ": partial(given_id, "conv-123", None),
+    }
+    for label, how in identify.items():
+        print(f"{label} conversation id:        {summarise(time_sync(how, args.runs))}")
 
     if args.dir:
         asyncio.run(bench_store(args.dir, args.runs))

@@ -14,7 +14,8 @@ from kernel.conversation import (
     canonical,
     chain,
     chain_matches,
-    conversation_id,
+    derived_id,
+    given_id,
 )
 from kernel.errors import InvalidChatRequest
 
@@ -37,7 +38,7 @@ def opened(history: list[Message]) -> list[Message]:
 
 def derive(tenant: str, messages: list[Message]) -> str:
     """The derived id (no header, no metadata)."""
-    return conversation_id(tenant=tenant, header=None, metadata=None, messages=messages)
+    return derived_id(tenant, messages)
 
 
 # --- identity ------------------------------------------------------------------------------
@@ -45,24 +46,18 @@ def derive(tenant: str, messages: list[Message]) -> str:
 
 def test_header_wins_over_metadata() -> None:
     """The X-Conversation-Id header is the id even when the body names another."""
-    found = conversation_id(
-        tenant="t", header="conv-1", metadata={"conversation_id": "other"}, messages=[]
-    )
-    assert found == "conv-1"
+    assert given_id("conv-1", {"conversation_id": "other"}) == "conv-1"
 
 
 def test_metadata_used_without_header() -> None:
     """metadata.conversation_id is the id when there is no header."""
-    found = conversation_id(
-        tenant="t", header=None, metadata={"conversation_id": "a.b:c_d-9"}, messages=[]
-    )
-    assert found == "a.b:c_d-9"
+    assert given_id(None, {"conversation_id": "a.b:c_d-9"}) == "a.b:c_d-9"
 
 
 def test_non_string_metadata_id_is_refused() -> None:
     """A non-string metadata.conversation_id is a 400 naming the field, not silently ignored."""
     with pytest.raises(InvalidChatRequest, match="must be a string") as caught:
-        conversation_id(tenant="t", header=None, metadata={"conversation_id": 42}, messages=[])
+        given_id(None, {"conversation_id": 42})
     assert caught.value.param == "metadata.conversation_id"
 
 
@@ -70,21 +65,27 @@ def test_non_string_metadata_id_is_refused() -> None:
 def test_invalid_header_is_rejected(value: str) -> None:
     """A header outside 1-128 chars of [A-Za-z0-9._:-] is a 400 naming the header."""
     with pytest.raises(InvalidChatRequest, match="X-Conversation-Id") as caught:
-        conversation_id(tenant="t", header=value, metadata=None, messages=[])
+        given_id(value, None)
     assert caught.value.param == "X-Conversation-Id"
 
 
 def test_invalid_metadata_id_is_rejected() -> None:
     """An invalid metadata.conversation_id is a 400 naming that field."""
     with pytest.raises(InvalidChatRequest) as caught:
-        conversation_id(tenant="t", header=None, metadata={"conversation_id": "a b"}, messages=[])
+        given_id(None, {"conversation_id": "a b"})
     assert caught.value.param == "metadata.conversation_id"
+
+
+def test_no_header_and_no_metadata_id_gives_none() -> None:
+    """Without a client id the edge derives one (lazily, from tenant and opening)."""
+    assert given_id(None, None) is None
+    assert given_id(None, {"team": "blue"}) is None
 
 
 def test_longest_valid_header_is_accepted() -> None:
     """128 characters is still a valid id."""
     value = "a" * 128
-    assert conversation_id(tenant="t", header=value, metadata=None, messages=[]) == value
+    assert given_id(value, None) == value
 
 
 def test_derived_id_is_prefixed_hex() -> None:
