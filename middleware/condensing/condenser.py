@@ -172,15 +172,14 @@ class Condenser:
                 done.append(f"{index}:{condensed.how}")
         return done
 
-    async def refit(
-        self, messages: list[Message], index: int, entry: ModelEntry, plan: Plan
+    def refit(
+        self, messages: list[Message], index: int, entry: ModelEntry, plan: Plan, scale: float
     ) -> list[Message]:
-        """The messages still within the plan's prompt limit at the ratio known now.
+        """The messages still within the plan's prompt limit at the ratio known now (`scale`).
 
         Extraction calls teach the estimator (an Ollama target's own counts), so the ratio
         may have risen since the plan; the stand-in at `index` is then cut (marked) to fit.
         """
-        scale = max(plan.scale, await self.estimator.scale(entry))
         over = self.estimator.count(entry, messages) - int(plan.budget.prompt_limit / scale)
         content = messages[index].get("content")
         if over <= 0 or not isinstance(content, str):

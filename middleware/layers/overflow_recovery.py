@@ -16,9 +16,9 @@ from typing import ClassVar
 from kernel.config import ModelEntry
 from kernel.errors import ContextWindowExceeded
 from kernel.services import Services
-from kernel.types import ChatRequest, ChatResponse, Message, Next, RequestContext
+from kernel.types import ChatRequest, ChatResponse, Next, RequestContext
 from middleware.condensing.budget import correction
-from middleware.condensing.condenser import Condenser, Plan, report
+from middleware.condensing.condenser import Condenser, report
 from middleware.condensing.split import assemble
 
 log = logging.getLogger("overspill.overflow_recovery")
@@ -93,14 +93,19 @@ class OverflowRecovery:
         shrunk = await condenser.shrink_oversized(messages, plan, entry)
         if not plan.split.historical and not shrunk:
             raise overflow
-        if plan.split.historical:
-            messages = await self._stand_in(messages, request, ctx, entry, plan)
+        made = (
+            await condenser.stand_in(request, ctx, entry, plan) if plan.split.historical else None
+        )
+        # overspill's own calls (extraction, condensing) may have taught a higher ratio
+        scale = max(scale, await self.estimator.scale(entry))
+        if made is not None:
+            report(ctx, made, len(plan.split.historical))
+            stood = assemble(messages, plan.split, made.message)
+            messages = condenser.refit(stood, len(plan.split.system), entry, plan, scale)
         if shrunk:
             ctx.note("oversized", ",".join(shrunk))
         before = plan.tokens(range(len(request.messages)))
-        after = int(
-            self.estimator.count(entry, messages) * max(scale, await self.estimator.scale(entry))
-        )
+        after = int(self.estimator.count(entry, messages) * scale)
         ctx.note("tokens-before", before)
         ctx.note("tokens-after", after)
         log.info(
@@ -118,17 +123,3 @@ class OverflowRecovery:
             return learned
         counted = self.estimator.count(entry, request.messages)
         return max(learned, correction(counted, overflow.requested))
-
-    async def _stand_in(
-        self,
-        messages: list[Message],
-        request: ChatRequest,
-        ctx: RequestContext,
-        entry: ModelEntry,
-        plan: Plan,
-    ) -> list[Message]:
-        """The messages with the historical part stood in for, still within the plan."""
-        stand_in = await self.condenser.stand_in(request, ctx, entry, plan)
-        report(ctx, stand_in, len(plan.split.historical))
-        assembled = assemble(messages, plan.split, stand_in.message)
-        return await self.condenser.refit(assembled, len(plan.split.system), entry, plan)
