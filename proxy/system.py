@@ -27,6 +27,7 @@ from kernel.types import (
     Complete,
     Completion,
     Message,
+    Next,
     Provider,
     RequestContext,
 )
@@ -46,9 +47,9 @@ class InternalCalls:
 
     def __init__(self, entries: Mapping[str, ModelEntry]) -> None:
         self.entries = entries
-        self._pipeline: Any = None
+        self._pipeline: Next | None = None
 
-    def bind(self, pipeline: Any) -> None:
+    def bind(self, pipeline: Next) -> None:
         """Attach the model pipeline, once the layers are built."""
         self._pipeline = pipeline
 
@@ -69,6 +70,8 @@ class InternalCalls:
                 tenant="internal",
                 model=entry,
             )
+            if self._pipeline is None:
+                raise RuntimeError("overspill's own calls are used before the layers are built")
             return completion_of(await self._pipeline(request, ctx))
 
         return complete
