@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12
 
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: run test lint types unit install model redis bench clean
+.PHONY: run test lint types unit reliability install model redis bench clean
 
 run: install model   ## start the local model and overspill on :4000 with config.yaml
 	scripts/run-local.sh
@@ -26,6 +26,9 @@ types: install
 
 unit: install redis   ## the tests that need no local model
 	$(BIN)/pytest -q -m "not e2e"
+
+reliability: install redis   ## the reliability and security suite, full example counts, a table per area
+	OVERSPILL_RELIABILITY=full $(BIN)/pytest -q -p no:cacheprovider -m reliability
 
 install: $(STAMP)
 

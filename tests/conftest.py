@@ -27,6 +27,8 @@ from proxy.app import create_app
 from proxy.system import build_system
 from tests.redis_server import redis_url  # noqa: F401 - a session fixture for every test
 
+pytest_plugins = ["tests.reliability"]
+
 # Shared 2-core machines: no per-example deadline. In CI, the same examples every run.
 hypothesis_settings.register_profile("dev", deadline=None)
 hypothesis_settings.register_profile("ci", deadline=None, derandomize=True, print_blob=True)
