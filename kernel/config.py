@@ -33,6 +33,7 @@ from pydantic import (
     model_validator,
 )
 
+from kernel.client_keys import ClientKey, key_problems, model_problems
 from kernel.config_includes import INCLUDE_KEY, IncludeError, resolve_includes
 from kernel.documents_config import DocumentsSettings
 from kernel.wildcards import Pattern, is_wildcard
@@ -318,6 +319,8 @@ class GeneralSettings(_Frozen):
     model_config = ConfigDict(frozen=True, extra="allow")
 
     master_key: SecretStr | None = None
+    client_keys: tuple[ClientKey, ...] = ()
+    """Keys of the apps that share the gateway, each its own tenant (kernel/client_keys.py)."""
     host: str = "127.0.0.1"
     port: int = Field(default=4000, ge=1, le=65535)
     max_body_bytes: int = Field(default=16 * 1024 * 1024, gt=0)
@@ -451,6 +454,7 @@ def parse_config(
             raise ConfigError(name, [str(exc)]) from None
     warnings: list[str] = []
     environment = _environment_variables(raw.get("environment_variables"), env, warnings)
+    written = raw
     raw, missing = _resolve_env(raw, {**env, **environment}, warnings)
     warnings += _litellm_warnings(raw)
     raw = _normalize(raw, warnings)
@@ -465,7 +469,38 @@ def parse_config(
         ]
         settings = settings.model_copy(update={"model_list": tuple(entries)})
     settings = _served_aliases(settings, warnings)
+    _check_client_keys(settings, written, name, warnings)
     return LoadedConfig(settings, warnings, environment)
+
+
+def _check_client_keys(
+    settings: Settings, raw: Mapping[str, Any], name: str, warnings: list[str]
+) -> None:
+    """Refuse bad client keys (ConfigError); warn about the disabled ones."""
+    keys = settings.general_settings.client_keys
+    if not keys:
+        return
+    general = settings.general_settings
+    problems = key_problems(keys, general.master_key)
+    aliases = settings.router_settings.model_group_alias
+    problems += model_problems(keys, settings.model_names(), aliases)
+    general_block = raw.get("general_settings")
+    written = general_block.get("client_keys") if isinstance(general_block, dict) else None
+    for index, item in enumerate(keys):
+        if item.key is not None:
+            continue
+        entry = written[index] if isinstance(written, list) and index < len(written) else None
+        if isinstance(entry, dict) and entry.get("key") is not None:
+            generic = f"general_settings.client_keys[{index}].key: environment variable "
+            warnings[:] = [line for line in warnings if not line.startswith(generic)]
+            warnings.append(
+                f"general_settings.client_keys[{index}] ({item.name}): its key's environment "
+                "variable is unset; this key is disabled (its requests get 401) until it is set"
+            )
+        else:
+            problems.append(f"general_settings.client_keys[{index}].key: field required")
+    if problems:
+        raise ConfigError(name, problems)
 
 
 def _read_yaml(text: str, name: str) -> dict[str, Any]:

@@ -8,6 +8,8 @@
     │   └── InvalidConfig               400  a reload found config.yaml unusable (old one kept)
     ├── AuthError                       401  missing or wrong key
     ├── AdminDisabled                   403  admin endpoints need a master key; none is set
+    ├── AdminOnly                       403  a client key on an admin endpoint
+    ├── ModelNotAllowed                 403  code=model_not_allowed: the key's `models` lack it
     ├── NotFound                        404  unknown route
     ├── MethodNotAllowed                405  known route, wrong method
     ├── ModelNotFound                   404  code=model_not_found, lists the configured names
@@ -107,6 +109,22 @@ class AdminDisabled(OverspillError):
     status = 403
     type = "permission_error"
     code = "admin_disabled"
+
+
+class AdminOnly(OverspillError):
+    """A client key (a tenant's, not the master key) called an admin endpoint."""
+
+    status = 403
+    type = "permission_error"
+    code = "admin_only"
+
+
+class ModelNotAllowed(OverspillError):
+    """The request's client key is limited to other models (`client_keys[].models`)."""
+
+    status = 403
+    type = "permission_error"
+    code = "model_not_allowed"
 
 
 class NotFound(OverspillError):

@@ -8,7 +8,6 @@ DELETE /overspill/conversations               forget all                   (?ten
 
 from __future__ import annotations
 
-import hmac
 import time
 from collections.abc import Callable
 from typing import Any
@@ -18,9 +17,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from kernel.errors import AdminDisabled, AuthError, NotFound
+from kernel.errors import NotFound
 from kernel.store import HistoryEntry, HistoryStore
-from proxy.http import bearer_token
+from proxy.keys import Keyring
 
 PREFIX = "/overspill/conversations"
 
@@ -40,22 +39,17 @@ def summary(entry: HistoryEntry, now: float) -> dict[str, Any]:
     }
 
 
-def require_master(request: Request, master_key: str | None) -> None:
-    """Admin routes need the master key (and are off when none is configured)."""
-    if master_key is None:
-        raise AdminDisabled(
-            "admin endpoints are disabled: set general_settings.master_key to use them"
-        )
-    token = bearer_token(request.headers.get("authorization"))
-    if token is None or not hmac.compare_digest(token.encode(), master_key.encode()):
-        raise AuthError("admin endpoints need the master key as 'Authorization: Bearer <key>'")
+def require_master(request: Request, keys: Keyring) -> None:
+    """Admin routes need the master key (and are off when none is configured); a client
+    key gets 403, since it is a valid key of a tenant, not the admin's."""
+    keys.require_admin(request.headers.get("authorization"))
 
 
-def admin_routes(store: HistoryStore, master_key: str | None) -> list[Route]:
+def admin_routes(store: HistoryStore, keys: Keyring) -> list[Route]:
     """The admin routes, bound to a store and guarded by the master key."""
 
     def guard(request: Request) -> str | None:
-        require_master(request, master_key)
+        require_master(request, keys)
         return request.query_params.get("tenant") or None
 
     async def listing(request: Request) -> Response:

@@ -19,7 +19,7 @@ from kernel.store import StoreError
 from kernel.types import RequestContext
 from proxy.admin import admin_routes, require_master
 from proxy.chat import AppState, chat_completions, traced_chat_completions
-from proxy.http import authenticate
+from proxy.keys import Keyring
 from proxy.metrics import metrics_route
 from proxy.models import models_body
 from proxy.responses import JSON_TYPE, error_response, request_id
@@ -32,9 +32,7 @@ Reload = Callable[[], Awaitable[dict[str, Any]]]
 def create_app(system: System, reload: Reload | None = None) -> Starlette:
     """The ASGI app over a built system (proxy/system.py wires it); it closes the system.
     With `reload`, `POST /overspill/config/reload` (master key) calls it."""
-    general = system.settings.general_settings
-    master = general.master_key.get_secret_value() if general.master_key else None
-    state = AppState(system, master)
+    state = AppState(system, Keyring.of(system.settings))
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -65,8 +63,9 @@ def routes(state: AppState) -> list[Route]:
         return await chat_completions(state, request)
 
     async def models(request: Request) -> Response:
-        authenticate(request.headers.get("authorization"), state.master_key)
-        return Response(await models_body(system), media_type=JSON_TYPE)
+        caller = state.keys.caller(request.headers.get("authorization"))
+        body = await models_body(system, caller.allows if caller.access else None)
+        return Response(body, media_type=JSON_TYPE)
 
     async def liveness(request: Request) -> Response:
         return Response(b'{"status":"alive"}', media_type=JSON_TYPE)
@@ -75,7 +74,7 @@ def routes(state: AppState) -> list[Route]:
         return await _readiness(system)
 
     async def refresh_ollama(request: Request) -> Response:
-        require_master(request, state.master_key)
+        require_master(request, state.keys)
         dropped = system.ollama.refresh()
         return Response(orjson.dumps({"dropped": dropped}), media_type=JSON_TYPE)
 
@@ -86,7 +85,7 @@ def routes(state: AppState) -> list[Route]:
         Route("/models", models, methods=["GET"]),
         Route("/health/liveness", liveness, methods=["GET"]),
         Route("/health/readiness", readiness, methods=["GET"]),
-        *admin_routes(system.store, state.master_key),
+        *admin_routes(system.store, state.keys),
         Route("/overspill/ollama/refresh", refresh_ollama, methods=["POST"]),
         metrics_route(state),
     ]
@@ -98,7 +97,7 @@ def reload_routes(state: AppState, reload: Reload | None) -> list[Route]:
         return []
 
     async def reload_config(request: Request) -> Response:
-        require_master(request, state.master_key)
+        require_master(request, state.keys)
         return Response(orjson.dumps(await reload()), media_type=JSON_TYPE)
 
     return [Route("/overspill/config/reload", reload_config, methods=["POST"])]

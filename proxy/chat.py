@@ -24,7 +24,8 @@ from kernel.errors import (
     UpstreamError,
 )
 from kernel.types import ChatRequest, ChatResponse, RequestContext
-from proxy.http import authenticate, edge_context, parse_chat_request
+from proxy.http import edge_context, parse_chat_request
+from proxy.keys import Keyring
 from proxy.responses import JSON_TYPE, context_headers, error_response, request_id, sse_error_event
 from proxy.system import System
 
@@ -36,7 +37,13 @@ class AppState:
     """Everything the routes need, built once at startup."""
 
     system: System
-    master_key: str | None
+    keys: Keyring
+    """The config's master and client keys: who a request's key is (proxy/keys.py)."""
+
+    @property
+    def master_key(self) -> str | None:
+        """The master key, when the config sets one."""
+        return self.keys.master_key
 
 
 async def traced_chat_completions(
@@ -62,10 +69,11 @@ async def chat_completions(
     chat: ChatRequest | None = None
     watch: DisconnectWatch | None = None
     try:
-        tenant = authenticate(request.headers.get("authorization"), state.master_key)
-        ctx.tenant = tenant
+        caller = state.keys.caller(request.headers.get("authorization"))
+        tenant = ctx.tenant = caller.tenant
         raw = await _read_body(request, state.system.settings.general_settings.max_body_bytes)
         chat = parse_chat_request(raw)
+        caller.check_model(chat.model)
         model = _resolve(state, chat)
         chat, ctx = edge_context(chat, request.headers, request_id=ctx.request_id, tenant=tenant)
         ctx.model = model

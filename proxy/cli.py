@@ -172,9 +172,10 @@ def serve(args: argparse.Namespace) -> int:
     for warning in loaded.warnings:
         log.warning(warning)
     log.info(layers_line(loaded))
-    if general.master_key is None:
+    if general.master_key is None and not general.client_keys:
         log.warning(
-            "no general_settings.master_key: any client that can reach overspill may use it"
+            "no general_settings.master_key or client_keys: any client that can reach "
+            "overspill may use it"
         )
     os.environ[CONFIG_ENV] = os.path.abspath(args.config)
     os.environ[WORKERS_ENV] = str(args.workers)

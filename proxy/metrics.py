@@ -58,7 +58,7 @@ def metrics_route(state: AppState) -> Route:
         if not settings.enabled:
             raise NotFound("no route GET /metrics: general_settings.metrics.enabled is false")
         if settings.require_master_key:
-            require_master(request, state.master_key)
+            require_master(request, state.keys)
         encoder, content_type = choose_encoder(request.headers.get("accept", ""))
         flush()  # this worker's pending counts, now
         shared = multiprocess_dir()

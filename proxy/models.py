@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -27,8 +28,9 @@ from proxy.system import System
 log = logging.getLogger("overspill.models")
 
 
-async def models_body(system: System) -> bytes:
-    """The `/v1/models` answer (OpenAI's list shape, plus `context_window`)."""
+async def models_body(system: System, allows: Callable[[str], bool] | None = None) -> bytes:
+    """The `/v1/models` answer (OpenAI's list shape, plus `context_window`); with `allows`,
+    only the names it allows (a client key limited to some models)."""
     created = int(time.time())
     settings = system.settings
     windows: dict[str, int | None] = {}
@@ -58,6 +60,8 @@ async def models_body(system: System) -> bytes:
     for entry in settings.model_list:
         if entry.ollama.list_local_models and not entry.missing_env:
             data += await local_ollama_models(system.ollama, entry)
+    if allows is not None:
+        data = [item for item in data if allows(item["id"])]
     return orjson.dumps({"object": "list", "data": data})
 
 
