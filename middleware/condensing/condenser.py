@@ -34,6 +34,7 @@ from middleware.condensing.ladder import (
     extract_on_ladder,
     ladder_for,
 )
+from middleware.condensing.slots import Found, look_up
 from middleware.condensing.split import (
     SYSTEM_ROLES,
     Split,
@@ -102,13 +103,17 @@ class Condenser:
         split = split_history(request.messages, counts, tail_budget=int(tail_budget / scale))
         return Plan(split, budget, counts, scale, tail_budget)
 
-    async def cached(self, ctx: RequestContext) -> HistoryEntry | None:
-        """The stored entry, or None when there is none or the store fails (logged)."""
-        try:
-            return await self.services.store.get(ctx.tenant, ctx.conversation_id)
-        except StoreError as exc:
-            log.error("history store read failed; going on without it", extra={"error": str(exc)})
-            return None
+    async def cached(self, ctx: RequestContext, request: ChatRequest) -> HistoryEntry | None:
+        """The stored entry that applies to the whole request, else the conversation's first
+        one (to say why it missed); None when there is none or the store fails (logged)."""
+        found = await self.look_up(ctx, request, len(request.messages))
+        return found.entry or found.first
+
+    async def look_up(self, ctx: RequestContext, request: ChatRequest, end: int) -> Found:
+        """The conversation's entry valid for `request.messages[:end]`, and its slot."""
+        return await look_up(
+            self.services.store, ctx, lambda e: self.miss_reason(e, request, end) is None
+        )
 
     def miss_reason(self, cached: HistoryEntry, request: ChatRequest, end: int) -> str | None:
         """Why a cached extraction does not apply to this request (None: it applies)."""
@@ -131,8 +136,8 @@ class Condenser:
         end = plan.split.historical_end
         replaced = len(plan.split.historical)
         async with self.services.store.single_flight(ctx.tenant, ctx.conversation_id):
-            cached = await self.cached(ctx)
-            previous = cached if cached and not self.miss_reason(cached, request, end) else None
+            found = await self.look_up(ctx, request, end)
+            previous = found.entry
             if previous is not None and previous.historical_end_index == end:
                 metrics.extraction_made(entry.model_name, "reused")
                 return StandIn(context_message(previous.extraction, replaced), "reused", None)
@@ -145,7 +150,7 @@ class Condenser:
                 )
                 message = context_message(extraction.text, replaced, cut=True)
                 return StandIn(message, "truncated", extraction)
-            await self._save(self._entry(request, ctx, entry, extraction, plan))
+            await self._save(self._entry(request, ctx, entry, extraction, plan, found.slot))
         action = "extracted-incremental" if extraction.incremental else "extracted"
         return StandIn(context_message(extraction.text, replaced), action, extraction)
 
@@ -235,11 +240,12 @@ class Condenser:
         entry: ModelEntry,
         extraction: Extraction,
         plan: Plan,
+        slot: str,
     ) -> HistoryEntry:
         end = plan.split.historical_end
         return HistoryEntry(
             tenant=ctx.tenant,
-            conversation_id=ctx.conversation_id,
+            conversation_id=slot,
             model_id=request.model,
             historical_end_index=end,
             message_count=len(request.messages),

@@ -43,7 +43,7 @@ class HistorySplice:
             return await call_next(request, ctx)
         if len(request.messages) < entry.context.splice_min_messages:
             return await call_next(request, ctx)
-        cached = await self.condenser.cached(ctx)
+        cached = await self.condenser.cached(ctx, request)
         if cached is None or not self._applies(cached, request, ctx):
             return await call_next(request, ctx)
         spliced, counted = await self._splice(request, ctx, entry, cached)
