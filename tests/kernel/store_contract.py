@@ -264,7 +264,16 @@ async def calibration_survives_clearing_conversations(store: HistoryStore) -> No
     assert await store.calibration("local") == (1.2,)
 
 
+async def identical_openings_keep_their_own_extraction(store: HistoryStore) -> None:
+    """Two conversations with one system prompt and first message, both compacted, each keep
+    their own extraction over several turns: no cross-use, no eviction ping-pong."""
+    from tests.kernel.slot_conversations import two_conversations_in_one_bucket
+
+    await two_conversations_in_one_bucket(store)
+
+
 CONTRACT: list[Check] = [
+    identical_openings_keep_their_own_extraction,
     batches_round_trip,
     batches_belong_to_their_tenant,
     delete_removes_both_kinds,
