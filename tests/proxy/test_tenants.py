@@ -111,7 +111,7 @@ async def ask(client: openai.AsyncOpenAI, messages: list[Any], conversation_id: 
     raw = await client.chat.completions.with_raw_response.create(
         model="local", messages=messages, extra_headers={"x-conversation-id": conversation_id}
     )
-    return raw.headers.get("x-overspill-action", "sent")
+    return str(raw.headers.get("x-overspill-action", "sent"))
 
 
 async def test_each_client_key_is_its_own_tenant_and_logs_name_not_key(
