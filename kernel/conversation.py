@@ -12,7 +12,8 @@ about 2-3 µs a message on the development box (scripts/bench_store.py), mostly 
 A derived id (no header, no ``metadata.conversation_id``) hashes the tenant, the system and
 developer messages before the first user message, and that first user message. It stays the
 same as the conversation grows, but two conversations that open identically share it; the
-chain keeps them from using each other's extraction (they may overwrite each other's entry).
+chain keeps them from using each other's extraction, and the condenser keeps several entries
+per derived id, one per conversation (middleware/condensing/slots.py).
 
 Pure functions; the only project import is the error tree.
 """
