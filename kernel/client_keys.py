@@ -9,7 +9,7 @@
         - name: batch
           key: os.environ/BATCH_KEY
 
-A key's `name` is its tenant: conversation state, log lines and metrics name it, never the key.
+A key's `name` is its tenant: conversation state and log lines are under it, never the key.
 `models` lists the model names a key may request, as it requests them: a configured
 `model_name`, a `router_settings.model_group_alias` name (an alias is also allowed when its
 target is), or a pattern with `*` (`openai/*`), as in LiteLLM's key `models`.
