@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import httpx
 import openai
@@ -34,7 +35,7 @@ def test_client_keys_through_a_real_server(
     )
     process, url, log = start_overspill(config, tmp_path)
     try:
-        question = [{"role": "user", "content": "Say hello."}]
+        question: list[Any] = [{"role": "user", "content": "Say hello."}]
         for key in (APP_A_KEY, APP_B_KEY):
             client = openai.OpenAI(base_url=url + "/v1", api_key=key, max_retries=0, timeout=300)
             reply = client.chat.completions.create(model="local", messages=question, max_tokens=8)
