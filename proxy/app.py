@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from kernel import tracing
+from kernel import redaction, tracing
 from kernel.errors import InvalidChatRequest, MethodNotAllowed, NotFound, OverspillError
 from kernel.store import StoreError
 from kernel.types import RequestContext
@@ -99,7 +99,8 @@ def reload_routes(state: AppState, reload: Reload | None) -> list[Route]:
 
     async def reload_config(request: Request) -> Response:
         require_master(request, state.master_key)
-        return Response(orjson.dumps(await reload()), media_type=JSON_TYPE)
+        outcome = redaction.redactor.redact_bytes(orjson.dumps(await reload()))
+        return Response(outcome, media_type=JSON_TYPE)
 
     return [Route("/overspill/config/reload", reload_config, methods=["POST"])]
 
@@ -109,7 +110,7 @@ async def _readiness(system: System) -> Response:
     try:
         await system.store.ping()
     except StoreError as exc:
-        failing = {"status": "unavailable", "store": str(exc)}
+        failing = {"status": "unavailable", "store": redaction.redact(str(exc))}
         return Response(orjson.dumps(failing), 503, media_type=JSON_TYPE)
     body = {
         "status": "ready",
