@@ -67,7 +67,8 @@ def metrics_route(state: AppState) -> Route:
             body = encoder(REGISTRY)
         else:
             body = await run_in_threadpool(merged, encoder, shared)  # every worker's files
-        return Response(redaction.redactor.redact_bytes(body), headers={"content-type": content_type})
+        body = redaction.redactor.redact_bytes(body)
+        return Response(body, headers={"content-type": content_type})
 
     return Route("/metrics", metrics, methods=["GET"])
 
