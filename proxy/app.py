@@ -14,7 +14,13 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from kernel import redaction, tracing
-from kernel.errors import InvalidChatRequest, MethodNotAllowed, NotFound, OverspillError
+from kernel.errors import (
+    InvalidChatRequest,
+    MethodNotAllowed,
+    NotFound,
+    OverspillError,
+    StoreUnavailable,
+)
 from kernel.store import StoreError
 from kernel.types import RequestContext
 from proxy.admin import admin_routes, require_master
@@ -43,6 +49,7 @@ def create_app(system: System, reload: Reload | None = None) -> Starlette:
 
     handlers: dict[Any, Callable[[Request, Exception], Awaitable[Response]]] = {
         OverspillError: _overspill_error,
+        StoreError: _store_error,
         HTTPException: _http_error,
     }
     app = Starlette(
@@ -126,6 +133,17 @@ async def _overspill_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, OverspillError)
     ctx = RequestContext(request_id=request_id(request), tenant="anonymous")
     return error_response(exc, ctx)
+
+
+async def _store_error(request: Request, exc: Exception) -> Response:
+    """A route that needs the store (the admin endpoints) found it unusable: 503, in JSON."""
+    assert isinstance(exc, StoreError)
+    error = StoreUnavailable(
+        f"the history store is unavailable, try again shortly ({exc}); "
+        "see GET /health/readiness and general_settings.store"
+    )
+    ctx = RequestContext(request_id=request_id(request), tenant="anonymous")
+    return error_response(error, ctx)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
