@@ -28,7 +28,7 @@ import httpx
 from kernel.config import parse_config
 from kernel.store_redis import open_redis_store
 from providers.failures import classify_failure
-from providers.fake import ScriptedProvider, json_response
+from providers.fake import ScriptedProvider, Step, json_response
 from proxy.app import create_app
 from proxy.system import build_system
 
@@ -65,10 +65,10 @@ async def timed(url: str, requests: int, fault: str, server: subprocess.Popen[by
     """Seconds per request, each a new conversation, with the fault applied first."""
     settings = parse_config(CONFIG.format(url=url), "bench.yaml", {}).settings
     overflow = classify_failure(status=400, message=OVERFLOW, provider="openai")
-    steps = [overflow, json_response("- a trip."), json_response("a trip.")] * requests
+    steps: list[Step] = [overflow, json_response("- a trip."), json_response("a trip.")]
     system = build_system(
         settings,
-        providers={"local": [ScriptedProvider(steps)]},
+        providers={"local": [ScriptedProvider(steps * requests)]},
         store=open_redis_store(settings.general_settings.store),
     )
     transport = httpx.ASGITransport(app=create_app(system))
