@@ -367,13 +367,16 @@ def test_redact_hides_passwords(url: str, shown: str) -> None:
 
 
 def test_rejects_non_positive_limits(redis_url: str) -> None:
-    """A zero TTL, bound or lock TTL, or a negative deadline, is a programming error."""
-    for option in ["ttl_seconds", "max_entries", "lock_ttl"]:
+    """A zero TTL, bound, lock TTL or timeout, or a negative deadline or retry pause, is a
+    programming error."""
+    for option in ["ttl_seconds", "max_entries", "lock_ttl", "timeout_seconds"]:
         zero: dict[str, Any] = {option: 0}
         with pytest.raises(ValueError, match=option):
             RedisHistoryStore(redis_url, **zero)
-    with pytest.raises(ValueError, match="wait_deadline"):
-        RedisHistoryStore(redis_url, wait_deadline=-1)
+    for option in ["wait_deadline", "retry_after"]:
+        negative: dict[str, Any] = {option: -1}
+        with pytest.raises(ValueError, match=option):
+            RedisHistoryStore(redis_url, **negative)
 
 
 def store_settings(**fields: Any) -> StoreSettings:
@@ -390,11 +393,14 @@ async def test_open_redis_store_reads_settings(redis_url: str) -> None:
         max_entries=7,
         lock_ttl_seconds=30.0,
         lock_wait_seconds=10.0,
+        timeout_seconds=0.5,
+        retry_after_seconds=2.0,
     )
     store = open_redis_store(settings)
     try:
         assert (store.key_prefix, store.ttl_seconds, store.max_entries) == ("x:", 60.0, 7)
         assert (store.lock_ttl, store.wait_deadline) == (30.0, 10.0)
+        assert (store.timeout_seconds, store.retry_after) == (0.5, 2.0)
         await store.ping()
     finally:
         await store.aclose()
