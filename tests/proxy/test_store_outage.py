@@ -16,15 +16,16 @@ from typing import Any
 import httpx
 import pytest
 
+from kernel.services import Services
 from kernel.store import HistoryStore
 from kernel.store_redis import RedisHistoryStore
-from kernel.types import ChatRequest, ChatResponse, RequestContext
+from kernel.types import ChatRequest, ChatResponse, Next, RequestContext
 from providers.failures import classify_failure
 from providers.fake import ScriptedProvider, json_response
 from proxy.app import create_app
 from proxy.system import System, build_system
 from tests.conftest import settings_from
-from tests.proxy.test_metrics import OVERFLOW_TEXT, conversation
+from tests.proxy.test_metrics import CHAT, OVERFLOW_TEXT, conversation
 from tests.redis_server import redis_process
 
 pytestmark = pytest.mark.reliability("store")
@@ -67,18 +68,24 @@ def stalled_store(url: str) -> RedisHistoryStore:
     )
 
 
-async def test_a_long_conversation_is_served_while_redis_is_stalled(
+@pytest.mark.parametrize("fault", ["stalled", "dead"])
+async def test_a_long_conversation_is_served_while_redis_is_stalled_or_dead(
+    fault: str,
     own_redis: tuple[subprocess.Popen[str], str],
     systems: list[System],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """Redis SIGSTOPped: an overflowing conversation is condensed and answered, 200, logged."""
+    """Redis SIGSTOPped or killed: an overflowing conversation is condensed and answered."""
     process, url = own_redis
     system = build_system(
         settings_from(), providers={"local": [overflowing()]}, store=stalled_store(url)
     )
     systems.append(system)
-    process.send_signal(signal.SIGSTOP)
+    if fault == "stalled":
+        process.send_signal(signal.SIGSTOP)
+    else:
+        process.kill()
+        process.wait(timeout=DEADLINE_SECONDS)
     try:
         with caplog.at_level(logging.ERROR, logger="overspill"):
             async with client_for(system) as client, asyncio.timeout(DEADLINE_SECONDS):
@@ -88,7 +95,8 @@ async def test_a_long_conversation_is_served_while_redis_is_stalled(
                     headers={"x-conversation-id": "trip"},
                 )
     finally:
-        process.send_signal(signal.SIGCONT)
+        if process.poll() is None:
+            process.send_signal(signal.SIGCONT)
     assert answer.status_code == 200, answer.text
     assert answer.headers["x-overspill-action"] == "extracted"
     assert answer.headers["x-overspill-attempts"] == "2"
@@ -121,6 +129,41 @@ async def test_admin_endpoints_answer_json_503_when_redis_is_down(
         assert "general_settings.store" in error["message"]
     assert ready.status_code == 503
     assert ready.json()["status"] == "unavailable"
+
+
+class NeedsTheStore:
+    """A layer that cannot go on without the store (none of overspill's own is one)."""
+
+    name = "needs_store"
+
+    def __init__(self, services: Services) -> None:
+        self.store = services.store
+
+    async def handle(self, request: ChatRequest, ctx: RequestContext, call_next: Next) -> Any:
+        await self.store.get(ctx.tenant, ctx.conversation_id)
+        return await call_next(request, ctx)
+
+
+async def test_a_request_that_needs_the_store_gets_a_json_503(
+    own_redis: tuple[subprocess.Popen[str], str], systems: list[System]
+) -> None:
+    """A StoreError no layer absorbs is 503 store_unavailable, never a 500 or a hang."""
+    process, url = own_redis
+    text = "model_list: [{model_name: local, litellm_params: {model: openai/m}}]\n"
+    system = build_system(
+        settings_from(text + "middleware: [needs_store]\n"),
+        providers={"local": [ScriptedProvider([json_response("hi")])]},
+        store=stalled_store(url),
+        registry={"needs_store": NeedsTheStore},
+    )
+    systems.append(system)
+    process.kill()
+    process.wait(timeout=DEADLINE_SECONDS)
+    async with client_for(system) as client, asyncio.timeout(DEADLINE_SECONDS):
+        answer = await client.post("/v1/chat/completions", json=CHAT)
+    assert answer.status_code == 503
+    assert answer.json()["error"]["code"] == "store_unavailable"
+    assert "127.0.0.1" not in answer.text  # where the store lives is the operator's business
 
 
 @dataclass
