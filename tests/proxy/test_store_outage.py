@@ -11,7 +11,7 @@ import subprocess
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 import pytest
@@ -134,12 +134,14 @@ async def test_admin_endpoints_answer_json_503_when_redis_is_down(
 class NeedsTheStore:
     """A layer that cannot go on without the store (none of overspill's own is one)."""
 
-    name = "needs_store"
+    name: ClassVar[str] = "needs_store"
 
     def __init__(self, services: Services) -> None:
         self.store = services.store
 
-    async def handle(self, request: ChatRequest, ctx: RequestContext, call_next: Next) -> Any:
+    async def handle(
+        self, request: ChatRequest, ctx: RequestContext, call_next: Next
+    ) -> ChatResponse:
         await self.store.get(ctx.tenant, ctx.conversation_id)
         return await call_next(request, ctx)
 
