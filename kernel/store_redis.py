@@ -415,7 +415,8 @@ class RedisHistoryStore:
             return
         if not released:
             log.warning(
-                "single-flight lock expired before release (held longer than lock_ttl %.1f s)",
+                "single-flight lock expired before release (not renewed within lock_ttl "
+                "%.1f s, or removed); a successor's lock is left alone",
                 self.lock_ttl,
                 extra={"lock": lock, "url": self.url},
             )
