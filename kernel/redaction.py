@@ -104,16 +104,6 @@ class Redactor:
         done = self.redact(text)
         return data if done == text else done.encode("utf-8", "surrogateescape")
 
-    def redact_value(self, value: Any) -> Any:
-        """Strings inside JSON-like data (dicts, lists) redacted; other values unchanged."""
-        if isinstance(value, str):
-            return self.redact(value)
-        if isinstance(value, dict):
-            return {key: self.redact_value(item) for key, item in value.items()}
-        if isinstance(value, list | tuple):
-            return [self.redact_value(item) for item in value]
-        return value
-
     def _unmask(self, text: str) -> str:
         """Replace `prefix***suffix` words whose ends are a secret's ends."""
         out: list[str] = []
