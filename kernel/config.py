@@ -286,6 +286,12 @@ class StoreSettings(_Frozen):
     max_entries: int | None = Field(default=None, gt=0)
     lock_ttl_seconds: float = Field(default=120, gt=0)
     lock_wait_seconds: float = Field(default=60, ge=0)
+    timeout_seconds: float = Field(default=1.0, gt=0)
+    """Redis: the most one store call may take (connect, send, answer); past it the call
+    fails and the request goes on without the store."""
+    retry_after_seconds: float = Field(default=5.0, ge=0)
+    """Redis: after a call failed for want of a connection or an answer, calls fail at once
+    for this long (no request waits on a dead store), then the next call tries again."""
 
     @model_validator(mode="after")
     def _redis_needs_url(self) -> StoreSettings:

@@ -15,6 +15,7 @@
     ├── ModelNotFound                   404  code=model_not_found, lists the configured names
     ├── PayloadTooLarge                 413  body over general_settings.max_body_bytes
     ├── ModelUnavailable                503  the model's secret is unset
+    ├── StoreUnavailable                503  the store cannot be reached (admin endpoints)
     └── UpstreamError                   502  the provider failed; keeps status, body, provider
         ├── UpstreamTimeout             504
         ├── UpstreamRateLimited         429  Retry-After passed on
@@ -165,6 +166,15 @@ class ModelUnavailable(OverspillError):
     status = 503
     type = "service_unavailable_error"
     code = "model_unavailable"
+
+
+class StoreUnavailable(OverspillError):
+    """The history store cannot be read or written, and the answer needs it (admin endpoints;
+    a chat request goes on without the store instead)."""
+
+    status = 503
+    type = "service_unavailable_error"
+    code = "store_unavailable"
 
 
 class UpstreamError(OverspillError):

@@ -25,31 +25,48 @@ Errors: a connection, timeout or server error raises `StoreError` naming
 `general_settings.store.url` with the password redacted. A corrupt record is logged, deleted
 (only if unchanged) and treated as a miss, as in the disk store.
 
+Bounded time: every call (connect, send, answer, redis-py's one retry) ends within
+`timeout_seconds` (default 1 s); a stalled Redis is a StoreError then, never a hung request.
+After a call fails for want of a connection or an answer, the store is down: for
+`retry_after_seconds` (default 5 s) every call fails at once without touching Redis, then the
+next call tries again (one log line when it goes down, one when it is back). A request
+therefore waits on a dead or stalled Redis at most once per `retry_after_seconds` window, about
+`timeout_seconds`. Listing and clearing (admin) bound each command, not the whole scan.
+
 Single flight: the in-process `SingleFlight` first (one replica's waiters do not poll Redis),
-then `SET lock token NX PX lock_ttl`, polled with a 20-200 ms backoff. The lock is released by
-a compare-and-delete script, so a holder whose lock expired never removes a successor's. A
-crashed holder blocks the others for at most `lock_ttl`. A waiter still without the lock
-`wait_deadline` after it arrived (queueing in this process included) proceeds without it, and
-so does a holder that cannot reach Redis; both are logged. The lock never fails a request: at
-worst two replicas extract the same conversation.
+then `SET lock token NX PX lock_ttl`, polled with a 20-200 ms backoff. While held, a watchdog
+renews the lock every `lock_ttl / 3` (only while it still holds this holder's token), so an
+extraction that runs past `lock_ttl` keeps it. The lock is released by a compare-and-delete
+script, so a holder whose lock expired never removes a successor's. A holder's `put` of the
+conversation it holds is fenced: one script writes it only while the lock still holds the
+holder's token, so a holder that lost its lock (renewal failed, Redis restarted) never writes
+over a newer holder's result; its result is dropped and logged. A crashed holder blocks the
+others for at most `lock_ttl`. A waiter still without the lock `wait_deadline` after it
+arrived (queueing in this process included) proceeds without it, and so does a holder that
+cannot reach Redis; both are logged, and their writes are not fenced. The lock never fails a
+request: at worst two replicas extract the same conversation.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import re
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import redis.asyncio as redis
 from pydantic import SecretStr
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from kernel.config import StoreSettings
 from kernel.records import (
@@ -80,16 +97,20 @@ TYPICAL_ENTRY_BYTES = 32 * 1024
 DEFAULT_MAX_ENTRIES = DEFAULT_SIZE_LIMIT_BYTES // TYPICAL_ENTRY_BYTES
 DEFAULT_LOCK_TTL_SECONDS = 120.0
 DEFAULT_WAIT_DEADLINE_SECONDS = 60.0
-DEFAULT_TIMEOUT_SECONDS = 5.0
+DEFAULT_TIMEOUT_SECONDS = 1.0
+DEFAULT_RETRY_AFTER_SECONDS = 5.0
 _POLL_FIRST_SECONDS = 0.02
 _POLL_MAX_SECONDS = 0.2
 _BATCH = 500
 _URL_KEY = "general_settings.store.url"
+_TIMEOUT_KEY = "general_settings.store.timeout_seconds"
 _T = TypeVar("_T")
 _R = TypeVar("_R", bound=Record)
 
-# KEYS: entry, index. ARGV: record, ttl ms, max entries. Returns how many live entries it evicted.
+# KEYS: entry, index[, lock]. ARGV: record, ttl ms, max entries[, token]. Returns how many
+# entries it evicted; -1 (nothing written) when a lock is given and no longer holds the token.
 _PUT = """
+if KEYS[3] and redis.call('GET', KEYS[3]) ~= ARGV[4] then return -1 end
 local now = redis.call('TIME')
 local ttl = tonumber(ARGV[2])
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl)
@@ -126,6 +147,26 @@ _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 """
+# KEYS: lock. ARGV: token, ttl ms. Renews the lock only if this holder still owns it.
+_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0
+"""
+
+
+@dataclass(eq=False)
+class _Hold:
+    """A held single-flight lock: its key, this holder's token, whether it was lost."""
+
+    tenant: str
+    conversation_id: str
+    lock: str
+    token: str
+    lost: bool = False
+
+
+_HELD: contextvars.ContextVar[_Hold | None] = contextvars.ContextVar("overspill_lock", default=None)
+"""The lock the current task holds (set inside `single_flight`), for fenced writes."""
 
 
 class RedisHistoryStore:
@@ -141,6 +182,7 @@ class RedisHistoryStore:
         lock_ttl: float = DEFAULT_LOCK_TTL_SECONDS,
         wait_deadline: float = DEFAULT_WAIT_DEADLINE_SECONDS,
         timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+        retry_after: float = DEFAULT_RETRY_AFTER_SECONDS,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         for name, value in [
@@ -151,16 +193,22 @@ class RedisHistoryStore:
         ]:
             if value <= 0:
                 raise ValueError(f"{name} must be positive, got {value}")
-        if wait_deadline < 0:
-            raise ValueError(f"wait_deadline cannot be negative, got {wait_deadline}")
+        for name, value in [("wait_deadline", wait_deadline), ("retry_after", retry_after)]:
+            if value < 0:
+                raise ValueError(f"{name} cannot be negative, got {value}")
         self.url = redact(url)
         self.key_prefix = key_prefix
         self.ttl_seconds = ttl_seconds
         self.max_entries = max_entries
         self.lock_ttl = lock_ttl
         self.wait_deadline = wait_deadline
+        self.timeout_seconds = timeout_seconds
+        self.retry_after = retry_after
         self.flights = SingleFlight()
         self._monotonic = monotonic
+        self._down_until = 0.0
+        """Until when (time.monotonic) calls fail at once: Redis failed to connect or answer."""
+        self._down_reason = ""
         self._index = f"{key_prefix}index"
         try:
             self._redis: redis.Redis = redis.Redis.from_url(
@@ -175,14 +223,29 @@ class RedisHistoryStore:
         self._purge = self._redis.register_script(_PURGE)
         self._delete_if = self._redis.register_script(_DELETE_IF)
         self._release = self._redis.register_script(_RELEASE)
+        self._renew = self._redis.register_script(_RENEW)
 
     async def get(self, tenant: str, conversation_id: str) -> HistoryEntry | None:
         """The tenant's entry for the conversation, or None (missing, expired or corrupt)."""
         return await self._get(self._key(HISTORY, tenant, conversation_id), HistoryEntry)
 
     async def put(self, entry: HistoryEntry) -> None:
-        """Write the entry atomically (value, index, eviction), replacing any previous one."""
-        await self._write(self._key(HISTORY, entry.tenant, entry.conversation_id), entry)
+        """Write the entry atomically (value, index, eviction), replacing any previous one;
+        inside the entry's own single flight, only while the lock is still this holder's."""
+        key = self._key(HISTORY, entry.tenant, entry.conversation_id)
+        hold = _HELD.get()
+        if hold is None or (hold.tenant, hold.conversation_id) != (
+            entry.tenant,
+            entry.conversation_id,
+        ):
+            await self._write(key, entry)
+            return
+        if hold.lost or await self._write(key, entry, fence=hold) < 0:
+            hold.lost = True
+            log.warning(
+                "single-flight lock passed to another holder; this result is not stored",
+                extra={"lock": hold.lock, "url": self.url},
+            )
 
     async def get_batches(self, tenant: str, conversation_id: str) -> DocumentBatches | None:
         """The conversation's earlier document batches, or None."""
@@ -276,11 +339,41 @@ class RedisHistoryStore:
         async with self.flights.hold(tenant, conversation_id):
             lock = f"{self.key_prefix}lock:{len(tenant)}:{tenant}:{conversation_id}"
             token = await self._acquire(lock, deadline)
+            if token is None:
+                yield
+                return
+            hold = _Hold(tenant, conversation_id, lock, token)
+            watchdog = asyncio.get_running_loop().create_task(self._watch(hold))
+            held = _HELD.set(hold)
             try:
                 yield
             finally:
-                if token is not None:
-                    await self._unlock(lock, token)
+                _HELD.reset(held)
+                watchdog.cancel()
+                await asyncio.gather(watchdog, return_exceptions=True)
+                await self._unlock(lock, token)
+
+    async def _watch(self, hold: _Hold) -> None:
+        """Renew the lock every lock_ttl / 3 while it is held; stop once it is lost."""
+        while True:
+            await asyncio.sleep(self.lock_ttl / 3)
+            try:
+                renew = self._renew(keys=[hold.lock], args=[hold.token, _ms(self.lock_ttl)])
+                renewed = await self._call("renew the single-flight lock", renew)
+            except StoreError as exc:
+                log.warning(
+                    "single-flight lock not renewed; trying again",
+                    extra={"lock": hold.lock, "url": self.url, "error": str(exc)},
+                )
+                continue
+            if not renewed:
+                hold.lost = True
+                log.warning(
+                    "single-flight lock lost (expired or taken over); this holder's result "
+                    "will not be stored",
+                    extra={"lock": hold.lock, "url": self.url},
+                )
+                return
 
     async def _acquire(self, lock: str, deadline: float) -> str | None:
         """The lock's token once held; None when proceeding without it (deadline or error)."""
@@ -288,9 +381,10 @@ class RedisHistoryStore:
         pause = _POLL_FIRST_SECONDS
         while True:
             try:
-                if await self._redis.set(lock, token, nx=True, px=_ms(self.lock_ttl)):
+                taken = self._redis.set(lock, token, nx=True, px=_ms(self.lock_ttl))
+                if await self._call("take the single-flight lock", taken):
                     return token
-            except RedisError as exc:
+            except StoreError as exc:
                 log.error(
                     "single-flight lock unavailable; proceeding without it",
                     extra={"lock": lock, "url": self.url, "error": str(exc)},
@@ -310,8 +404,10 @@ class RedisHistoryStore:
     async def _unlock(self, lock: str, token: str) -> None:
         """Release the lock if still ours; a lost lock or a Redis error is only logged."""
         try:
-            released = await self._release(keys=[lock], args=[token])
-        except RedisError as exc:
+            released = await self._call(
+                "release the single-flight lock", self._release(keys=[lock], args=[token])
+            )
+        except StoreError as exc:
             log.warning(
                 "single-flight lock not released; it expires by itself",
                 extra={"lock": lock, "url": self.url, "error": str(exc)},
@@ -319,7 +415,8 @@ class RedisHistoryStore:
             return
         if not released:
             log.warning(
-                "single-flight lock expired before release (held longer than lock_ttl %.1f s)",
+                "single-flight lock expired before release (not renewed within lock_ttl "
+                "%.1f s, or removed); a successor's lock is left alone",
                 self.lock_ttl,
                 extra={"lock": lock, "url": self.url},
             )
@@ -328,9 +425,14 @@ class RedisHistoryStore:
         raw = await self._call(f"read {key!r}", self._redis.get(key))
         return await self._decode(key, raw, kind)
 
-    async def _write(self, key: str, record: Record) -> None:
-        args: list[bytes | int] = [record.to_json(), _ms(self.ttl_seconds), self.max_entries]
-        await self._call(f"write {key!r}", self._put(keys=[key, self._index], args=args))
+    async def _write(self, key: str, record: Record, fence: _Hold | None = None) -> int:
+        """Write a record; with `fence`, only while its lock holds its token (-1: not written)."""
+        keys = [key, self._index]
+        args: list[bytes | int | str] = [record.to_json(), _ms(self.ttl_seconds), self.max_entries]
+        if fence is not None:
+            keys.append(fence.lock)
+            args.append(fence.token)
+        return int(await self._call(f"write {key!r}", self._put(keys=keys, args=args)))
 
     async def _decode(self, key: str, found: bytes | str | None, kind: type[_R]) -> _R | None:
         if found is None:
@@ -360,15 +462,51 @@ class RedisHistoryStore:
         async def collect() -> list[str]:
             return [key.decode() async for key in found]
 
-        return await self._call(f"list {prefix!r}*", collect())
+        # a scan is many commands: each is bounded by the socket timeout, not the whole
+        return await self._call(f"list {prefix!r}*", collect(), bounded=False)
 
-    async def _call(self, what: str, pending: Awaitable[_T]) -> _T:
-        try:
-            return await pending
-        except (RedisError, OSError) as exc:
+    async def _call(self, what: str, pending: Awaitable[_T], *, bounded: bool = True) -> _T:
+        """Await one Redis call within timeout_seconds; a failure is a StoreError, and a
+        failure to connect or answer marks Redis down for retry_after (calls fail at once)."""
+        left = self._down_until - time.monotonic()
+        if left > 0:
+            if isinstance(pending, Coroutine):
+                pending.close()  # never started: no "never awaited" warning
             raise StoreError(
-                f"cannot {what} in Redis at {self.url} ({_URL_KEY}): {type(exc).__name__}: {exc}"
+                f"cannot {what}: Redis at {self.url} ({_URL_KEY}) is unavailable "
+                f"({self._down_reason}); the next try is in {left:.1f} s"
+            )
+        try:
+            if bounded:
+                async with asyncio.timeout(self.timeout_seconds):
+                    found = await pending
+            else:
+                found = await pending
+        except TimeoutError as exc:  # the whole call, retry included, took too long
+            reason = f"no answer within {self.timeout_seconds:g} s ({_TIMEOUT_KEY})"
+            self._went_down(reason)
+            raise StoreError(f"cannot {what} in Redis at {self.url}: {reason}") from exc
+        except (RedisError, OSError) as exc:
+            reason = f"{type(exc).__name__}: {exc}"
+            if isinstance(exc, RedisConnectionError | RedisTimeoutError | OSError):
+                self._went_down(reason)
+            raise StoreError(
+                f"cannot {what} in Redis at {self.url} ({_URL_KEY}): {reason}"
             ) from exc
+        if self._down_reason:
+            self._down_reason = ""
+            log.info("history store reachable again", extra={"url": self.url})
+        return found
+
+    def _went_down(self, reason: str) -> None:
+        """Redis did not connect or answer: calls fail at once for retry_after (logged once)."""
+        if not self._down_reason:
+            log.error(
+                "history store unavailable; requests go on without it",
+                extra={"url": self.url, "error": reason, "retry_after_seconds": self.retry_after},
+            )
+        self._down_reason = reason
+        self._down_until = time.monotonic() + self.retry_after
 
     def _key(self, kind: str, tenant: str, conversation_id: str) -> str:
         return self.key_prefix + key_of(kind, tenant, conversation_id)
@@ -393,6 +531,8 @@ def open_redis_store(settings: StoreSettings) -> RedisHistoryStore:
             max_entries=max_entries or max(1, size_limit // TYPICAL_ENTRY_BYTES),
             lock_ttl=getattr(settings, "lock_ttl_seconds", DEFAULT_LOCK_TTL_SECONDS),
             wait_deadline=getattr(settings, "lock_wait_seconds", DEFAULT_WAIT_DEADLINE_SECONDS),
+            timeout_seconds=getattr(settings, "timeout_seconds", DEFAULT_TIMEOUT_SECONDS),
+            retry_after=getattr(settings, "retry_after_seconds", DEFAULT_RETRY_AFTER_SECONDS),
         )
     except ValueError as exc:
         raise StoreError(f"general_settings.store: {exc}") from exc

@@ -17,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from kernel import redaction
 from kernel.errors import NotFound
 from kernel.store import HistoryEntry, HistoryStore
 from proxy.keys import Keyring
@@ -105,4 +106,6 @@ async def detail(store: HistoryStore, tenant: str, conversation: str) -> dict[st
 
 
 def _json(payload: Any) -> Response:
-    return Response(orjson.dumps(payload), media_type="application/json")
+    """An admin answer, through the redactor like every error and log line."""
+    body = redaction.redactor.redact_bytes(orjson.dumps(payload))
+    return Response(body, media_type="application/json")

@@ -13,8 +13,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from kernel import tracing
-from kernel.errors import InvalidChatRequest, MethodNotAllowed, NotFound, OverspillError
+from kernel import redaction, tracing
+from kernel.errors import (
+    InvalidChatRequest,
+    MethodNotAllowed,
+    NotFound,
+    OverspillError,
+    StoreUnavailable,
+)
 from kernel.store import StoreError
 from kernel.types import RequestContext
 from proxy.admin import admin_routes, require_master
@@ -41,6 +47,7 @@ def create_app(system: System, reload: Reload | None = None) -> Starlette:
 
     handlers: dict[Any, Callable[[Request, Exception], Awaitable[Response]]] = {
         OverspillError: _overspill_error,
+        StoreError: _store_error,
         HTTPException: _http_error,
     }
     app = Starlette(
@@ -98,7 +105,8 @@ def reload_routes(state: AppState, reload: Reload | None) -> list[Route]:
 
     async def reload_config(request: Request) -> Response:
         require_master(request, state.keys)
-        return Response(orjson.dumps(await reload()), media_type=JSON_TYPE)
+        outcome = redaction.redactor.redact_bytes(orjson.dumps(await reload()))
+        return Response(outcome, media_type=JSON_TYPE)
 
     return [Route("/overspill/config/reload", reload_config, methods=["POST"])]
 
@@ -108,7 +116,7 @@ async def _readiness(system: System) -> Response:
     try:
         await system.store.ping()
     except StoreError as exc:
-        failing = {"status": "unavailable", "store": str(exc)}
+        failing = {"status": "unavailable", "store": redaction.redact(str(exc))}
         return Response(orjson.dumps(failing), 503, media_type=JSON_TYPE)
     body = {
         "status": "ready",
@@ -124,6 +132,17 @@ async def _overspill_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, OverspillError)
     ctx = RequestContext(request_id=request_id(request), tenant="anonymous")
     return error_response(exc, ctx)
+
+
+async def _store_error(request: Request, exc: Exception) -> Response:
+    """A route that needs the store (the admin endpoints) found it unusable: 503, in JSON."""
+    assert isinstance(exc, StoreError)
+    error = StoreUnavailable(
+        f"the history store is unavailable, try again shortly ({exc}); "
+        "see GET /health/readiness and general_settings.store"
+    )
+    ctx = RequestContext(request_id=request_id(request), tenant="anonymous")
+    return error_response(error, ctx)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:

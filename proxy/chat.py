@@ -21,8 +21,10 @@ from kernel.errors import (
     ModelUnavailable,
     OverspillError,
     PayloadTooLarge,
+    StoreUnavailable,
     UpstreamError,
 )
+from kernel.records import StoreError
 from kernel.types import ChatRequest, ChatResponse, RequestContext
 from proxy.http import edge_context, parse_chat_request
 from proxy.keys import Keyring
@@ -97,6 +99,15 @@ async def chat_completions(
     except OverspillError as exc:
         _log_request(ctx, chat, exc.http_status(), started, error=exc)
         return error_response(exc, ctx)
+    except StoreError as exc:  # the layers go on without the store; one that cannot: 503
+        log.error(
+            "history store unavailable", extra={"request_id": ctx.request_id, "error": str(exc)}
+        )
+        down = StoreUnavailable(
+            f"the history store is unavailable; try again shortly (request id {ctx.request_id})"
+        )
+        _log_request(ctx, chat, down.http_status(), started, error=down)
+        return error_response(down, ctx)
     except Exception:
         log.exception("unhandled error", extra={"request_id": ctx.request_id})
         error = OverspillError(f"internal error in overspill (request id {ctx.request_id})")

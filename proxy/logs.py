@@ -3,6 +3,9 @@
 Fields passed with `extra=` are logged only for overspill's own loggers (`overspill` and its
 children): other libraries stamp their own attributes on records (litellm's redaction filter
 adds a `litellm_redacted` marker object to uvicorn's), and those never reach the line.
+
+Every line, whoever logged it (overspill, litellm, uvicorn, a traceback), passes the process's
+redactor (kernel/redaction.py) last: no configured secret reaches the log.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import orjson
+
+from kernel import redaction
 
 OWN_LOGGER = "overspill"
 LITELLM_LOGGERS = ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy")
@@ -58,7 +63,7 @@ class JsonFormatter(logging.Formatter):
                     line[key] = value
         if record.exc_info:
             line["exc"] = self.formatException(record.exc_info)
-        return orjson.dumps(line, default=str).decode()
+        return redaction.redactor.redact(orjson.dumps(line, default=str).decode())
 
 
 def _is_own(name: str) -> bool:

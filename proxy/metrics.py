@@ -31,6 +31,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from kernel import redaction
 from kernel.errors import NotFound
 from kernel.metrics import REGISTRY, flush
 from proxy.admin import require_master
@@ -63,8 +64,10 @@ def metrics_route(state: AppState) -> Route:
         flush()  # this worker's pending counts, now
         shared = multiprocess_dir()
         if shared is None:
-            return Response(encoder(REGISTRY), headers={"content-type": content_type})
-        body = await run_in_threadpool(merged, encoder, shared)  # reads every worker's files
+            body = encoder(REGISTRY)
+        else:
+            body = await run_in_threadpool(merged, encoder, shared)  # every worker's files
+        body = redaction.redactor.redact_bytes(body)
         return Response(body, headers={"content-type": content_type})
 
     return Route("/metrics", metrics, methods=["GET"])

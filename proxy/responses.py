@@ -2,7 +2,9 @@
 
 Each error of the tree (kernel/errors.py) knows its status, OpenAI body and extra headers;
 this module turns it into bytes on the wire, with the request id and what the layers did
-(`x-overspill-*`) beside it.
+(`x-overspill-*`) beside it. Every body passes the process's redactor (kernel/redaction.py):
+an upstream that echoes overspill's key, or a connection error naming an `api_base` with
+credentials, reaches the client with the secret replaced by `***`.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import re
 from starlette.requests import Request
 from starlette.responses import Response
 
+from kernel import redaction
 from kernel.errors import OverspillError
 from kernel.types import RequestContext
 
@@ -40,9 +43,10 @@ def context_headers(ctx: RequestContext) -> dict[str, str]:
 def error_response(error: OverspillError, ctx: RequestContext) -> Response:
     """An error as a JSON response (status, OpenAI body, its headers and the context's)."""
     headers = {**error.headers(), **context_headers(ctx)}
-    return Response(error.body_bytes(), error.http_status(), headers, media_type=JSON_TYPE)
+    body = redaction.redactor.redact_bytes(error.body_bytes())
+    return Response(body, error.http_status(), headers, media_type=JSON_TYPE)
 
 
 def sse_error_event(error: OverspillError) -> bytes:
     """An error as one SSE event (what a stream ends with after its first byte)."""
-    return b"data: " + error.body_bytes() + b"\n\n"
+    return b"data: " + redaction.redactor.redact_bytes(error.body_bytes()) + b"\n\n"

@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from kernel import metrics, tracing
+from kernel import metrics, redaction, tracing
 from kernel.config import ModelEntry, Settings
 from kernel.errors import OverspillError
 from kernel.estimator import Estimator
@@ -171,6 +171,7 @@ def build_system(
 ) -> System:
     """Wire a system for validated settings (tests may inject providers, clients, a store)."""
     settings = native_ollama(settings)
+    redaction.install(redaction.Redactor(redaction.secrets_of(settings)))
     owned: list[Any] = []
     http = client or _own(owned, _http_client(settings))
     if providers is None:

@@ -9,6 +9,10 @@ reading of the standard variables: the OTLP endpoint, headers and protocol
 (`OTEL_SERVICE_NAME`, default `overspill`; `OTEL_RESOURCE_ATTRIBUTES`) and the propagators
 (`OTEL_PROPAGATORS`) that continue a client's `traceparent`.
 
+Secrets: spans record exceptions and error statuses through the process's redactor
+(kernel/redaction.py), never the SDK's own `record_exception` (it would export the raw text
+of an upstream error that echoed a key).
+
 This is the only module that imports opentelemetry, and only inside `configure()` when tracing
 is on: with tracing off, no opentelemetry module is ever loaded. It needs the `otel` extra
 (`pip install 'overspill[otel]'`); asked for without it, tracing stays off with a warning.
@@ -22,7 +26,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING
 
-from kernel import tracing
+from kernel import redaction, tracing
 from kernel.tracing import Attribute, Kind, Span
 
 if TYPE_CHECKING:
@@ -144,9 +148,25 @@ class OtelTracer:
         self, name: str, attributes: Mapping[str, Attribute], kind: Kind = "internal"
     ) -> AbstractContextManager[Span]:
         """A child of the current span, ended when the block exits."""
-        return self._tracer.start_as_current_span(
-            name, kind=self._kinds[kind], attributes=dict(attributes)
+        return self._redacted(
+            self._tracer.start_as_current_span(
+                name,
+                kind=self._kinds[kind],
+                attributes=dict(attributes),
+                record_exception=False,
+                set_status_on_exception=False,
+            )
         )
+
+    @contextmanager
+    def _redacted(self, started: AbstractContextManager[Span]) -> Iterator[Span]:
+        """The span; an exception leaving it is recorded and set as its status, redacted."""
+        with started as span:
+            try:
+                yield span
+            except Exception as exc:
+                self._record(span, exc)
+                raise
 
     @contextmanager
     def request_span(
@@ -160,8 +180,14 @@ class OtelTracer:
             kind=self._server,
             attributes=dict(attributes),
             end_on_exit=False,
+            record_exception=False,
+            set_status_on_exception=False,
         ) as span:
-            yield span
+            try:
+                yield span
+            except Exception as exc:
+                self._record(span, exc)
+                raise
 
     def headers(self) -> dict[str, str]:
         """The current context through the configured propagators (W3C traceparent...)."""
@@ -173,4 +199,13 @@ class OtelTracer:
         """Mark the span's status as an error."""
         set_status = getattr(span, "set_status", None)
         if set_status is not None:
-            set_status(self._status(self._error, description))
+            set_status(self._status(self._error, redaction.redact(description)))
+
+    def _record(self, span: Span, exc: Exception) -> None:
+        """What the SDK's record_exception keeps, each text through the redactor."""
+        add_event = getattr(span, "add_event", None)
+        message = redaction.redact(str(exc))
+        if add_event is not None:
+            kind = f"{type(exc).__module__}.{type(exc).__qualname__}"
+            add_event("exception", {"exception.type": kind, "exception.message": message})
+        self.failed(span, f"{type(exc).__name__}: {message}")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+import signal
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -17,24 +19,35 @@ from tests.e2e.conftest import free_port
 @pytest.fixture(scope="session")
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A throwaway redis-server (no persistence, loopback only) for the whole session."""
+    with redis_process(tmp_path_factory.mktemp("redis")) as (_, url):
+        yield url
+
+
+@contextlib.contextmanager
+def redis_process(
+    workdir: Path, *options: str, port: int | None = None
+) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """A redis-server of the test's own (to stop, stall or kill), its process and URL; no
+    persistence unless `options` ask for it. Stopped (or reaped, if killed) at the end."""
     server = shutil.which("redis-server")
     if server is None:
         pytest.fail(
             "redis-server is not on PATH: run scripts/ensure-redis.sh "
             "(`make test` does) or `apt-get install redis-server`"
         )
-    port = free_port()
-    workdir: Path = tmp_path_factory.mktemp("redis")
+    port = port or free_port()
     command = [server, "--port", str(port), "--bind", "127.0.0.1", "--save", ""]
-    command += ["--appendonly", "no", "--dir", str(workdir), "--logfile", ""]
+    command += ["--appendonly", "no", "--dir", str(workdir), "--logfile", "", *options]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=workdir)
     assert process.stdout is not None
     drain: threading.Thread | None = None
     try:
         drain = _wait_until_ready(process, process.stdout)
-        yield f"redis://127.0.0.1:{port}/0"
+        yield process, f"redis://127.0.0.1:{port}/0"
     finally:
-        process.terminate()
+        if process.poll() is None:
+            process.send_signal(signal.SIGCONT)  # a stalled server must hear the TERM
+            process.terminate()
         process.wait(timeout=10)
         if drain is not None:
             drain.join(timeout=10)  # the log ends when the server exits
