@@ -43,7 +43,7 @@ async def traced_chat_completions(
     state: AppState, request: Request, tracer: tracing.Tracer
 ) -> Response:
     """`chat_completions` inside the request's server span (ended with the answer)."""
-    path = request.url.path
+    path = request.scope["path"]
     attributes: dict[str, tracing.Attribute] = {"http.request.method": "POST", "url.path": path}
     with tracer.request_span(f"POST {path}", attributes, request.headers) as span:
         try:
