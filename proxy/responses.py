@@ -7,6 +7,7 @@ this module turns it into bytes on the wire, with the request id and what the la
 
 from __future__ import annotations
 
+import http
 import os
 import re
 
@@ -46,3 +47,18 @@ def error_response(error: OverspillError, ctx: RequestContext) -> Response:
 def sse_error_event(error: OverspillError) -> bytes:
     """An error as one SSE event (what a stream ends with after its first byte)."""
     return b"data: " + error.body_bytes() + b"\n\n"
+
+
+def wire_error(error: OverspillError) -> bytes:
+    """An error as a whole HTTP/1.1 response that closes the connection: for what the server's
+    protocol refuses before any route sees a request (proxy/connection.py)."""
+    body = error.body_bytes()
+    status = error.http_status()
+    head = (
+        f"HTTP/1.1 {status} {http.HTTPStatus(status).phrase}\r\n"
+        f"content-type: {JSON_TYPE}\r\n"
+        f"content-length: {len(body)}\r\n"
+        f"x-request-id: {os.urandom(16).hex()}\r\n"
+        "connection: close\r\n\r\n"
+    )
+    return head.encode("ascii") + body

@@ -1,0 +1,227 @@
+"""uvicorn's HTTP/1.1 protocol (httptools) with overspill's connection limits and JSON refusals.
+
+uvicorn parses the request line and headers before any ASGI app sees a request, answers what
+it cannot parse with a plain-text 400, accepts headers of any size, and times out only an idle
+connection after a response. This subclass, per connection:
+
+- bounds the request line and headers to `max_header_bytes` (431);
+- gives a request `client_header_timeout` from its first byte to its last header, and
+  `client_body_timeout` from there to its body's end (408, then the connection is closed);
+  time the server spends not reading (back-pressure, a queued pipelined request) is not counted;
+- closes a new connection that sends nothing for `keep_alive_timeout` (uvicorn does so only
+  between requests);
+- answers every refusal in the OpenAI error shape (proxy/responses.py::wire_error).
+
+The limits are proxy/limits.py's; only the wiring to this server is here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any, Literal
+
+import httptools
+from uvicorn.config import Config
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.server import ServerState
+
+from kernel.errors import (
+    HeadersTooLarge,
+    InvalidHttpRequest,
+    OverspillError,
+    RequestTimeout,
+)
+from proxy.limits import ConnectionLimits
+from proxy.responses import wire_error
+
+log = logging.getLogger("overspill.connection")
+
+Phase = Literal["idle", "head", "body"]
+
+
+class LimitedHttpProtocol(HttpToolsProtocol):
+    """One client connection, bounded (see the module's docstring)."""
+
+    def __init__(
+        self,
+        config: Config,
+        server_state: ServerState,
+        app_state: dict[str, Any],
+        _loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
+        super().__init__(config, server_state, app_state, _loop)
+        self.limits = ConnectionLimits.exported()
+        self.timeout_keep_alive = self.limits.keep_alive_seconds
+        self.phase: Phase = "idle"
+        self.head_bytes = 0
+        self.deadline: asyncio.TimerHandle | None = None
+        self.refusal: OverspillError | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        """Serve the connection; close it if its first request does not start in time."""
+        super().connection_made(transport)
+        self.timeout_keep_alive_task = self.loop.call_later(
+            self.timeout_keep_alive, self.timeout_keep_alive_handler
+        )
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """The connection is gone: no deadline is left behind."""
+        self._disarm()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        """Feed the parser; a head too large or a request that is not HTTP is refused."""
+        self._unset_keepalive_if_required()
+        if self.phase == "idle":
+            self._start_head()
+        if self.phase == "head":
+            self.head_bytes += len(data)  # a head still incomplete held by the parser
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._no_upgrade()
+        except httptools.HttpParserError as exc:
+            self._refuse(self.refusal or InvalidHttpRequest(_parser_problem(exc)))
+            return
+        if self.phase == "head" and self.head_bytes > self.limits.max_header_bytes:
+            self._refuse(self._too_large())
+
+    def send_400_response(self, msg: str) -> None:
+        """Whatever uvicorn itself refuses is answered in the OpenAI error shape too."""
+        self._refuse(InvalidHttpRequest(f"invalid HTTP request: {msg}"))
+
+    # parser callbacks (called from feed_data)
+
+    def on_message_begin(self) -> None:
+        """A request starts: its head's clock and byte count."""
+        if self.phase != "head":  # a pipelined request right after the previous one's end
+            self._start_head()
+        super().on_message_begin()
+
+    def on_url(self, url: bytes) -> None:
+        """Count the request target into the head's bytes."""
+        self._count(len(url))
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        """Count each header (as sent: name, value, separators) into the head's bytes."""
+        self._count(len(name) + len(value) + 4)
+        super().on_header(name, value)
+
+    def on_headers_complete(self) -> None:
+        """The head is in: the body's clock starts."""
+        super().on_headers_complete()
+        self.phase = "body"
+        self._arm(self.limits.body_seconds, self._body_late)
+
+    def on_message_complete(self) -> None:
+        """The whole request is in: no deadline until the next one starts."""
+        self.phase = "idle"
+        self._disarm()
+        super().on_message_complete()
+
+    # the limits
+
+    def _start_head(self) -> None:
+        self.phase = "head"
+        self.head_bytes = 0
+        self._arm(self.limits.header_seconds, self._head_late)
+
+    def _count(self, size: int) -> None:
+        if self.refusal is not None:
+            return
+        self.head_bytes += size
+        if self.head_bytes > self.limits.max_header_bytes:
+            self.refusal = self._too_large()
+            raise self.refusal  # the parser stops; data_received answers it
+
+    def _too_large(self) -> HeadersTooLarge:
+        return HeadersTooLarge(
+            f"the request line and headers are over {self.limits.max_header_bytes} bytes "
+            "(general_settings.max_header_bytes): send fewer or shorter headers"
+        )
+
+    def _head_late(self) -> None:
+        self._late(
+            f"the request line and headers did not arrive within "
+            f"{self.limits.header_seconds:g} s (general_settings.client_header_timeout)"
+        )
+
+    def _body_late(self) -> None:
+        self._late(
+            f"the request body did not arrive within {self.limits.body_seconds:g} s of its "
+            "headers (general_settings.client_body_timeout)"
+        )
+
+    def _late(self, what: str) -> None:
+        """A deadline passed: refuse, unless it is overspill that is not reading."""
+        self.deadline = None
+        cycle = self.cycle
+        busy = cycle is not None and cycle.response_started and not cycle.response_complete
+        if self.flow.read_paused or (self.phase == "head" and busy):
+            self._arm(1.0, self._head_late if self.phase == "head" else self._body_late)
+            return
+        log.info("slow client refused", extra={"client": _client(self.client), "phase": what})
+        self._refuse(RequestTimeout(f"{what}: send the request faster"))
+
+    def _refuse(self, error: OverspillError) -> None:
+        """Answer the error, when that keeps the responses in order, and close the connection.
+
+        A refused head follows the previous request's complete response; a refused body is
+        answered unless the app already started answering it. Otherwise the connection is
+        only closed (a pipelined request still queued, a response half sent)."""
+        refused_body = self.phase == "body"
+        self._disarm()
+        self.phase = "idle"
+        if self.transport.is_closing():
+            return
+        cycle = self.cycle
+        if refused_body:
+            answer = cycle is not None and not cycle.response_started
+        else:
+            answer = cycle is None or cycle.response_complete
+        if answer and not self.pipeline:
+            self.transport.write(wire_error(error))
+        if cycle is not None and not cycle.response_complete:
+            cycle.disconnected = True  # the app's task sees a disconnect and writes nothing
+            cycle.message_event.set()
+        self.transport.close()
+
+    def _no_upgrade(self) -> None:
+        """overspill speaks HTTP/1.1 only: a request asking to upgrade is answered as HTTP/1.1,
+        on a connection that is then closed (the bytes after its head are not HTTP/1.1)."""
+        if self.cycle is not None:
+            self.cycle.keep_alive = False
+
+    def _arm(self, seconds: float, late: Callable[[], None]) -> None:
+        self._disarm()
+        self.deadline = self.loop.call_later(seconds, late)
+
+    def _disarm(self) -> None:
+        if self.deadline is not None:
+            self.deadline.cancel()
+            self.deadline = None
+
+
+def server_options(limits: ConnectionLimits) -> dict[str, Any]:
+    """uvicorn's settings for `limits`, exported for the workers: this protocol, HTTP/1.1
+    only (overspill has no WebSocket route), and uvicorn's own bounds set to the same values."""
+    limits.export()
+    return {
+        "http": LimitedHttpProtocol,
+        "ws": "none",
+        "timeout_keep_alive": limits.keep_alive_seconds,
+        "h11_max_incomplete_event_size": limits.max_header_bytes,
+    }
+
+
+def _parser_problem(exc: httptools.HttpParserError) -> str:
+    """The parser's own words, when it gave any."""
+    detail = str(exc.__context__ or exc) or type(exc).__name__
+    return f"invalid HTTP request: {detail}"
+
+
+def _client(client: tuple[str, int] | None) -> str | None:
+    return f"{client[0]}:{client[1]}" if client else None
