@@ -55,7 +55,8 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         self.limits = ConnectionLimits.exported()
         self.timeout_keep_alive = self.limits.keep_alive_seconds
         self.phase: Phase = "idle"
-        self.head_bytes = 0
+        self.received = 0  # bytes received since the head started (while it is incomplete)
+        self.head_bytes = 0  # the parsed head's bytes: its target and headers
         self.deadline: asyncio.TimerHandle | None = None
         self.refusal: OverspillError | None = None
 
@@ -77,7 +78,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         if self.phase == "idle":
             self._start_head()
         if self.phase == "head":
-            self.head_bytes += len(data)  # a head still incomplete held by the parser
+            self.received += len(data)  # what the parser holds of a head not yet complete
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -85,8 +86,15 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         except httptools.HttpParserError as exc:
             self._refuse(self.refusal or InvalidHttpRequest(_parser_problem(exc)))
             return
-        if self.phase == "head" and self.head_bytes > self.limits.max_header_bytes:
-            self._refuse(self._too_large())
+        # A deadline is armed only for a request still incomplete after a read (most arrive
+        # whole in one), from then on until it is complete.
+        if self.phase == "head":
+            if self.received > self.limits.max_header_bytes:
+                self._refuse(self._too_large())
+            elif self.deadline is None:
+                self._arm(self.limits.header_seconds, self._head_late)
+        elif self.phase == "body" and self.deadline is None:
+            self._arm(self.limits.body_seconds, self._body_late)
 
     def send_400_response(self, msg: str) -> None:
         """Whatever uvicorn itself refuses is answered in the OpenAI error shape too."""
@@ -98,6 +106,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         """A request starts: its head's clock and byte count."""
         if self.phase != "head":  # a pipelined request right after the previous one's end
             self._start_head()
+        self.head_bytes = 0
         super().on_message_begin()
 
     def on_url(self, url: bytes) -> None:
@@ -111,10 +120,10 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         super().on_header(name, value)
 
     def on_headers_complete(self) -> None:
-        """The head is in: the body's clock starts."""
+        """The head is in: the body's clock starts (armed if the body is not in this read)."""
         super().on_headers_complete()
         self.phase = "body"
-        self._arm(self.limits.body_seconds, self._body_late)
+        self._disarm()
 
     def on_message_complete(self) -> None:
         """The whole request is in: no deadline until the next one starts."""
@@ -126,8 +135,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
 
     def _start_head(self) -> None:
         self.phase = "head"
-        self.head_bytes = 0
-        self._arm(self.limits.header_seconds, self._head_late)
+        self.received = 0
 
     def _count(self, size: int) -> None:
         if self.refusal is not None:
@@ -163,7 +171,6 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         if self.flow.read_paused or (self.phase == "head" and busy):
             self._arm(1.0, self._head_late if self.phase == "head" else self._body_late)
             return
-        log.info("slow client refused", extra={"client": _client(self.client), "phase": what})
         self._refuse(RequestTimeout(f"{what}: send the request faster"))
 
     def _refuse(self, error: OverspillError) -> None:
@@ -173,6 +180,9 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         answered unless the app already started answering it. Otherwise the connection is
         only closed (a pipelined request still queued, a response half sent)."""
         refused_body = self.phase == "body"
+        fields = {"client": _client(self.client), "status": error.http_status(),
+                  "error": error.error_code(), "error_message": error.message}  # fmt: skip
+        log.info("request refused", extra=fields)
         self._disarm()
         self.phase = "idle"
         if self.transport.is_closing():
