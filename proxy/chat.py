@@ -139,7 +139,8 @@ def _resolve(state: AppState, chat: ChatRequest) -> ModelEntry:
 
 async def _read_body(request: Request, limit: int) -> bytes:
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    # isdigit() alone also accepts "²" (Latin-1 superscript two): only ASCII digits are a length
+    if declared is not None and declared.isascii() and declared.isdigit() and int(declared) > limit:
         raise _too_large(int(declared), limit)
     chunks: list[bytes] = []
     size = 0

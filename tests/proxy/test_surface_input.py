@@ -260,3 +260,16 @@ def test_the_limits_reach_the_workers_through_the_environment(
     general = parse_config(text, "config.yaml", {}).settings.general_settings
     ConnectionLimits.of(general).export()
     assert ConnectionLimits.exported() == ConnectionLimits(2048, 10.0, 7.0, 5)
+
+
+@pytest.mark.reliability("input")
+@pytest.mark.parametrize("declared", [b"\xb2", b"\xb9\xb3", b"-5", b"1e9", b"abc"])
+async def test_a_content_length_that_is_not_ascii_digits_is_no_500(
+    app_client: AppClient, upstream: respx.Route, declared: bytes
+) -> None:
+    """A Content-Length Python's isdigit() takes for digits ("²") is not read as a length."""
+    client = app_client(settings=settings_from(CONFIG))
+    raw = orjson.dumps(CHAT)
+    headers = [(b"content-length", declared)]  # bytes: sent as they are
+    response = await client.post("/v1/chat/completions", content=raw, headers=headers)
+    assert response.status_code == 200
