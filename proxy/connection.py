@@ -18,6 +18,7 @@ The limits are proxy/limits.py's; only the wiring to this server is here.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable
 from typing import Any, Literal
@@ -52,13 +53,13 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         _loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
         super().__init__(config, server_state, app_state, _loop)
-        self.limits = ConnectionLimits.exported()
+        self.limits = _limits()
         self.timeout_keep_alive = self.limits.keep_alive_seconds
         self.phase: Phase = "idle"
-        self.received = 0  # bytes received since the head started (while it is incomplete)
-        self.head_bytes = 0  # the parsed head's bytes: its target and headers
+        self.received = 0  # bytes read since the head started (while it is incomplete)
         self.deadline: asyncio.TimerHandle | None = None
-        self.refusal: OverspillError | None = None
+        self.refusal: OverspillError | None = None  # raised from a parser callback
+        self.deferred: OverspillError | None = None  # answered after the earlier responses
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         """Serve the connection; close it if its first request does not start in time."""
@@ -75,10 +76,12 @@ class LimitedHttpProtocol(HttpToolsProtocol):
     def data_received(self, data: bytes) -> None:
         """Feed the parser; a head too large or a request that is not HTTP is refused."""
         self._unset_keepalive_if_required()
+        if self.deferred is not None:
+            return  # refused already: what follows is not read
         if self.phase == "idle":
             self._start_head()
         if self.phase == "head":
-            self.received += len(data)  # what the parser holds of a head not yet complete
+            self.received += len(data)  # at least the head's bytes (the parser holds them)
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -102,25 +105,14 @@ class LimitedHttpProtocol(HttpToolsProtocol):
 
     # parser callbacks (called from feed_data)
 
-    def on_message_begin(self) -> None:
-        """A request starts: its head's clock and byte count."""
-        if self.phase != "head":  # a pipelined request right after the previous one's end
-            self._start_head()
-        self.head_bytes = 0
-        super().on_message_begin()
-
-    def on_url(self, url: bytes) -> None:
-        """Count the request target into the head's bytes."""
-        self._count(len(url))
-        super().on_url(url)
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        """Count each header (as sent: name, value, separators) into the head's bytes."""
-        self._count(len(name) + len(value) + 4)
-        super().on_header(name, value)
-
     def on_headers_complete(self) -> None:
-        """The head is in: the body's clock starts (armed if the body is not in this read)."""
+        """The head is in: measured exactly when the bytes read might exceed the bound, then
+        the body's clock starts (armed if the body is not in this read)."""
+        if self.received > self.limits.max_header_bytes or self.phase != "head":
+            size = len(self.url) + sum(len(name) + len(value) + 4 for name, value in self.headers)
+            if size > self.limits.max_header_bytes:
+                self.refusal = self._too_large()
+                raise self.refusal  # the parser stops; data_received answers it
         super().on_headers_complete()
         self.phase = "body"
         self._disarm()
@@ -136,14 +128,6 @@ class LimitedHttpProtocol(HttpToolsProtocol):
     def _start_head(self) -> None:
         self.phase = "head"
         self.received = 0
-
-    def _count(self, size: int) -> None:
-        if self.refusal is not None:
-            return
-        self.head_bytes += size
-        if self.head_bytes > self.limits.max_header_bytes:
-            self.refusal = self._too_large()
-            raise self.refusal  # the parser stops; data_received answers it
 
     def _too_large(self) -> HeadersTooLarge:
         return HeadersTooLarge(
@@ -174,11 +158,11 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         self._refuse(RequestTimeout(f"{what}: send the request faster"))
 
     def _refuse(self, error: OverspillError) -> None:
-        """Answer the error, when that keeps the responses in order, and close the connection.
+        """Answer the error in its turn and close the connection.
 
-        A refused head follows the previous request's complete response; a refused body is
-        answered unless the app already started answering it. Otherwise the connection is
-        only closed (a pipelined request still queued, a response half sent)."""
+        A refused head is answered after the responses to the requests before it (reading
+        stops meanwhile); a refused body is answered unless the app already started answering
+        it, else (or behind a queued pipelined request) the connection is only closed."""
         refused_body = self.phase == "body"
         fields = {"client": _client(self.client), "status": error.http_status(),
                   "error": error.error_code(), "error_message": error.message}  # fmt: skip
@@ -188,16 +172,24 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         if self.transport.is_closing():
             return
         cycle = self.cycle
-        if refused_body:
-            answer = cycle is not None and not cycle.response_started
-        else:
-            answer = cycle is None or cycle.response_complete
-        if answer and not self.pipeline:
+        earlier_pending = cycle is not None and not cycle.response_complete
+        if not refused_body and earlier_pending:
+            self.deferred = error  # written by on_response_complete after the last answer
+            self.flow.pause_reading()
+            return
+        if not self.pipeline and (not refused_body or not cycle or not cycle.response_started):
             self.transport.write(wire_error(error))
         if cycle is not None and not cycle.response_complete:
             cycle.disconnected = True  # the app's task sees a disconnect and writes nothing
             cycle.message_event.set()
         self.transport.close()
+
+    def on_response_complete(self) -> None:
+        """A response is out: the next pipelined request starts, or a deferred refusal goes."""
+        super().on_response_complete()
+        if self.deferred is not None and not self.pipeline and not self.transport.is_closing():
+            self.transport.write(wire_error(self.deferred))
+            self.transport.close()
 
     def _no_upgrade(self) -> None:
         """overspill speaks HTTP/1.1 only: a request asking to upgrade is answered as HTTP/1.1,
@@ -225,6 +217,12 @@ def server_options(limits: ConnectionLimits) -> dict[str, Any]:
         "timeout_keep_alive": limits.keep_alive_seconds,
         "h11_max_incomplete_event_size": limits.max_header_bytes,
     }
+
+
+@functools.cache
+def _limits() -> ConnectionLimits:
+    """The limits `serve` exported, read once per worker."""
+    return ConnectionLimits.exported()
 
 
 def _parser_problem(exc: httptools.HttpParserError) -> str:

@@ -453,3 +453,13 @@ def test_the_limits_in_the_config_are_the_ones_served(tmp_path: Path) -> None:
     path.write_text(CONFIG)
     limits = ConnectionLimits.of(load_config(str(path)).settings.general_settings)
     assert limits == ConnectionLimits(MAX_HEADER_BYTES, 0.5, 0.5, 1)
+
+
+@pytest.mark.reliability("protocol")
+def test_an_oversized_head_pipelined_behind_a_request_is_refused(server: tuple[str, int]) -> None:
+    """A head over the bound in the same write as the request before it: 200, then 431."""
+    big = request(headers=b"X-Big: " + b"a" * (MAX_HEADER_BYTES + 10) + b"\r\n")
+    result = exchange(server, request() + big, expect=0)
+    assert_well_formed(result)
+    assert [a.status for a in result.answers] == [200, 431]
+    assert result.closed
