@@ -273,3 +273,43 @@ async def test_a_content_length_that_is_not_ascii_digits_is_no_500(
     headers = [(b"content-length", declared)]  # bytes: sent as they are
     response = await client.post("/v1/chat/completions", content=raw, headers=headers)
     assert response.status_code == 200
+
+
+LITELLM_CONFIG = """
+model_list:
+  - model_name: local
+    litellm_params: {model: openai/other, api_base: "http://litellm.test/v1", api_key: sk-up}
+    passthrough: false
+general_settings:
+  master_key: sk-master
+middleware: []
+"""
+
+
+@pytest.fixture
+def litellm_upstream() -> Iterator[respx.Route]:
+    """The litellm deployment's upstream, with litellm on httpx so respx sees it."""
+    import litellm
+
+    previous = litellm.disable_aiohttp_transport
+    litellm.disable_aiohttp_transport = True
+    with respx.mock(assert_all_called=False) as mock:
+        yield mock.post("http://litellm.test/v1/chat/completions").respond(
+            200, json=completion("hello")
+        )
+    litellm.disable_aiohttp_transport = previous
+
+
+@pytest.mark.reliability("input")
+@pytest.mark.parametrize("field", ["metadata", "unknown_field"])
+async def test_json_too_deep_for_a_litellm_deployment_is_a_400_not_a_502(
+    app_client: AppClient, litellm_upstream: respx.Route, field: str
+) -> None:
+    """Through litellm too, nesting overspill cannot write again is the client's 400."""
+    client = app_client(settings=settings_from(LITELLM_CONFIG))
+    response = await client.post("/v1/chat/completions", content=chat_with(field, 300))
+    assert response.status_code == 400, response.text
+    assert error_of(response)["code"] == "json_too_deep"
+    assert not litellm_upstream.called
+    fine = await client.post("/v1/chat/completions", content=chat_with(field, 200))
+    assert fine.status_code == 200
