@@ -341,6 +341,17 @@ class GeneralSettings(_Frozen):
     graceful_shutdown_seconds: int = Field(default=30, ge=0)
     """On SIGTERM, how long in-flight requests and streams (then background jobs) may run
     before they are cancelled. Read at startup only."""
+    max_header_bytes: int = Field(default=64 * 1024, ge=1024, le=16 * 1024 * 1024)
+    """The request line and headers of one request together; more is a 431. Startup only."""
+    client_header_timeout: float = Field(default=10.0, gt=0)
+    """Seconds a client has to send a request's line and headers, from its first byte; a
+    slower one gets a 408 and the connection is closed. Startup only."""
+    client_body_timeout: float = Field(default=60.0, gt=0)
+    """Seconds a client has to send a request's body once its headers are in; else a 408
+    (the time overspill itself takes to read is not counted). Startup only."""
+    keep_alive_timeout: int = Field(default=5, ge=1)
+    """Seconds an idle connection (a new one, or one between requests) stays open without a
+    request's first byte; then it is closed. Startup only."""
 
     @model_validator(mode="after")
     def _metrics_key_exists(self) -> GeneralSettings:

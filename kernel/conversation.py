@@ -27,7 +27,7 @@ from typing import Any
 
 import orjson
 
-from kernel.errors import InvalidChatRequest
+from kernel.errors import InvalidChatRequest, too_deep
 
 __all__ = [
     "DERIVED_PREFIX",
@@ -89,7 +89,10 @@ def canonical(message: Mapping[str, Any]) -> bytes:
             form[key] = _function(value)
         else:
             form[key] = _pruned(value)
-    return orjson.dumps(form, option=orjson.OPT_SORT_KEYS)
+    try:
+        return orjson.dumps(form, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError as exc:  # parsed (up to 1024 levels), cannot be written
+        raise too_deep("a message") from exc
 
 
 def chain(messages: Sequence[Mapping[str, Any]], end: int, prompt_version: str) -> str:

@@ -5,6 +5,8 @@
     │   ├── ForbiddenParameter          400  a connection/credential field in the body
     │   ├── ContextWindowExceeded       400  code=context_length_exceeded, carries the Overflow
     │   ├── DocumentsBudgetExceeded     400  the request's documents alone exceed the budget
+    │   ├── JsonTooDeep                 400  JSON nested deeper than overspill can re-encode
+    │   ├── InvalidHttpRequest          400  bytes that are not an HTTP/1.1 request
     │   └── InvalidConfig               400  a reload found config.yaml unusable (old one kept)
     ├── AuthError                       401  missing or wrong key
     ├── AdminDisabled                   403  admin endpoints need a master key; none is set
@@ -12,8 +14,10 @@
     ├── ModelNotAllowed                 403  code=model_not_allowed: the key's `models` lack it
     ├── NotFound                        404  unknown route
     ├── MethodNotAllowed                405  known route, wrong method
+    ├── RequestTimeout                  408  the client sent its request too slowly
     ├── ModelNotFound                   404  code=model_not_found, lists the configured names
     ├── PayloadTooLarge                 413  body over general_settings.max_body_bytes
+    ├── HeadersTooLarge                 431  request line + headers over max_header_bytes
     ├── ModelUnavailable                503  the model's secret is unset
     ├── StoreUnavailable                503  the store cannot be reached (admin endpoints)
     └── UpstreamError                   502  the provider failed; keeps status, body, provider
@@ -89,6 +93,30 @@ class ForbiddenParameter(InvalidChatRequest):
     code = "forbidden_parameter"
 
 
+class JsonTooDeep(InvalidChatRequest):
+    """The body nests arrays/objects deeper than overspill can encode again (orjson's limit)."""
+
+    code = "json_too_deep"
+
+
+ENCODE_DEPTH = 254
+"""How deep orjson writes nested arrays and objects (it reads up to 1024 levels)."""
+
+
+def too_deep(what: str) -> JsonTooDeep:
+    """The error for JSON that was read but cannot be written again for the upstream."""
+    return JsonTooDeep(
+        f"{what} nests arrays/objects more than {ENCODE_DEPTH} levels deep, which overspill "
+        "cannot forward: flatten it (or send the nested part as a JSON string)"
+    )
+
+
+class InvalidHttpRequest(InvalidChatRequest):
+    """The bytes received are not a valid HTTP/1.1 request (answered before any route)."""
+
+    code = "invalid_http_request"
+
+
 class InvalidConfig(InvalidChatRequest):
     """A config reload was refused: the file (or a store or layer it names) cannot be used; the
     running config is kept. The message lists each problem by its YAML path."""
@@ -144,6 +172,14 @@ class MethodNotAllowed(OverspillError):
     code = "method_not_allowed"
 
 
+class RequestTimeout(OverspillError):
+    """The client did not send its request's headers or body within the configured time."""
+
+    status = 408
+    type = "invalid_request_error"
+    code = "request_timeout"
+
+
 class ModelNotFound(OverspillError):
     """The requested model name is not in config.yaml."""
 
@@ -158,6 +194,14 @@ class PayloadTooLarge(OverspillError):
     status = 413
     type = "invalid_request_error"
     code = "payload_too_large"
+
+
+class HeadersTooLarge(OverspillError):
+    """The request line and headers are larger than the configured limit."""
+
+    status = 431
+    type = "invalid_request_error"
+    code = "headers_too_large"
 
 
 class ModelUnavailable(OverspillError):

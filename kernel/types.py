@@ -16,6 +16,7 @@ import orjson
 
 from kernel.config import ModelEntry
 from kernel.conversation import derived_id
+from kernel.errors import too_deep
 from kernel.tracing import Span
 
 Message = Mapping[str, Any]
@@ -69,7 +70,10 @@ class ChatRequest:
         """The JSON bytes to send upstream: the client's own bytes when nothing changed."""
         if self.raw is not None and model == self.model:
             return self.raw
-        return orjson.dumps(self.upstream_body(model))
+        try:
+            return orjson.dumps(self.upstream_body(model))
+        except orjson.JSONEncodeError as exc:  # parsed (up to 1024 levels), cannot be written
+            raise too_deep("the request body") from exc
 
     def params(self) -> dict[str, Any]:
         """Every body field except model and messages (what a provider forwards as-is)."""

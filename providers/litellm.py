@@ -24,7 +24,13 @@ import orjson
 
 from kernel import tracing
 from kernel.config import ModelEntry, is_ollama
-from kernel.errors import ForbiddenParameter, OverspillError, UpstreamError, UpstreamTimeout
+from kernel.errors import (
+    ForbiddenParameter,
+    OverspillError,
+    UpstreamError,
+    UpstreamTimeout,
+    too_deep,
+)
 from kernel.types import ChatRequest, ChatResponse, RequestContext
 from providers.failures import classify_failure, error_message, parse_body
 from providers.ollama import chat_fields
@@ -97,6 +103,7 @@ class LitellmProvider:
 
     async def complete(self, request: ChatRequest, ctx: RequestContext) -> ChatResponse:
         """Call litellm; streams are returned primed."""
+        _writable(request)
         kwargs = self.kwargs(request)
         try:
             result = await litellm.acompletion(**kwargs)
@@ -200,3 +207,12 @@ def _retry_after(exc: BaseException) -> str | None:
         if value:
             return str(value)
     return None
+
+
+def _writable(request: ChatRequest) -> None:
+    """Refuse, as the client's error, a body nested deeper than it can be written again: litellm
+    would fail on it in its own code and the failure would look like the upstream's (a 502)."""
+    try:
+        orjson.dumps(request.body)
+    except orjson.JSONEncodeError as exc:
+        raise too_deep("the request body") from exc

@@ -49,12 +49,16 @@ def create_app(system: System, reload: Reload | None = None) -> Starlette:
         OverspillError: _overspill_error,
         StoreError: _store_error,
         HTTPException: _http_error,
+        Exception: _internal_error,  # Starlette still logs it and re-raises it to the server
     }
     app = Starlette(
         routes=[*routes(state), *reload_routes(state, reload)],
         exception_handlers=handlers,
         lifespan=lifespan,
     )
+    # A path with a trailing slash is a 404, never a redirect: Starlette's redirect would point
+    # at the client's own Host header (anyone's URL), and clients do not resend bodies on 307.
+    app.router.redirect_slashes = False
     app.state.overspill = state
     return app
 
@@ -149,10 +153,25 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     error: OverspillError
     if exc.status_code == 405:
-        error = MethodNotAllowed(f"{request.method} is not allowed on {request.url.path}")
+        error = MethodNotAllowed(f"{request.method} is not allowed on {request.scope.get('path')}")
     elif exc.status_code == 404:
-        error = NotFound(f"no route {request.method} {request.url.path}")
+        error = NotFound(_no_route(request.method, request.scope.get("path", "")))
     else:
-        error = InvalidChatRequest(f"{request.method} {request.url.path}: {exc.detail}")
+        error = InvalidChatRequest(f"{request.method} {request.scope.get('path')}: {exc.detail}")
     ctx = RequestContext(request_id=request_id(request), tenant="anonymous")
     return error_response(error, ctx)
+
+
+async def _internal_error(request: Request, exc: Exception) -> Response:
+    """A route's unexpected failure, in the OpenAI error shape (the traceback goes to the log)."""
+    ctx = RequestContext(request_id=request_id(request), tenant="anonymous")
+    error = OverspillError(f"internal error in overspill (request id {ctx.request_id})")
+    return error_response(error, ctx)
+
+
+def _no_route(method: str, path: str) -> str:
+    """Why a path has no route, and the route meant when it was only a trailing slash."""
+    shown = path if len(path) <= 200 else path[:200] + "..."
+    if len(path) > 1 and path.endswith("/"):
+        return f"no route {method} {shown}: drop the trailing slash ({shown.rstrip('/')})"
+    return f"no route {method} {shown}"

@@ -52,7 +52,7 @@ async def traced_chat_completions(
     state: AppState, request: Request, tracer: tracing.Tracer
 ) -> Response:
     """`chat_completions` inside the request's server span (ended with the answer)."""
-    path = request.url.path
+    path = request.scope["path"]
     attributes: dict[str, tracing.Attribute] = {"http.request.method": "POST", "url.path": path}
     with tracer.request_span(f"POST {path}", attributes, request.headers) as span:
         try:
@@ -158,7 +158,8 @@ def _resolve(state: AppState, chat: ChatRequest) -> ModelEntry:
 
 async def _read_body(request: Request, limit: int) -> bytes:
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    # isdigit() alone also accepts "²" (Latin-1 superscript two): only ASCII digits are a length
+    if declared is not None and declared.isascii() and declared.isdigit() and int(declared) > limit:
         raise _too_large(int(declared), limit)
     chunks: list[bytes] = []
     size = 0

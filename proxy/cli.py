@@ -180,6 +180,8 @@ def serve(args: argparse.Namespace) -> int:
     os.environ[CONFIG_ENV] = os.path.abspath(args.config)
     os.environ[WORKERS_ENV] = str(args.workers)
     _take_signals()
+    from proxy.connection import server_options
+    from proxy.limits import ConnectionLimits
     from proxy.metrics import shared_metrics
 
     with shared_metrics(args.workers) as metrics_dir:
@@ -194,6 +196,7 @@ def serve(args: argparse.Namespace) -> int:
             access_log=False,
             log_config=None,
             timeout_graceful_shutdown=general.graceful_shutdown_seconds,
+            **server_options(ConnectionLimits.of(general)),
         )
     return 0
 

@@ -41,7 +41,15 @@ from proxy.system import System, build_system
 
 log = logging.getLogger("overspill.config")
 
-RESTART_ONLY = ("host", "port", "graceful_shutdown_seconds")
+RESTART_ONLY = (
+    "host",
+    "port",
+    "graceful_shutdown_seconds",
+    "max_header_bytes",
+    "client_header_timeout",
+    "client_body_timeout",
+    "keep_alive_timeout",
+)
 """general_settings a running process cannot change: they take effect on the next start."""
 _CLOSE_WAIT_SECONDS = 5.0
 """At shutdown, how long requests that uvicorn cancelled get to unwind before the close."""

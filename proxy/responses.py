@@ -9,6 +9,7 @@ credentials, reaches the client with the secret replaced by `***`.
 
 from __future__ import annotations
 
+import http
 import os
 import re
 
@@ -50,3 +51,18 @@ def error_response(error: OverspillError, ctx: RequestContext) -> Response:
 def sse_error_event(error: OverspillError) -> bytes:
     """An error as one SSE event (what a stream ends with after its first byte)."""
     return b"data: " + redaction.redactor.redact_bytes(error.body_bytes()) + b"\n\n"
+
+
+def wire_error(error: OverspillError) -> bytes:
+    """An error as a whole HTTP/1.1 response that closes the connection: for what the server's
+    protocol refuses before any route sees a request (proxy/connection.py)."""
+    body = redaction.redactor.redact_bytes(error.body_bytes())
+    status = error.http_status()
+    head = (
+        f"HTTP/1.1 {status} {http.HTTPStatus(status).phrase}\r\n"
+        f"content-type: {JSON_TYPE}\r\n"
+        f"content-length: {len(body)}\r\n"
+        f"x-request-id: {os.urandom(16).hex()}\r\n"
+        "connection: close\r\n\r\n"
+    )
+    return head.encode("ascii") + body

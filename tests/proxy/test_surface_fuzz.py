@@ -1,0 +1,336 @@
+"""Generated requests on every route through the ASGI app: never a 500, never a hang, and every
+refusal in the OpenAI error shape.
+
+One app per test, as `overspill serve` builds it (LiveApp over a config file, the default
+layers, a passthrough and a litellm deployment, a disk store); the upstream is respx. Each
+example is one raw ASGI request (any method, path, header bytes, body) with a deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import tempfile
+from collections.abc import Iterator, MutableMapping
+from pathlib import Path
+from typing import Any
+
+import litellm
+import orjson
+import pytest
+import respx
+from httpx import Request as UpstreamRequest
+from httpx import Response as UpstreamResponse
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kernel.config import load_config
+from providers.fake import completion, sse_events
+from proxy.app import create_app
+from proxy.live import LiveApp, build_from
+from tests.conftest import running
+from tests.reliability import examples
+
+MASTER = "sk-fuzz-master"
+CONFIG = f"""
+model_list:
+  - model_name: local
+    litellm_params: {{model: openai/smollm2, api_base: "http://upstream.test/v1"}}
+    context: {{window: 2048, max_output_tokens: 64}}
+  - model_name: viallm
+    litellm_params: {{model: openai/other, api_base: "http://litellm.test/v1", api_key: sk-up}}
+    passthrough: false
+    context: {{window: 4096}}
+general_settings:
+  master_key: {MASTER}
+  max_body_bytes: 200000
+  store: {{path: store}}
+"""
+DEADLINE_SECONDS = 30.0
+"""Longer than any example takes on a loaded 2-core box: reaching it is a hang."""
+
+ROUTES = [
+    "/v1/chat/completions", "/chat/completions", "/v1/models", "/models", "/health/liveness",
+    "/health/readiness", "/overspill/conversations", "/overspill/conversations/conv-1",
+    "/overspill/ollama/refresh", "/overspill/config/reload", "/metrics",
+]  # fmt: skip
+METHODS = ["GET", "POST", "DELETE", "PUT", "PATCH", "HEAD", "OPTIONS", "TRACE", "CONNECT"]
+
+latin1 = st.binary(max_size=80).map(lambda b: bytes(c for c in b if c not in b"\r\n\0"))
+token = st.text("abcdefghijklmnopqrstuvwxyz0123456789-_.!#$%&'*+^`|~", min_size=1, max_size=24)
+
+paths = st.one_of(
+    st.sampled_from(ROUTES),
+    st.sampled_from(ROUTES).map(lambda p: p + "/"),
+    st.sampled_from(ROUTES).flatmap(lambda p: st.text(max_size=40).map(lambda t: p + t)),
+    st.builds(lambda t: "/overspill/conversations/" + t, st.text(min_size=1, max_size=200)),
+    st.text(max_size=60).map(lambda t: "/" + t),
+)
+authorizations = st.one_of(
+    st.just(f"Bearer {MASTER}".encode()),
+    st.just(b"Bearer sk-wrong"),
+    st.sampled_from([b"Bearer ", b"bearer", b"Basic Zm9vOmJhcg==", b""]),
+    latin1,
+)
+header_values: dict[str, Any] = {
+    "authorization": authorizations,
+    "content-type": st.sampled_from([b"application/json", b"text/plain", b"", b"\xff"]) | latin1,
+    "content-length": st.one_of(
+        st.integers(0, 10**30).map(lambda n: str(n).encode()),
+        st.sampled_from([b"-1", b"\xb2", b"\xb9\xb3", b"1e3", b" 12", b"0x10", b""]),
+        latin1,
+    ),
+    "x-conversation-id": st.text(max_size=140).map(lambda t: t.encode("utf-8")) | latin1,
+    "x-request-id": latin1,
+    "x-overspill-skip-history": st.sampled_from([b"1", b"true", b"no", b"maybe"]) | latin1,
+    "host": st.sampled_from([b"evil.example", b"[::1", b"a b", b"", b"\xff:99999"]) | latin1,
+    "accept": st.sampled_from([b"application/openmetrics-text", b"*/*"]) | latin1,
+    "traceparent": latin1,
+}
+headers = st.lists(
+    st.one_of(
+        st.sampled_from(sorted(header_values)).flatmap(
+            lambda name: header_values[name].map(lambda value: (name.encode(), value))
+        ),
+        st.tuples(token.map(str.encode), latin1),
+    ),
+    max_size=8,
+)
+
+json_leaf = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**64 - 1)
+    | st.floats()
+    | st.text(max_size=30)
+)
+json_values = st.recursive(
+    json_leaf,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+DEEP = re.compile(rb'"@@deep:(\d+)@@"')
+"""Where `encode` writes nesting deeper than orjson writes (it reads up to 1024 levels)."""
+
+
+def nested(depth: int) -> bytes:
+    """JSON `depth` arrays/objects deep, alternating."""
+    opening = b"".join(b'{"a":' if level % 2 else b"[" for level in range(depth))
+    closing = b"".join(b"}" if level % 2 else b"]" for level in reversed(range(depth)))
+    return opening + b'"x"' + closing
+
+
+def encode(value: Any) -> bytes:
+    """JSON bytes of a generated body, each `deep` placeholder replaced by its nesting."""
+    return DEEP.sub(lambda found: nested(int(found.group(1))), orjson.dumps(value))
+
+
+deep = st.integers(1, 1100).map(lambda depth: f"@@deep:{depth}@@")
+good_message = st.fixed_dictionaries(
+    {"role": st.sampled_from(["user", "assistant", "system"]), "content": st.text(max_size=200)}
+)
+odd_message = st.fixed_dictionaries(
+    {"role": st.sampled_from(["user", "assistant", "system", "tool", "robot"])},
+    optional={
+        "content": st.text(max_size=200) | json_values | deep,
+        "name": json_values,
+        "tool_calls": json_values | deep,
+        "tool_call_id": json_values,
+    },
+)
+messages = st.one_of(
+    st.lists(good_message, min_size=1, max_size=30),  # valid: the request reaches the layers
+    st.lists(st.one_of(good_message, odd_message, json_values), max_size=30),
+)
+models = st.sampled_from(["local", "viallm"])
+chat_fields: dict[str, Any] = {
+    "stream": st.booleans() | json_values,
+    "metadata": st.dictionaries(
+        st.sampled_from(["conversation_id", "team", "api_base"]), json_values | deep
+    )
+    | json_values,
+    "tools": deep | json_values,
+    "overspill": st.fixed_dictionaries({}, optional={"skip_history": json_values}) | json_values,
+    "documents": st.lists(
+        st.fixed_dictionaries({}, optional={"id": json_values, "text": st.text(max_size=200)})
+        | json_values,
+        max_size=5,
+    )
+    | json_values,
+    "max_tokens": json_values,
+    "extra_body": json_values,
+    "api_base": st.just("http://evil.example"),
+    "response_format": deep,
+}
+chat_bodies = st.fixed_dictionaries(
+    {
+        "model": st.one_of(models, models, st.sampled_from(["nope", ""]), json_values),
+        "messages": messages,
+    },
+    optional=chat_fields,
+).map(encode)
+bodies = st.one_of(
+    chat_bodies,
+    chat_bodies.map(lambda raw: raw[: len(raw) // 2]),
+    json_values.map(orjson.dumps),
+    st.binary(max_size=300),
+    st.integers(255, 1100).map(lambda n: b'{"model":"local","metadata":' + b"[" * n + b"]" * n),
+    st.just(b""),
+)
+
+
+def answer(request: UpstreamRequest) -> UpstreamResponse:
+    """The upstream: a completion, or an SSE stream when asked for one."""
+    try:
+        streamed = bool(orjson.loads(request.content).get("stream"))
+    except (orjson.JSONDecodeError, AttributeError):
+        streamed = False
+    if streamed:
+        events = b"".join(sse_events(["one ", "two"]))
+        return UpstreamResponse(200, content=events, headers={"content-type": "text/event-stream"})
+    return UpstreamResponse(200, json=completion("hello", prompt_tokens=12))
+
+
+class Surface:
+    """The app as served, and one event loop to drive it across examples."""
+
+    def __init__(self, directory: Path) -> None:
+        path = directory / "config.yaml"
+        path.write_text(CONFIG)
+        self.runner = asyncio.Runner()
+        self.app = self.runner.run(self._start(str(path)))
+        self.lifespan = running(self.app)
+        self.runner.run(self.lifespan.__aenter__())
+
+    @staticmethod
+    async def _start(path: str) -> LiveApp:
+        return LiveApp.start(path, build_from(load_config(path), path), create_app)
+
+    def close(self) -> None:
+        self.runner.run(self.lifespan.__aexit__(None, None, None))
+        self.runner.close()
+
+    def call(self, method: str, path: str, headers: list[tuple[bytes, bytes]], body: bytes) -> Any:
+        """One request; its response messages, or a failure if it does not end in time."""
+        return self.runner.run(
+            asyncio.wait_for(self._call(method, path, headers, body), DEADLINE_SECONDS)
+        )
+
+    async def _call(
+        self, method: str, path: str, headers: list[tuple[bytes, bytes]], body: bytes
+    ) -> list[dict[str, Any]]:
+        sent: list[dict[str, Any]] = []
+        delivered = False
+
+        async def receive() -> dict[str, Any]:
+            nonlocal delivered
+            if not delivered:
+                delivered = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            await asyncio.Event().wait()  # the client stays until the response is over
+            raise AssertionError("unreachable")
+
+        async def send(message: MutableMapping[str, Any]) -> None:
+            sent.append(dict(message))
+
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0", "spec_version": "2.3"},
+            "http_version": "1.1",
+            "method": method,
+            "scheme": "http",
+            "path": path,
+            "raw_path": path.encode("utf-8", "surrogateescape"),
+            "query_string": b"",
+            "root_path": "",
+            "headers": headers,
+            "client": ("127.0.0.1", 50000),
+            "server": ("127.0.0.1", 4000),
+            "state": {},
+        }
+        await self.app(scope, receive, send)
+        return sent
+
+
+@pytest.fixture(scope="module")
+def surface() -> Iterator[Surface]:
+    """One served app for the module's examples; litellm through httpx so respx sees it."""
+    previous = litellm.disable_aiohttp_transport
+    litellm.disable_aiohttp_transport = True
+    with tempfile.TemporaryDirectory() as directory, respx.mock(assert_all_called=False) as mock:
+        mock.post("http://upstream.test/v1/chat/completions").mock(side_effect=answer)
+        mock.post("http://litellm.test/v1/chat/completions").mock(side_effect=answer)
+        made = Surface(Path(directory))
+        try:
+            yield made
+        finally:
+            made.close()
+            litellm.disable_aiohttp_transport = previous
+
+
+def check(messages: list[dict[str, Any]], method: str) -> int:
+    """One complete response, below 500, and an OpenAI-shaped error when it is a refusal."""
+    starts = [m for m in messages if m["type"] == "http.response.start"]
+    assert len(starts) == 1, messages[:3]
+    status = starts[0]["status"]
+    assert b"location" not in dict(starts[0]["headers"]), "a redirect"
+    bodies = [m for m in messages if m["type"] == "http.response.body"]
+    assert bodies, "no body"
+    assert not bodies[-1].get("more_body", False), "the response never ended"
+    body = b"".join(m.get("body", b"") for m in bodies)
+    assert 100 <= status < 600, status
+    assert status != 500, body[:500]
+    if status >= 400:
+        head = dict(starts[0]["headers"])
+        assert head[b"content-type"] == b"application/json"
+        error = orjson.loads(body)["error"]
+        assert set(error) == {"message", "type", "param", "code"}
+        assert error["message"]
+        # The upstream always answers 200: a 5xx can only be litellm refusing, on its side, a
+        # value it does not support (it raises those as connection errors: a 502).
+        assert status < 500 or error["code"] == "upstream_error", (status, body[:500])
+    return int(status)
+
+
+@pytest.mark.reliability("fuzz")
+@settings(
+    max_examples=examples(60, 2500),
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(
+    method=st.sampled_from(METHODS) | token.map(str.upper), path=paths, headers=headers, body=bodies
+)
+def test_any_request_on_any_route_is_answered_below_500(
+    surface: Surface, method: str, path: str, headers: list[tuple[bytes, bytes]], body: bytes
+) -> None:
+    """Any method, path, headers and body: one complete answer, never a 500, errors as JSON."""
+    check(surface.call(method, path, headers, body), method)
+
+
+@pytest.mark.reliability("fuzz")
+@settings(
+    max_examples=examples(60, 2500),
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(body=chat_bodies, headers=headers, route=st.sampled_from(ROUTES[:2]))
+def test_generated_chat_requests_are_answered_below_500(
+    surface: Surface, body: bytes, headers: list[tuple[bytes, bytes]], route: str
+) -> None:
+    """Chat bodies with every field generated (deep, ill-typed, forbidden), with the right key."""
+    authorised = [(b"authorization", f"Bearer {MASTER}".encode()), *headers]
+    check(surface.call("POST", route, authorised, body), "POST")
+
+
+def test_the_fuzzed_app_is_the_served_one() -> None:
+    """The fuzzing config loads and keeps a passthrough and a litellm deployment."""
+    with tempfile.TemporaryDirectory() as directory:
+        path = os.path.join(directory, "config.yaml")
+        Path(path).write_text(CONFIG)
+        settings_ = load_config(path).settings
+        kinds = {entry.model_name: entry.uses_passthrough() for entry in settings_.model_list}
+        assert kinds == {"local": True, "viallm": False}
