@@ -120,20 +120,18 @@ class Watch:
     stream: bool
     limit: int
     end_markers: tuple[bytes, ...] = ()
-    """Bytes a complete stream's last event carries (none known: not checked)."""
+    """Bytes only a complete stream's last events carry (none known: not checked)."""
     status: int = 0
     content_type: str = ""
     size: int = 0
     tail: bytes = b""
     error: UpstreamError | None = None
-    ended: bool = False
+    reached_end: bool = False
     pending: int = field(default=0, repr=False)
 
     def finished(self) -> bool:
         """Whether the stream's raw bytes reached the provider's end event."""
-        if not self.end_markers:
-            return True
-        return any(marker in self.tail for marker in self.end_markers)
+        return self.reached_end or not self.end_markers
 
     def fail(self, error: UpstreamError) -> UpstreamError:
         """Record `error` (the provider raises it whatever litellm makes of it)."""
@@ -167,14 +165,11 @@ async def guard_response(response: httpx.Response) -> None:
         if why:
             await response.aclose()
             error = bad_response(watch.provider, response.status_code, ctype, size, b"", why)
-            raise httpx.RemoteProtocolError(str(watch.fail(error)), request=response.request)
+            raise watch.fail(error)
     mode = "sse" if "event-stream" in ctype else "ndjson" if "ndjson" in ctype else "json"
     if size is not None and size > watch.limit and mode == "json":
         await response.aclose()
-        raise httpx.RemoteProtocolError(
-            str(watch.fail(too_large(watch.provider, watch.limit, event=False))),
-            request=response.request,
-        )
+        raise watch.fail(too_large(watch.provider, watch.limit, event=False))
     if isinstance(response.stream, httpx.AsyncByteStream):
         response.stream = _Counted(response.stream, watch, mode)
 
@@ -205,17 +200,16 @@ class _Counted(httpx.AsyncByteStream):
                 over = watch.pending > watch.limit
             else:
                 over = watch.size > watch.limit
+            if self.events and not watch.reached_end:
+                seen = watch.tail[-16:] + chunk
+                watch.reached_end = any(marker in seen for marker in watch.end_markers)
             watch.tail = (watch.tail + chunk)[-64:]
             if over:
-                error = watch.fail(too_large(watch.provider, watch.limit, event=self.events))
-                raise httpx.RemoteProtocolError(str(error))
+                raise watch.fail(too_large(watch.provider, watch.limit, event=self.events))
             yield chunk
-        watch.ended = True
         if watch.size == 0 and 200 <= watch.status < 300:
-            error = bad_response(
-                watch.provider, watch.status, watch.content_type, 0, b"", "no body"
-            )
-            raise httpx.RemoteProtocolError(str(watch.fail(error)))
+            ctype = watch.content_type
+            raise watch.fail(bad_response(watch.provider, watch.status, ctype, 0, b"", "no body"))
 
     async def aclose(self) -> None:
         """Close the connection's body."""

@@ -13,7 +13,6 @@ import os
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-import asyncio
 import inspect
 import re
 from collections.abc import AsyncIterator
@@ -34,6 +33,7 @@ from kernel.errors import (
     UpstreamTimeout,
 )
 from kernel.types import ChatRequest, ChatResponse, RequestContext
+from providers.deadline import Deadline
 from providers.failures import classify_failure, error_message, parse_body
 from providers.guard import WATCH, Watch, guard_response
 from providers.ollama import chat_fields
@@ -64,7 +64,7 @@ LITELLM_SETTINGS = (
 """Names litellm reads as its own settings: a request may not set them."""
 
 GUARDED_PROVIDERS: dict[str, tuple[bytes, ...]] = {
-    "anthropic": (b"message_stop",),
+    "anthropic": (b"event: message_delta", b"event: message_stop"),
     "ollama_chat": (b'"done":true', b'"done": true'),
 }
 """Providers litellm calls through its own HTTP handler (which takes overspill's client with
@@ -142,7 +142,7 @@ class LitellmProvider:
         token = WATCH.set(watch)
         seconds = self.stream_timeout if request.stream else self.timeout
         try:
-            async with asyncio.timeout(seconds):
+            with Deadline(seconds):
                 result = await litellm.acompletion(**kwargs)
                 if not request.stream:
                     return ChatResponse(body=orjson.dumps(result.model_dump(exclude_none=True)))
@@ -173,7 +173,7 @@ class LitellmProvider:
         yield _event(first)
         while True:
             try:
-                async with asyncio.timeout(self.stream_timeout):
+                with Deadline(self.stream_timeout):
                     chunk = await rest.__anext__()
             except StopAsyncIteration:
                 break

@@ -12,7 +12,6 @@ answer (HTML, empty, JSON cut short) is a 502: checked on its first and last byt
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from time import monotonic
 from typing import Any
@@ -23,6 +22,7 @@ from kernel import tracing
 from kernel.config import DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT, ModelEntry
 from kernel.errors import OverspillError, UpstreamBadResponse, UpstreamError, UpstreamTimeout
 from kernel.types import ChatRequest, ChatResponse, RequestContext
+from providers.deadline import Deadline
 from providers.failures import classify_failure, error_message, parse_body
 from providers.guard import EventCutter, bad_response, json_object, sse_shaped, too_large
 
@@ -71,7 +71,7 @@ class OpenAICompatProvider:
         )
         response: httpx.Response | None = None
         try:
-            async with asyncio.timeout(seconds):
+            with Deadline(seconds):
                 response = await self.client.send(upstream, stream=True)
                 if request.stream:
                     return await self._prime(response)

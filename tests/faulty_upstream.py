@@ -27,11 +27,11 @@ FAULTS = (
     "hang-body",  # sends the head, never the body
     "drip",  # sends a well-formed answer one byte at a time, `drip_seconds` apart
     "slow-events",  # a stream whose events come `drip_seconds` apart (a healthy slow model)
-    "stall",  # a stream: the head and one event, then silence
+    "stall",  # a stream: the head and three events (some text), then silence
     "reset",  # reads the request, resets the connection (RST) without answering
-    "reset-mid-stream",  # a stream: the head and two events, then a reset
-    "cut-stream",  # a stream: the head and two events, then a clean close (no end event)
-    "cut-event",  # a stream: the head, two events and half of a third, then a clean close
+    "reset-mid-stream",  # a stream: the head and three events, then a reset
+    "cut-stream",  # a stream: the head and three events, then a clean close (no end event)
+    "cut-event",  # a stream: the head, three events and half of a fourth, then a clean close
     "malformed",  # 200 application/json whose body is cut short
     "html",  # 200 text/html (a captive portal, a load balancer page)
     "empty",  # 200 with an empty body
@@ -55,6 +55,8 @@ class Connection:
     planned: int = 0
     peer_closed: bool = False
     """The peer went away before everything planned was written."""
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set when the server is finished with the connection."""
 
 
 @dataclass
@@ -114,6 +116,7 @@ class FaultyUpstream:
             self._writers.discard(writer)
             if not writer.transport.is_closing():
                 writer.close()
+            conn.done.set()
 
     async def _answer(self, conn: Connection, writer: asyncio.StreamWriter) -> None:
         fault = self.fault
@@ -179,21 +182,21 @@ class FaultyUpstream:
                 await self._write(conn, writer, event)
                 await asyncio.sleep(self.drip_seconds)
         elif fault == "stall":
-            await self._write(conn, writer, events[0])
+            await self._write(conn, writer, b"".join(events[:3]))
             await self._stop.wait()
         elif fault == "reset-mid-stream":
-            await self._write(conn, writer, b"".join(events[:2]))
+            await self._write(conn, writer, b"".join(events[:3]))
             _reset(writer)
         elif fault == "cut-stream":
-            await self._write(conn, writer, b"".join(events[:2]))
+            await self._write(conn, writer, b"".join(events[:3]))
         elif fault == "cut-event":
-            third = events[2]
-            await self._write(conn, writer, b"".join(events[:2]) + third[: len(third) // 2])
+            fourth = events[3]
+            await self._write(conn, writer, b"".join(events[:3]) + fourth[: len(fourth) // 2])
         elif fault == "error-event":
             await self._write(conn, writer, wire.error_event("overloaded_error", "overloaded"))
         elif fault == "huge":
-            first = events[0]
-            event = wire.events(["x" * self.huge_bytes])[1]
+            first = b"".join(events[:3])
+            event = max(wire.events(["x" * self.huge_bytes]), key=len)
             conn.planned = len(first) + len(event)
             await self._write(conn, writer, first)
             await self._chunked(conn, writer, event)
