@@ -28,6 +28,7 @@ FAULTS = (
     "drip",  # sends a well-formed answer one byte at a time, `drip_seconds` apart
     "slow-events",  # a stream whose events come `drip_seconds` apart (a healthy slow model)
     "stall",  # a stream: the head and three events (some text), then silence
+    "trickle",  # a stream: three events, then the rest one byte at a time, `drip_seconds` apart
     "reset",  # reads the request, resets the connection (RST) without answering
     "reset-mid-stream",  # a stream: the head and three events, then a reset
     "cut-stream",  # a stream: the head and three events, then a clean close (no end event)
@@ -38,7 +39,7 @@ FAULTS = (
     "error-event",  # a stream whose first event is an error event
     "rate-limited",  # 429 with Retry-After
     "server-error",  # 500 with an error body
-    "huge",  # a 200 of `huge_bytes` (JSON: one answer; stream: one huge event)
+    "huge",  # a 200 of `huge_bytes`, no content-length (JSON: one answer; stream: one event)
 )
 
 _REASONS = {200: "OK", 429: "Too Many Requests", 500: "Internal Server Error"}
@@ -163,6 +164,10 @@ class FaultyUpstream:
         elif fault == "drip":
             await self._head(writer, 200, "application/json", len(body))
             await self._drip(conn, writer, body)
+        elif fault == "huge":  # no content-length: the size shows only while reading
+            await self._head(writer, 200, "application/json", None)
+            conn.planned = len(body)
+            await self._chunked(conn, writer, body)
         else:
             await self._send(conn, writer, 200, "application/json", body)
 
@@ -181,6 +186,9 @@ class FaultyUpstream:
             for event in events:
                 await self._write(conn, writer, event)
                 await asyncio.sleep(self.drip_seconds)
+        elif fault == "trickle":
+            await self._write(conn, writer, b"".join(events[:3]))
+            await self._drip(conn, writer, b"".join(events[3:]))
         elif fault == "stall":
             await self._write(conn, writer, b"".join(events[:3]))
             await self._stop.wait()

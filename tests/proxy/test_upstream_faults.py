@@ -13,14 +13,15 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import httpx
 import litellm
 import openai
 import pytest
+import pytest_asyncio
 from openai.types.chat import ChatCompletionMessageParam
 
+from kernel.errors import UpstreamTimeout
 from kernel.store import DiskHistoryStore
 from proxy.app import create_app
 from proxy.system import build_system
@@ -79,6 +80,7 @@ STREAM_CASES: dict[str, Expect] = {
     "drip": TIMED_OUT,
     "slow-events": OK,
     "stall": Expect(200, "upstream_timeout", "timeout_error", in_stream=True, words="next event"),
+    "trickle": Expect(200, "upstream_timeout", "timeout_error", in_stream=True, words="next event"),
     "reset": FAILED,
     "reset-mid-stream": Expect(200, "upstream_error", in_stream=True),
     "cut-stream": Expect(200, "upstream_bad_response", in_stream=True, words="ended the stream"),
@@ -93,7 +95,7 @@ STREAM_CASES: dict[str, Expect] = {
 }
 AREAS = {
     "hang": "timeouts", "hang-body": "timeouts", "drip": "timeouts", "slow-events": "timeouts",
-    "stall": "timeouts", "rate-limited": "timeouts", "huge": "memory",
+    "stall": "timeouts", "trickle": "timeouts", "rate-limited": "timeouts", "huge": "memory",
     "reset-mid-stream": "streams", "cut-stream": "streams", "cut-event": "streams",
     "error-event": "streams",
 }  # fmt: skip
@@ -130,41 +132,52 @@ middleware: []
 """
 
 
-@pytest.fixture(scope="module", autouse=True)
-def litellm_warm() -> None:
-    """litellm's first call in a process loads lazily (seconds): not the upstream's time."""
-
-    async def warm() -> None:
-        async with FaultyUpstream() as server:
-            await litellm.acompletion(
-                model="anthropic/claude-faulty", api_base=server.base_url, api_key="sk-fake",
-                messages=[{"role": "user", "content": "hi"}], max_tokens=5, timeout=30,
-            )  # fmt: skip
-
-    asyncio.run(warm())
+pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 
-@pytest.fixture
-async def upstream() -> AsyncIterator[FaultyUpstream]:
-    """The misbehaving upstream on a free port."""
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def shared(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Shared]:
+    """One upstream and one overspill app for the module (each case sets the fault)."""
     async with FaultyUpstream(drip_seconds=0.2) as server:
-        yield server
+        # litellm's first call in a process loads lazily (seconds): not the upstream's time
+        await litellm.acompletion(
+            model="anthropic/claude-faulty", api_base=server.base_url, api_key="sk-fake",
+            messages=[{"role": "user", "content": "hi"}], max_tokens=5, timeout=30,
+        )  # fmt: skip
+        store = DiskHistoryStore(tmp_path_factory.mktemp("store"))
+        app = create_app(build_system(settings_from(_config(server)), store=store))
+        async with running(app):
+            http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app))
+            sdk = openai.AsyncOpenAI(
+                base_url="http://overspill.test/v1", api_key="sk-master", http_client=http,
+                max_retries=0,
+            )  # fmt: skip
+            yield Shared(server, sdk, store)
+            await sdk.close()
+        await store.aclose()
+
+
+@dataclass
+class Shared:
+    """The module's upstream, the SDK client in front of overspill, overspill's store."""
+
+    upstream: FaultyUpstream
+    client: openai.AsyncOpenAI
+    store: DiskHistoryStore
 
 
 @pytest.fixture
-async def client(upstream: FaultyUpstream, tmp_path: Path) -> AsyncIterator[openai.AsyncOpenAI]:
+def upstream(shared: Shared) -> FaultyUpstream:
+    """The upstream, its record of connections cleared for this case."""
+    shared.upstream.connections.clear()
+    shared.upstream.fault = "ok"
+    return shared.upstream
+
+
+@pytest.fixture
+def client(shared: Shared, upstream: FaultyUpstream) -> openai.AsyncOpenAI:
     """The OpenAI SDK (no retries) talking to overspill's app, itself pointed at the upstream."""
-    store = DiskHistoryStore(tmp_path / "store")
-    app = create_app(build_system(settings_from(_config(upstream)), store=store))
-    async with running(app):
-        http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app))
-        sdk = openai.AsyncOpenAI(
-            base_url="http://overspill.test/v1", api_key="sk-master", http_client=http,
-            max_retries=0,
-        )  # fmt: skip
-        yield sdk
-        await sdk.close()
-    await store.aclose()
+    return shared.client
 
 
 @dataclass
@@ -240,3 +253,23 @@ async def test_fault(
         await asyncio.wait_for(conn.done.wait(), BOUND)
         assert conn.peer_closed, conn
         assert conn.written < conn.planned, conn
+
+
+@pytest.mark.reliability("timeouts")
+@pytest.mark.parametrize("path", list(PATHS))
+@pytest.mark.parametrize("fault", ["hang", "drip"])
+async def test_overspills_own_calls_keep_the_same_deadline(
+    upstream: FaultyUpstream, shared: Shared, path: str, fault: str
+) -> None:
+    """An extraction call to a hanging or dripping upstream times out like a client's call."""
+    upstream.fault = fault
+    system = build_system(settings_from(_config(upstream)), store=shared.store)
+    complete = system.internal(PATHS[path])
+    started = time.monotonic()
+    try:
+        with pytest.raises(UpstreamTimeout, match=f"within {TIMEOUT:g} s"):
+            await complete([{"role": "user", "content": "summarize"}], max_tokens=20)
+    finally:
+        await system.aclose()
+    assert time.monotonic() - started < BOUND
+    assert upstream.calls == 1
