@@ -73,6 +73,7 @@ _NOT_JSON = "Unable to get json response"
 
 _EXCEPTION_PREFIX = re.compile(r"^(?:litellm\.\w+: )+")
 _PROVIDER_PREFIX = re.compile(r"^\w+(?:Exception|Error) - ")
+_HANDLE_WITH = re.compile(r"\.? Handle with `litellm\.\w+`\.?$")
 
 
 class LitellmProvider:
@@ -180,7 +181,7 @@ class LitellmProvider:
             except TimeoutError as exc:
                 raise self._timeout(self.stream_timeout, "next event") from exc
             except Exception as exc:
-                raise self.translate(exc, watch) from exc
+                raise self.translate(exc, watch, mid_stream=True) from exc
             yield _event(chunk)
         if watch is not None:
             if watch.error is not None:
@@ -207,12 +208,26 @@ class LitellmProvider:
             provider=self.name,
         )
 
-    def translate(self, exc: BaseException, watch: Watch | None = None) -> OverspillError:
+    def translate(
+        self, exc: BaseException, watch: Watch | None = None, *, mid_stream: bool = False
+    ) -> OverspillError:
         """A litellm (or transport) exception as an error of the tree."""
         if isinstance(exc, OverspillError):
             return exc
         if watch is not None and watch.error is not None:
             return watch.error  # the guard's finding, whatever litellm made of it
+        if watch is not None and watch.status == 0 and _transport_like(exc):
+            return UpstreamError(
+                f"cannot reach upstream {self.name}: the connection was refused, closed or reset "
+                f"before an answer{_detail(exc)}",
+                provider=self.name,
+            )
+        if watch is not None and mid_stream and _transport_like(exc):
+            return UpstreamError(
+                f"upstream {self.name} broke the stream: the connection was closed or reset"
+                f"{_detail(exc)}",
+                provider=self.name,
+            )
         if _NOT_JSON in str(exc):
             seen = ""
             if watch is not None:
@@ -257,7 +272,31 @@ def _message(exc: BaseException, body: object) -> str:
             return found
     message = getattr(exc, "message", None)
     text = message if isinstance(message, str) and message else str(exc)
-    return _PROVIDER_PREFIX.sub("", _EXCEPTION_PREFIX.sub("", text))
+    return _bare(text)
+
+
+def _bare(text: str) -> str:
+    """litellm's words around the provider's removed: `litellm.XError: FooException - `
+    before, ` Handle with `litellm.XError`.` after."""
+    text = _PROVIDER_PREFIX.sub("", _EXCEPTION_PREFIX.sub("", text))
+    return _HANDLE_WITH.sub("", text.strip())
+
+
+def _transport_like(exc: BaseException) -> bool:
+    """A failure of the connection, as litellm reports it (no upstream status of its own)."""
+    if isinstance(exc, litellm.exceptions.MidStreamFallbackError):  # what broke the stream
+        original = exc.original_exception
+        return original is not None and _transport_like(original)
+    if isinstance(exc, litellm.exceptions.APIConnectionError | httpx.TransportError):
+        return True
+    status = getattr(exc, "status_code", None)
+    return status == 500 and not _bare(str(getattr(exc, "message", "") or ""))
+
+
+def _detail(exc: BaseException) -> str:
+    """`: what litellm said`, when it said anything."""
+    said = _bare(str(getattr(exc, "message", "") or exc))
+    return f" ({said[:300]})" if said else ""
 
 
 def _body(exc: BaseException) -> object:
@@ -271,9 +310,9 @@ def _body(exc: BaseException) -> object:
         return parse_body(content)
     message = getattr(exc, "message", None)
     if isinstance(message, str):
-        _, brace, tail = _PROVIDER_PREFIX.sub("", _EXCEPTION_PREFIX.sub("", message)).partition("{")
+        _, brace, tail = _bare(message).partition("{")
         if brace:
-            parsed = parse_body((brace + tail).encode())
+            parsed = parse_body((brace + tail.removesuffix("'")).encode())
             if isinstance(parsed, dict):
                 return parsed
     return None

@@ -213,14 +213,15 @@ class OpenAICompatProvider:
         )
 
     def _transport_error(self, exc: httpx.HTTPError, *, mid_stream: bool = False) -> UpstreamError:
+        what = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         if mid_stream:
             return UpstreamError(
-                f"upstream {self.name} broke the stream: {type(exc).__name__}: {exc}",
+                f"upstream {self.name} broke the stream: the connection was closed or reset "
+                f"({what})",
                 provider=self.name,
             )
         return UpstreamError(
-            f"cannot reach upstream {self.name} at {self.url}: {type(exc).__name__}: {exc}",
-            provider=self.name,
+            f"cannot reach upstream {self.name} at {self.url}: {what}", provider=self.name
         )
 
 

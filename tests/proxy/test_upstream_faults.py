@@ -56,7 +56,8 @@ class Expect:
 OK = Expect(200)
 TIMED_OUT = Expect(504, "upstream_timeout", "timeout_error", words=f"within {TIMEOUT:g} s")
 BAD = Expect(502, "upstream_bad_response", words="not the API's response")
-FAILED = Expect(502, "upstream_error")
+FAILED = Expect(502, "upstream_error", words="failed (500): the upstream broke")
+UNREACHABLE = Expect(502, "upstream_error", words="cannot reach upstream")
 LIMITED = Expect(429, "rate_limit_exceeded", "rate_limit_error", words="slow down")
 TOO_LARGE = Expect(502, "upstream_response_too_large", words="max_response_bytes")
 
@@ -65,7 +66,7 @@ JSON_CASES: dict[str, Expect] = {
     "hang": TIMED_OUT,
     "hang-body": TIMED_OUT,
     "drip": TIMED_OUT,
-    "reset": FAILED,
+    "reset": UNREACHABLE,
     "malformed": BAD,
     "html": BAD,
     "empty": BAD,
@@ -81,14 +82,14 @@ STREAM_CASES: dict[str, Expect] = {
     "slow-events": OK,
     "stall": Expect(200, "upstream_timeout", "timeout_error", in_stream=True, words="next event"),
     "trickle": Expect(200, "upstream_timeout", "timeout_error", in_stream=True, words="next event"),
-    "reset": FAILED,
-    "reset-mid-stream": Expect(200, "upstream_error", in_stream=True),
+    "reset": UNREACHABLE,
+    "reset-mid-stream": Expect(200, "upstream_error", in_stream=True, words="broke the stream"),
     "cut-stream": Expect(200, "upstream_bad_response", in_stream=True, words="ended the stream"),
     "cut-event": Expect(200, "upstream_bad_response", in_stream=True, words="ended the stream"),
     "malformed": BAD,
     "html": BAD,
     "empty": BAD,
-    "error-event": FAILED,
+    "error-event": Expect(502, "upstream_error", words="overloaded"),
     "rate-limited": LIMITED,
     "server-error": FAILED,
     "huge": Expect(200, "upstream_response_too_large", in_stream=True, words="single stream event"),
