@@ -163,6 +163,14 @@ OPENAI_WIRE_PROVIDERS = frozenset(
 )
 
 
+DEFAULT_TIMEOUT = 600.0
+"""general_settings.request_timeout's default, in seconds."""
+DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024 * 1024
+"""general_settings.max_response_bytes's default: 16 MiB, the same as max_body_bytes. Far above
+a chat answer (a 32k-token answer is ~150 KB of JSON; with top-5 logprobs ~13 MB), while one
+misbehaving upstream can no longer make overspill buffer an unbounded body per request."""
+
+
 class ConfigError(Exception):
     """config.yaml cannot be used; `problems` holds one line per problem."""
 
@@ -330,8 +338,15 @@ class GeneralSettings(_Frozen):
     host: str = "127.0.0.1"
     port: int = Field(default=4000, ge=1, le=65535)
     max_body_bytes: int = Field(default=16 * 1024 * 1024, gt=0)
-    request_timeout: float = Field(default=600.0, gt=0)
+    request_timeout: float = Field(default=DEFAULT_TIMEOUT, gt=0)
+    """Seconds an upstream call may take, unless the model sets `litellm_params.timeout`
+    (`stream_timeout` for streams): a JSON answer whole (connect, send, wait, read); a stream's
+    wait for its head and first event, and each gap between two events after it (a stream that
+    keeps sending events is never cut). No retries hide inside it."""
     connect_timeout: float = Field(default=10.0, gt=0)
+    max_response_bytes: int = Field(default=DEFAULT_MAX_RESPONSE_BYTES, gt=0)
+    """The largest upstream answer overspill reads: a JSON answer whole, a stream's each event.
+    Reading stops at the limit (502 upstream_response_too_large); nothing beyond it is buffered."""
     store: StoreSettings = Field(default_factory=StoreSettings)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)

@@ -21,6 +21,8 @@
     ├── ModelUnavailable                503  the model's secret is unset
     ├── StoreUnavailable                503  the store cannot be reached (admin endpoints)
     └── UpstreamError                   502  the provider failed; keeps status, body, provider
+        ├── UpstreamBadResponse         502  a 2xx that is not the API's answer (HTML, empty, cut)
+        ├── UpstreamTooLarge            502  an answer (or one stream event) over max_response_bytes
         ├── UpstreamTimeout             504
         ├── UpstreamRateLimited         429  Retry-After passed on
         └── UpstreamRejected            4xx  the provider refused the request (status kept)
@@ -241,6 +243,21 @@ class UpstreamError(OverspillError):
         self.provider = provider
         self.upstream_status = upstream_status
         self.upstream_body = upstream_body
+
+
+class UpstreamBadResponse(UpstreamError):
+    """The upstream answered, but not with the API's response: an empty or HTML 200, a JSON
+    answer cut short, a stream that stops mid-event or before its end. The message names what
+    came (status, content type, size), never the body itself."""
+
+    code = "upstream_bad_response"
+
+
+class UpstreamTooLarge(UpstreamError):
+    """The upstream's answer (a stream's single event) is over general_settings.max_response_bytes;
+    overspill stopped reading it at the limit."""
+
+    code = "upstream_response_too_large"
 
 
 class UpstreamTimeout(UpstreamError):

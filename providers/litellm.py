@@ -21,18 +21,22 @@ from typing import Any
 import httpx
 import litellm
 import orjson
+from litellm.llms.custom_httpx.http_handler import AsyncHTTPHandler
 
 from kernel import tracing
-from kernel.config import ModelEntry, is_ollama
+from kernel.config import DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT, ModelEntry, is_ollama
 from kernel.errors import (
     ForbiddenParameter,
     OverspillError,
+    UpstreamBadResponse,
     UpstreamError,
     UpstreamTimeout,
     too_deep,
 )
 from kernel.types import ChatRequest, ChatResponse, RequestContext
+from providers.deadline import Deadline
 from providers.failures import classify_failure, error_message, parse_body
+from providers.guard import WATCH, Watch, guard_response
 from providers.ollama import chat_fields
 
 litellm.telemetry = False
@@ -60,27 +64,57 @@ LITELLM_SETTINGS = (
 )
 """Names litellm reads as its own settings: a request may not set them."""
 
+GUARDED_PROVIDERS: dict[str, tuple[bytes, ...]] = {
+    "anthropic": (b"event: message_delta", b"event: message_stop"),
+    "ollama_chat": (b'"done":true', b'"done": true'),
+}
+"""Providers litellm calls through its own HTTP handler (which takes overspill's client with
+the response guard), and the bytes a complete stream of theirs ends with."""
+_NOT_JSON = "Unable to get json response"
+
 _EXCEPTION_PREFIX = re.compile(r"^(?:litellm\.\w+: )+")
 _PROVIDER_PREFIX = re.compile(r"^\w+(?:Exception|Error) - ")
+_HANDLE_WITH = re.compile(r"\.? Handle with `litellm\.\w+`\.?$")
 
 
 class LitellmProvider:
     """One deployment served through `litellm.acompletion`."""
 
-    def __init__(self, entry: ModelEntry, *, drop_params: bool = False) -> None:
+    def __init__(
+        self,
+        entry: ModelEntry,
+        *,
+        drop_params: bool = False,
+        request_timeout: float = DEFAULT_TIMEOUT,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+    ) -> None:
         params = entry.litellm_params
         self.name = params.provider
-        self.settings: dict[str, Any] = {"model": params.model, **params.extras()}
-        for key in ("api_base", "api_version", "timeout", "stream_timeout"):
+        self.timeout = params.timeout or request_timeout
+        self.stream_timeout = params.stream_timeout or self.timeout
+        self.max_bytes = max_response_bytes
+        # No hidden retries: litellm's and the provider SDK's own stay off unless config sets them.
+        self.settings: dict[str, Any] = {"num_retries": 0, "max_retries": 0}
+        self.settings.update({"model": params.model, **params.extras()})
+        for key in ("api_base", "api_version"):
             value = getattr(params, key)
             if value is not None:
                 self.settings[key] = value
+        self.settings["timeout"] = self.timeout
+        self.settings["stream_timeout"] = self.stream_timeout
         if params.api_key is not None:
             self.settings["api_key"] = params.api_key.get_secret_value()
         if drop_params:
             self.settings.setdefault("drop_params", True)
         if is_ollama(params.model):
             self.settings["extra_body"] = chat_fields(entry)
+        self.end_markers = GUARDED_PROVIDERS.get(self.name)
+        self.http: AsyncHTTPHandler | None = None
+        if self.end_markers is not None:
+            self.http = AsyncHTTPHandler(
+                timeout=self.timeout, event_hooks={"response": [guard_response]}
+            )
+            self.settings["client"] = self.http
 
     def kwargs(self, request: ChatRequest) -> dict[str, Any]:
         """The keyword arguments for litellm.acompletion."""
@@ -102,43 +136,112 @@ class LitellmProvider:
         return kwargs
 
     async def complete(self, request: ChatRequest, ctx: RequestContext) -> ChatResponse:
-        """Call litellm; streams are returned primed."""
+        """Call litellm within the deadline; streams are returned primed."""
         _writable(request)
         kwargs = self.kwargs(request)
+        watch = None
+        if self.end_markers is not None:
+            watch = Watch(self.name, request.stream, self.max_bytes, self.end_markers)
+        token = WATCH.set(watch)
+        seconds = self.stream_timeout if request.stream else self.timeout
         try:
-            result = await litellm.acompletion(**kwargs)
-        except Exception as exc:
-            raise self.translate(exc) from exc
-        if not request.stream:
-            return ChatResponse(body=orjson.dumps(result.model_dump(exclude_none=True)))
-        iterator = result.__aiter__()
-        try:
-            first = await iterator.__anext__()
+            with Deadline(seconds):
+                result = await litellm.acompletion(**kwargs)
+                if not request.stream:
+                    return ChatResponse(body=orjson.dumps(result.model_dump(exclude_none=True)))
+                iterator = result.__aiter__()
+                first = await iterator.__anext__()
         except StopAsyncIteration:
-            raise UpstreamError(
-                f"upstream {self.name} ended the stream without sending any event",
-                provider=self.name,
-            ) from None
+            raise self._ended(watch, "without sending any event") from None
+        except TimeoutError as exc:
+            what = "stream's first event" if request.stream else "answer"
+            raise self._timeout(seconds, what) from exc
         except Exception as exc:
-            raise self.translate(exc) from exc
-        return ChatResponse(stream=self._relay(first, iterator))
+            raise self.translate(exc, watch) from exc
+        finally:
+            WATCH.reset(token)
+        if watch is not None and watch.error is not None:
+            raise watch.error
+        return ChatResponse(stream=self._relay(first, iterator, watch))
 
     async def aclose(self) -> None:
-        """litellm keeps its own client pool; nothing to release per deployment."""
+        """Close the guarded HTTP client (litellm's shared pool is litellm's)."""
+        if self.http is not None:
+            await self.http.client.aclose()
 
-    async def _relay(self, first: Any, rest: AsyncIterator[Any]) -> AsyncIterator[bytes]:
+    async def _relay(
+        self, first: Any, rest: AsyncIterator[Any], watch: Watch | None
+    ) -> AsyncIterator[bytes]:
+        """Each chunk as an SSE event; each gap between two bounded by stream_timeout."""
         yield _event(first)
-        try:
-            async for chunk in rest:
-                yield _event(chunk)
-        except Exception as exc:
-            raise self.translate(exc) from exc
+        while True:
+            try:
+                with Deadline(self.stream_timeout):
+                    chunk = await rest.__anext__()
+            except StopAsyncIteration:
+                break
+            except TimeoutError as exc:
+                raise self._timeout(self.stream_timeout, "next event") from exc
+            except Exception as exc:
+                raise self.translate(exc, watch, mid_stream=True) from exc
+            yield _event(chunk)
+        if watch is not None:
+            if watch.error is not None:
+                raise watch.error
+            if not watch.finished():
+                raise self._ended(watch, "before its end event")
         yield b"data: [DONE]\n\n"
 
-    def translate(self, exc: BaseException) -> OverspillError:
+    def _ended(self, watch: Watch | None, how: str) -> UpstreamError:
+        seen = ""
+        if watch is not None:
+            ctype = watch.content_type or "(none)"
+            seen = f" (HTTP {watch.status}, content-type {ctype}, {watch.size} bytes)"
+        return UpstreamBadResponse(
+            f"upstream {self.name} ended the stream {how}{seen}",
+            provider=self.name,
+            upstream_status=watch.status if watch is not None else None,
+        )
+
+    def _timeout(self, seconds: float, what: str) -> UpstreamTimeout:
+        return UpstreamTimeout(
+            f"upstream {self.name} did not send its {what} within {seconds:g} s "
+            "(litellm_params.timeout / stream_timeout, else general_settings.request_timeout)",
+            provider=self.name,
+        )
+
+    def translate(
+        self, exc: BaseException, watch: Watch | None = None, *, mid_stream: bool = False
+    ) -> OverspillError:
         """A litellm (or transport) exception as an error of the tree."""
         if isinstance(exc, OverspillError):
             return exc
+        if watch is not None and watch.error is not None:
+            return watch.error  # the guard's finding, whatever litellm made of it
+        if watch is not None and watch.status == 0 and _transport_like(exc):
+            return UpstreamError(
+                f"cannot reach upstream {self.name}: the connection was refused, closed or reset "
+                f"before an answer{_detail(exc)}",
+                provider=self.name,
+            )
+        if watch is not None and mid_stream and _transport_like(exc):
+            return UpstreamError(
+                f"upstream {self.name} broke the stream: the connection was closed or reset"
+                f"{_detail(exc)}",
+                provider=self.name,
+            )
+        if _NOT_JSON in str(exc):
+            seen = ""
+            if watch is not None:
+                ctype = watch.content_type or "(none)"
+                seen = f": HTTP {watch.status}, content-type {ctype}, {watch.size} bytes"
+            return UpstreamBadResponse(
+                f"upstream {self.name} answered with something that is not the API's response "
+                f"(not a JSON answer){seen}. Check the model's api_base and that the server "
+                "there speaks the API",
+                provider=self.name,
+                upstream_status=watch.status if watch is not None else None,
+            )
         if isinstance(exc, litellm.exceptions.Timeout | httpx.TimeoutException):
             return UpstreamTimeout(
                 f"upstream {self.name} did not answer in time: {_message(exc, None)}",
@@ -171,7 +274,31 @@ def _message(exc: BaseException, body: object) -> str:
             return found
     message = getattr(exc, "message", None)
     text = message if isinstance(message, str) and message else str(exc)
-    return _PROVIDER_PREFIX.sub("", _EXCEPTION_PREFIX.sub("", text))
+    return _bare(text)
+
+
+def _bare(text: str) -> str:
+    """litellm's words around the provider's removed: `litellm.XError: FooException - `
+    before, ` Handle with `litellm.XError`.` after."""
+    text = _PROVIDER_PREFIX.sub("", _EXCEPTION_PREFIX.sub("", text))
+    return _HANDLE_WITH.sub("", text.strip())
+
+
+def _transport_like(exc: BaseException) -> bool:
+    """A failure of the connection, as litellm reports it (no upstream status of its own)."""
+    if isinstance(exc, litellm.exceptions.MidStreamFallbackError):  # what broke the stream
+        original = exc.original_exception
+        return original is not None and _transport_like(original)
+    if isinstance(exc, litellm.exceptions.APIConnectionError | httpx.TransportError):
+        return True
+    status = getattr(exc, "status_code", None)
+    return status == 500 and not _bare(str(getattr(exc, "message", "") or ""))
+
+
+def _detail(exc: BaseException) -> str:
+    """`: what litellm said`, when it said anything."""
+    said = _bare(str(getattr(exc, "message", "") or exc))
+    return f" ({said[:300]})" if said else ""
 
 
 def _body(exc: BaseException) -> object:
@@ -185,9 +312,9 @@ def _body(exc: BaseException) -> object:
         return parse_body(content)
     message = getattr(exc, "message", None)
     if isinstance(message, str):
-        _, brace, tail = _PROVIDER_PREFIX.sub("", _EXCEPTION_PREFIX.sub("", message)).partition("{")
+        _, brace, tail = _bare(message).partition("{")
         if brace:
-            parsed = parse_body((brace + tail).encode())
+            parsed = parse_body((brace + tail.removesuffix("'")).encode())
             if isinstance(parsed, dict):
                 return parsed
     return None

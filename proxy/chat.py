@@ -264,7 +264,8 @@ async def _disconnected(request: Request) -> None:
 
 
 class SseRelay:
-    """The stream to the client; a failure after the first byte ends it with an error event.
+    """The stream to the client; a failure after the first byte ends it with an error event,
+    which always starts on an event boundary.
 
     Its end is logged and counted once, however it ends: finished, failed, or closed by
     `EventStream` before it ever started (the client left before the head was sent), which
@@ -302,22 +303,32 @@ class SseRelay:
         ctx = self.ctx
         status = 200
         error: OverspillError | None = None
+        last = b"\n\n"  # the last bytes sent: an error event must start on an event boundary
         try:
             async for chunk in self.stream:
                 yield chunk
+                last = chunk
         except OverspillError as exc:
             status, error = exc.http_status(), exc
             if isinstance(exc, UpstreamError) and exc.provider:
                 metrics.upstream_failed(exc.provider, _model_label(ctx), exc)
-            yield sse_error_event(exc)
+            yield _on_boundary(last, sse_error_event(exc))
         except Exception:
             log.exception("unhandled error in stream", extra={"request_id": ctx.request_id})
             status = 500
             error = OverspillError(f"internal error in overspill (request id {ctx.request_id})")
-            yield sse_error_event(error)
+            yield _on_boundary(last, sse_error_event(error))
         finally:
             await _close(self.stream)
             _log_request(ctx, self.chat, status, self.started, error=error, streamed=True)
+
+
+def _on_boundary(last: bytes, event: bytes) -> bytes:
+    """`event`, after a blank line when the bytes sent last did not end one (the providers
+    pass whole events only; this keeps any other stream's error event parseable)."""
+    if not last or last.endswith((b"\n\n", b"\r\n\r\n")):
+        return event
+    return (b"\n" if last.endswith(b"\n") else b"\n\n") + event
 
 
 async def _close(stream: AsyncIterable[bytes]) -> None:

@@ -291,11 +291,17 @@ def build_providers(
 
 
 def _provider(entry: ModelEntry, settings: Settings, client: httpx.AsyncClient) -> Provider:
+    timeout = settings.general_settings.request_timeout
+    limit = settings.general_settings.max_response_bytes
     if entry.uses_passthrough():
-        return OpenAICompatProvider(entry, client)
+        return OpenAICompatProvider(
+            entry, client, request_timeout=timeout, max_response_bytes=limit
+        )
     from providers.litellm import LitellmProvider  # litellm's import is slow: only when used
 
-    return LitellmProvider(entry, drop_params=settings.drop_params)
+    return LitellmProvider(
+        entry, drop_params=settings.drop_params, request_timeout=timeout, max_response_bytes=limit
+    )
 
 
 def native_ollama(settings: Settings) -> Settings:

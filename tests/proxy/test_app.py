@@ -80,6 +80,21 @@ async def test_failure_after_first_byte_ends_with_an_error_event(app_client: App
     assert b"[DONE]" not in response.content
 
 
+@pytest.mark.reliability("streams")
+@pytest.mark.parametrize("unfinished", [b'data: {"cho', b"data: {}\n", b"data: {}\r\n"])
+async def test_an_error_event_starts_on_an_event_boundary(
+    app_client: AppClient, unfinished: bytes
+) -> None:
+    """A stream whose last bytes stop mid-event still ends with a parseable error event."""
+    events = [sse_events(["a"])[0], unfinished]
+    failing = stream_response(events, error=UpstreamError("cut"))
+    client = app_client({"local": [ScriptedProvider([failing])]})
+    response = await client.post("/v1/chat/completions", json={**CHAT, "stream": True})
+    head, _, error = response.content.rpartition(b'data: {"error"')
+    assert head.endswith((b"\n\n", b"\r\n\n")), response.content
+    assert orjson.loads(b'{"error"' + error)["error"]["message"] == "cut"
+
+
 @pytest.mark.parametrize(
     ("error", "status", "code"),
     [
