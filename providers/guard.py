@@ -78,23 +78,26 @@ class EventCutter:
     past `limit` bytes.
     """
 
-    __slots__ = ("held", "limit", "provider", "size")
+    __slots__ = ("held", "limit", "provider", "size", "tail")
 
     def __init__(self, limit: int, provider: str) -> None:
         self.limit = limit
         self.provider = provider
         self.held: list[bytes] = []
         self.size = 0
+        self.tail = b""
 
     def feed(self, chunk: bytes) -> bytes:
         """The whole events `chunk` completes (b"" when none)."""
         if not self.held and chunk.endswith(_ENDS):
             return chunk
-        tail = self.held[-1][-3:] if self.held else b""
-        end = _boundary(tail + chunk)
+        tail = self.tail  # a blank line may span chunks: the held bytes' last three
+        data = tail + chunk
+        end = _boundary(data)
         if end < 0:
             self.held.append(chunk)
             self.size += len(chunk)
+            self.tail = data[-3:]
             if self.size > self.limit:
                 raise too_large(self.provider, self.limit, event=True)
             return b""
@@ -103,6 +106,7 @@ class EventCutter:
         rest = chunk[end:]
         self.held = [rest] if rest else []
         self.size = len(rest)
+        self.tail = rest[-3:]
         if self.size > self.limit:
             raise too_large(self.provider, self.limit, event=True)
         return out
