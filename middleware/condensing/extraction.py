@@ -9,7 +9,11 @@ lines naming numbers or identifiers the input never had are dropped, then notes 
 are assembled within ``target_tokens`` (the ledger's verbatim lines may make a tiny history's
 extraction as long as the history: the layer's budget, not the input's size, bounds it).
 Incremental extraction feeds the previous notes to the model and carries the previous ledger
-forward, so facts survive nesting.
+forward, so facts survive nesting. Earlier notes are never dropped: they go into the one call
+or, when earlier notes and new turns no longer fit one call, into the merge as its first
+partial; and an earlier note line whose key terms the new notes no longer hold (the model
+merged it away, or the notes were cut to budget) is carried into the ledger as a
+``- notes: …`` line, where the ledger's own rule (nothing silently dropped) takes over.
 
 Map-reduce (seed 000, improved): the transcript is cut with ``chunk_text`` into windows sized
 from the extractor's window (window - output - prompt overhead - safety margin). A map call
@@ -40,6 +44,7 @@ from middleware.condensing.ledger import (
     assemble,
     dedupe_facts,
     fact_lines,
+    key_tokens,
     parse_extraction,
 )
 from middleware.condensing.prompt import (
@@ -70,6 +75,8 @@ LEDGER_SHARE = 0.6
 MAX_MERGE_PASSES = 8
 MAP_CONCURRENCY = 4
 WORDS_PER_TOKEN = 0.7
+CARRIED_NOTE_SCORE = 6
+"""An earlier note line carried into the ledger ranks with a user's plain fact."""
 _T = TypeVar("_T")
 
 
@@ -314,7 +321,8 @@ async def extract_history(
     if reason is not None:
         raise BadExtraction(f"the extractor's notes were {reason}")
     notes = _bound_note(beyond_bound) + drop_unsupported(notes, f"{previous or ''}\n{transcript}")
-    text = assemble(cut_tail(notes, run.budget.notes, model), facts, target_tokens, model)
+    notes = cut_tail(notes, run.budget.notes, model)
+    text = assemble(notes, [*facts, *carried_notes(earlier, notes)], target_tokens, model)
     return Extraction(
         text,
         run.calls,
@@ -342,6 +350,19 @@ def cut_history(
     notes = _bound_note(beyond_bound) + cut_middle(transcript, notes_tokens, model)
     text = assemble(notes, facts, target_tokens, model)
     return Extraction(text, 0, 0, 0, bool(previous), cut=True, bounded=len(beyond_bound))
+
+
+def carried_notes(earlier: str, notes: str) -> list[FactLine]:
+    """The earlier note lines whose key terms the new notes no longer all hold, as ledger
+    lines (``- notes: …``): what the model merged away or a cut removed comes back quoted."""
+    held = key_tokens(notes)
+    carried = []
+    for raw in earlier.splitlines():
+        line = raw.strip().lstrip("-*• ").strip()
+        keys = key_tokens(line)
+        if line and not line.startswith("[") and keys and not keys <= held:
+            carried.append(FactLine("notes", line, CARRIED_NOTE_SCORE))
+    return carried
 
 
 def _ledger(

@@ -8,6 +8,14 @@ extractions parse the previous ledger back and carry it forward. Under budget pr
 lines go in this order: lines whose key tokens the notes or other lines already hold, then
 the lowest-ranked (the assistant's before the user's and tools'), then the longest.
 
+No fact is dropped silently. A fact's *key terms* are the tokens it hangs on (anything with a
+digit, code identifiers, runs of capitalised names: ``key_spans``). Every line that has to go
+is accounted for on one visible ``- merged(N facts): `key` `key` …`` line: N counts it (and
+every fact an earlier merged line held), and its key terms are listed there unless the notes
+or a kept line already hold them. Only when even the key terms do not fit does the merged line
+list fewer of them, and it then says how many terms were left out. So for every fact that came
+in, its key terms are in the output, or a visible count on the merged line includes it.
+
 The ledger's rules and the extraction's layout are part of a cached extraction's validity:
 bump ``extraction_prompt.PROMPT_VERSION`` whenever they change.
 """
@@ -38,7 +46,9 @@ __all__ = [
     "fact_lines",
     "fact_score",
     "fact_signal",
+    "key_spans",
     "key_tokens",
+    "merged_count",
     "parse_extraction",
     "select_facts",
     "sentences",
@@ -70,6 +80,9 @@ _DECISION = re.compile(
 )
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[`])")
 _FACT_LINE = re.compile(r"^- ([\w()\-. ]{1,40}): (.*)$")
+_MERGED_ROLE = re.compile(r"^merged\((\d+) facts?\)$")
+MERGED_ROLE = "merged({} facts)"
+LEFT_OUT = "[… {} more key terms left out: no room]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,12 +98,30 @@ class FactLine:
         return f"- {self.role}: {self.text}"
 
 
+def key_spans(text: str) -> list[str]:
+    """The terms a fact hangs on, as written, in order and without case-blind repeats:
+    anything with a digit, code identifiers, runs of capitalised names."""
+    found = [m.group(0).strip(".,:;-/") for m in DIGIT_TOKEN.finditer(text)]
+    found += [m.group(0).strip("`") for m in _IDENT_TOKEN.finditer(text)]
+    found += [m.group(0) for m in _NAME_RUN.finditer(text)]
+    seen: set[str] = set()
+    out: list[str] = []
+    for span in found:
+        if span and "`" not in span and span.lower() not in seen:
+            seen.add(span.lower())
+            out.append(span)
+    return out
+
+
 def key_tokens(text: str) -> frozenset[str]:
-    """The tokens a fact hangs on: anything with a digit, code identifiers, name runs."""
-    found = {m.group(0).strip(".,:;-/").lower() for m in DIGIT_TOKEN.finditer(text)}
-    found |= {m.group(0).strip("`").lower() for m in _IDENT_TOKEN.finditer(text)}
-    found |= {m.group(0).lower() for m in _NAME_RUN.finditer(text)}
-    return frozenset(t for t in found if t)
+    """The tokens a fact hangs on (``key_spans``, lower-cased)."""
+    return frozenset(span.lower() for span in key_spans(text))
+
+
+def merged_count(fact: FactLine) -> int:
+    """How many facts a ledger line stands for: N for a ``merged(N facts)`` line, else 1."""
+    match = _MERGED_ROLE.match(fact.role)
+    return int(match.group(1)) if match else 1
 
 
 def fact_signal(sentence: str) -> int:
@@ -237,12 +268,79 @@ def _layout(notes: str, facts: Sequence[FactLine]) -> str:
 
 
 def assemble(notes: str, facts: Sequence[FactLine], target_tokens: int, model: str = "") -> str:
-    """Notes and as many facts as fit, within target_tokens (cut with a marker if need be)."""
+    """Notes and as many facts as fit, within target_tokens (cut with a marker if need be);
+    the facts that do not fit are accounted for on one merged line (see the module doc).
+
+    Quoted lines make room for the merged line's key terms: a long line kept while key terms
+    are left out is the worse trade, so the selection is redone with that room reserved.
+    """
     room = target_tokens - count_text(_layout(notes, ()), model) - LAYOUT_TOKENS // 2
+    reserve = 0
     while True:
-        chosen = select_facts(facts, notes, room, model) if room > 0 else []
-        text = _layout(notes, chosen)
+        budget = room - reserve
+        chosen = select_facts(facts, notes, budget, model) if budget > 0 else []
+        used = sum(_cost(fact, model) for fact in chosen)
+        whole = merged_line(facts, chosen, notes, None, model)
+        short = (used + _cost(whole, model) - room) if whole is not None else 0
+        if short > 0 and chosen:
+            reserve += max(short, room // 10, 1)
+            continue
+        merged = merged_line(facts, chosen, notes, max(0, room - used), model)
+        text = _layout(notes, [*chosen, merged] if merged is not None else chosen)
         over = count_text(text, model) - target_tokens
         if over <= 0 or not chosen:
             return cut_tail(text, target_tokens, model)
-        room -= over
+        reserve += over
+
+
+def _cost(fact: FactLine, model: str) -> int:
+    """Tokens a ledger line costs, its newline included."""
+    return count_text(fact.render(), model) + 1
+
+
+def term_weight(span: str) -> int:
+    """How much a key term identifies on its own: a code mixing letters and digits 3, an
+    identifier, a name or a number of three digits or more 2, anything else 1."""
+    letters = any(c.isalpha() for c in span)
+    digits = sum(c.isdigit() for c in span)
+    if letters and digits:
+        return 3
+    return 2 if letters or digits >= 3 else 1
+
+
+def merged_line(
+    facts: Sequence[FactLine],
+    chosen: Sequence[FactLine],
+    notes: str,
+    budget: int | None,
+    model: str = "",
+) -> FactLine | None:
+    """The one line accounting for the facts not chosen: how many, and their key terms that
+    neither the notes nor a chosen line hold. When not all fit in `budget` tokens the most
+    identifying terms stay (then those of better-ranked facts) and a count says how many
+    were left out. None when every fact was chosen."""
+    kept = {id(fact) for fact in chosen}
+    dropped = [fact for fact in facts if id(fact) not in kept]
+    if not dropped:
+        return None
+    held = key_tokens(notes).union(*(key_tokens(fact.text) for fact in chosen))
+    ranked = sorted(range(len(dropped)), key=lambda i: (-dropped[i].score, i))
+    spans: dict[str, tuple[int, int, int, str]] = {}
+    for rank, i in enumerate(ranked):
+        for order, span in enumerate(key_spans(dropped[i].text)):
+            key = span.lower()
+            if key not in held and key not in spans:
+                spans[key] = (-term_weight(span), rank, i * 1000 + order, span)
+    terms = sorted(spans.values())
+    role = MERGED_ROLE.format(sum(merged_count(fact) for fact in dropped))
+    keep = len(terms)
+    while True:
+        listed = sorted(terms[:keep], key=lambda term: term[2])
+        body = " ".join(f"`{term[3]}`" for term in listed)
+        if keep < len(terms):
+            body = f"{body} {LEFT_OUT.format(len(terms) - keep)}".strip()
+        line = FactLine(role, body or "(no key terms)", 1)
+        if budget is None or keep == 0 or _cost(line, model) <= budget:
+            return line
+        keep -= max(1, (_cost(line, model) - budget) // 4)
+        keep = max(keep, 0)
