@@ -48,7 +48,10 @@ __all__ = [
     "fact_signal",
     "key_spans",
     "key_tokens",
+    "layout",
+    "ledger_tokens",
     "merged_count",
+    "notes_room",
     "parse_extraction",
     "select_facts",
     "sentences",
@@ -60,6 +63,9 @@ FIRST_HAND_BONUS = 5
 MAX_LINE_CHARS = 300
 LAYOUT_TOKENS = 24
 """Tokens the layout (headers, bullets) adds around the notes and the quoted facts."""
+LEDGER_SHARE = 0.6
+"""The quoted facts' share of an extraction's target, at most."""
+MIN_NOTES_TOKENS = 32
 MAX_SELECT_EXACT = 300
 
 _IDENT_TOKEN = re.compile(
@@ -96,6 +102,18 @@ class FactLine:
     def render(self) -> str:
         """The ledger line: ``- role: text``."""
         return f"- {self.role}: {self.text}"
+
+
+def notes_room(target_tokens: int, ledger_tokens: int) -> int:
+    """Tokens the notes may take beside a ledger of `ledger_tokens` (itself capped at
+    `LEDGER_SHARE` of the target)."""
+    ledger = min(ledger_tokens, int(target_tokens * LEDGER_SHARE))
+    return max(MIN_NOTES_TOKENS, target_tokens - ledger - LAYOUT_TOKENS)
+
+
+def ledger_tokens(facts: Sequence[FactLine], model: str = "") -> int:
+    """Tokens the facts cost as ledger lines."""
+    return sum(count_text(fact.render(), model) + 1 for fact in facts)
 
 
 def key_spans(text: str) -> list[str]:
@@ -259,7 +277,7 @@ def _candidates(facts: Sequence[FactLine], budget: int, model: str) -> Sequence[
     return [facts[i] for i in sorted(chosen)]
 
 
-def _layout(notes: str, facts: Sequence[FactLine]) -> str:
+def layout(notes: str, facts: Sequence[FactLine]) -> str:
     """The extraction text: the notes section, then the quoted facts section."""
     sections = [f"{NOTES_HEADER}\n{notes}"] if notes else []
     if facts:
@@ -274,7 +292,7 @@ def assemble(notes: str, facts: Sequence[FactLine], target_tokens: int, model: s
     Quoted lines make room for the merged line's key terms: a long line kept while key terms
     are left out is the worse trade, so the selection is redone with that room reserved.
     """
-    room = target_tokens - count_text(_layout(notes, ()), model) - LAYOUT_TOKENS // 2
+    room = target_tokens - count_text(layout(notes, ()), model) - LAYOUT_TOKENS // 2
     reserve = 0
     while True:
         budget = room - reserve
@@ -286,7 +304,7 @@ def assemble(notes: str, facts: Sequence[FactLine], target_tokens: int, model: s
             reserve += max(short, room // 10, 1)
             continue
         merged = merged_line(facts, chosen, notes, max(0, room - used), model)
-        text = _layout(notes, [*chosen, merged] if merged is not None else chosen)
+        text = layout(notes, [*chosen, merged] if merged is not None else chosen)
         over = count_text(text, model) - target_tokens
         if over <= 0 or not chosen:
             return cut_tail(text, target_tokens, model)
