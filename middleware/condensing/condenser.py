@@ -314,12 +314,15 @@ class Condenser:
 def bounded(
     messages: Sequence[Message], counts: Sequence[int], limit: int
 ) -> tuple[list[Message], list[Message]]:
-    """(older, newer): the newest whole messages within `limit` tokens, and those before."""
+    """(older, newer): the newest whole messages within `limit` tokens, and those before;
+    the bound never falls between a tool call and its results."""
     used = 0
     start = len(messages)
     while start > 0 and used + counts[start - 1] <= limit:
         start -= 1
         used += counts[start]
+    while 0 < start < len(messages) and messages[start].get("role") in ("tool", "function"):
+        start += 1  # a tool call's results stay beside it (on the older side)
     start = min(start, len(messages) - 1) if messages else 0  # always extract the newest one
     return list(messages[:start]), list(messages[start:])
 

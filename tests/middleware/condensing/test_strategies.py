@@ -14,7 +14,7 @@ from kernel.config import ConfigError, parse_config
 from kernel.store import DiskHistoryStore
 from kernel.tokens import count_text
 from kernel.types import ChatRequest, Completion, Message, RequestContext
-from middleware.condensing.condenser import Condenser, report
+from middleware.condensing.condenser import Condenser, bounded, report
 from middleware.condensing.split import split_history
 from middleware.condensing.strategies import (
     MARKER_TOKENS,
@@ -313,3 +313,13 @@ def test_no_strategy_orphans_a_tool_result_and_each_fits_or_says_it_cannot(
         own = sum(c for m, c in zip(messages, counts, strict=True) if any(m is k for k in kept))
         assert own + (MARKER_TOKENS if len(kept) < len(messages) else 0) <= budget
     assert set(STRATEGIES) == {"extract", "mask_tool_results", "mask_observations", "middle_cut"}
+
+
+def test_the_extraction_bound_never_falls_between_a_call_and_its_results() -> None:
+    """Past the extraction bound, a tool call and its results stay on one side together."""
+    messages = agent_turns(4)
+    counts = [10, 10, 10, 10] * 4
+    for limit in range(10, 170, 10):
+        older, newer = bounded(messages, counts, limit)
+        assert orphan_tools(newer) == [] or len(newer) == 1
+        assert older + newer == messages
