@@ -22,6 +22,7 @@ bump ``extraction_prompt.PROMPT_VERSION`` whenever they change.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -89,6 +90,7 @@ _FACT_LINE = re.compile(r"^- ([\w()\-. ]{1,40}): (.*)$")
 _MERGED_ROLE = re.compile(r"^merged\((\d+) facts?\)$")
 MERGED_ROLE = "merged({} facts)"
 LEFT_OUT = "[… {} more key terms left out: no room]"
+_LEFT_OUT_TOKENS = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,9 +118,11 @@ def ledger_tokens(facts: Sequence[FactLine], model: str = "") -> int:
     return sum(count_text(fact.render(), model) + 1 for fact in facts)
 
 
-def key_spans(text: str) -> list[str]:
+@functools.lru_cache(maxsize=16384)
+def key_spans(text: str) -> tuple[str, ...]:
     """The terms a fact hangs on, as written, in order and without case-blind repeats:
-    anything with a digit, code identifiers, runs of capitalised names."""
+    anything with a digit, code identifiers, runs of capitalised names (cached: a ledger's
+    lines come back at every growth)."""
     found = [m.group(0).strip(".,:;-/") for m in DIGIT_TOKEN.finditer(text)]
     found += [m.group(0).strip("`") for m in _IDENT_TOKEN.finditer(text)]
     found += [m.group(0) for m in _NAME_RUN.finditer(text)]
@@ -128,7 +132,7 @@ def key_spans(text: str) -> list[str]:
         if span and "`" not in span and span.lower() not in seen:
             seen.add(span.lower())
             out.append(span)
-    return out
+    return tuple(out)
 
 
 def key_tokens(text: str) -> frozenset[str]:
@@ -299,12 +303,12 @@ def assemble(notes: str, facts: Sequence[FactLine], target_tokens: int, model: s
         chosen = select_facts(facts, notes, budget, model) if budget > 0 else []
         used = sum(_cost(fact, model) for fact in chosen)
         whole = merged_line(facts, chosen, notes, None, model)
-        short = (used + _cost(whole, model) - room) if whole is not None else 0
+        short = (used + whole[1] - room) if whole is not None else 0
         if short > 0 and chosen:
             reserve += max(short, room // 10, 1)
             continue
-        merged = merged_line(facts, chosen, notes, max(0, room - used), model)
-        text = layout(notes, [*chosen, merged] if merged is not None else chosen)
+        fitted = whole if short <= 0 else merged_line(facts, chosen, notes, room - used, model)
+        text = layout(notes, [*chosen, fitted[0]] if fitted is not None else chosen)
         over = count_text(text, model) - target_tokens
         if over <= 0 or not chosen:
             return cut_tail(text, target_tokens, model)
@@ -316,6 +320,7 @@ def _cost(fact: FactLine, model: str) -> int:
     return count_text(fact.render(), model) + 1
 
 
+@functools.lru_cache(maxsize=16384)
 def term_weight(span: str) -> int:
     """How much a key term identifies on its own: a code mixing letters and digits 3, an
     identifier, a name or a number of three digits or more 2, anything else 1."""
@@ -326,17 +331,23 @@ def term_weight(span: str) -> int:
     return 2 if letters or digits >= 3 else 1
 
 
+@functools.lru_cache(maxsize=16384)
+def _term_cost(span: str, model: str) -> int:
+    """Tokens one key term costs on a merged line (a space and its backticks)."""
+    return count_text(f" `{span}`", model)
+
+
 def merged_line(
     facts: Sequence[FactLine],
     chosen: Sequence[FactLine],
     notes: str,
     budget: int | None,
     model: str = "",
-) -> FactLine | None:
-    """The one line accounting for the facts not chosen: how many, and their key terms that
-    neither the notes nor a chosen line hold. When not all fit in `budget` tokens the most
-    identifying terms stay (then those of better-ranked facts) and a count says how many
-    were left out. None when every fact was chosen."""
+) -> tuple[FactLine, int] | None:
+    """The one line accounting for the facts not chosen, and its estimated cost: how many,
+    and their key terms that neither the notes nor a chosen line hold. When not all fit in
+    `budget` tokens the most identifying terms stay (then those of better-ranked facts) and
+    a count says how many were left out. None when every fact was chosen."""
     kept = {id(fact) for fact in chosen}
     dropped = [fact for fact in facts if id(fact) not in kept]
     if not dropped:
@@ -351,14 +362,16 @@ def merged_line(
                 spans[key] = (-term_weight(span), rank, i * 1000 + order, span)
     terms = sorted(spans.values())
     role = MERGED_ROLE.format(sum(merged_count(fact) for fact in dropped))
-    keep = len(terms)
-    while True:
-        listed = sorted(terms[:keep], key=lambda term: term[2])
-        body = " ".join(f"`{term[3]}`" for term in listed)
-        if keep < len(terms):
-            body = f"{body} {LEFT_OUT.format(len(terms) - keep)}".strip()
-        line = FactLine(role, body or "(no key terms)", 1)
-        if budget is None or keep == 0 or _cost(line, model) <= budget:
-            return line
-        keep -= max(1, (_cost(line, model) - budget) // 4)
-        keep = max(keep, 0)
+    base = count_text(f"- {role}: ", model) + 1
+    keep, cost = 0, base
+    for term in terms:
+        more = _term_cost(term[3], model)
+        if budget is not None and cost + more + _LEFT_OUT_TOKENS > budget:
+            break
+        keep, cost = keep + 1, cost + more
+    listed = sorted(terms[:keep], key=lambda term: term[2])
+    body = " ".join(f"`{term[3]}`" for term in listed)
+    if keep < len(terms):
+        body = f"{body} {LEFT_OUT.format(len(terms) - keep)}".strip()
+        cost += _LEFT_OUT_TOKENS
+    return FactLine(role, body or "(no key terms)", 1), cost

@@ -32,7 +32,7 @@ def facts_about(n: int) -> list[FactLine]:
 def test_key_spans_keep_the_case_and_skip_case_blind_repeats() -> None:
     """Codes, identifiers and names come back as written, each once."""
     spans = key_spans("Ask Ingrid Halvorsen about ZX-4471, then zx-4471 and orca_ledger.")
-    assert spans == ["ZX-4471", "orca_ledger", "Ingrid Halvorsen"]
+    assert spans == ("ZX-4471", "orca_ledger", "Ingrid Halvorsen")
 
 
 def test_term_weight_ranks_codes_over_bare_small_numbers() -> None:
