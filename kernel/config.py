@@ -221,6 +221,9 @@ def is_ollama(model: str) -> bool:
     return model.startswith(OLLAMA_PREFIXES)
 
 
+CondensingStrategy = Literal["extract", "mask_tool_results", "mask_observations", "middle_cut"]
+
+
 class ContextSettings(_Frozen):
     """overspill's per-model block: what the model's window really is."""
 
@@ -234,6 +237,20 @@ class ContextSettings(_Frozen):
     max_extraction_input_tokens: int = Field(default=64_000, ge=320)
     """One extraction reads at most this much history (seed 000); older turns past it are
     kept only as quoted facts."""
+    # condensing strategies (middleware/condensing/strategies.py)
+    strategies: tuple[CondensingStrategy, ...] = Field(default=("extract",), min_length=1)
+    """What condenses a history, tried in order until it fits: `extract` (a model writes
+    notes), `mask_tool_results`, `mask_observations` (tool results and long replies),
+    `middle_cut`. Masking, then a middle cut, always follow as fallbacks."""
+
+    @field_validator("strategies")
+    @classmethod
+    def _distinct_strategies(
+        cls, value: tuple[CondensingStrategy, ...]
+    ) -> tuple[CondensingStrategy, ...]:
+        if len(set(value)) != len(value):
+            raise ValueError(f"each strategy may be listed once, got {list(value)}")
+        return value
 
 
 class OllamaSettings(_Frozen):

@@ -137,8 +137,8 @@ GROWTHS = _counter(
 )  # fmt: skip
 EXTRACTIONS = _counter(
     "overspill_extractions",
-    "Stand-ins for a history: reused (cached), extracted, incremental, or cut (no model could "
-    "condense it; the middle was cut with a marker).",
+    "Stand-ins for a history: reused (cached), extracted, incremental, masked (observation "
+    "masking), masked-tool-results, or cut (the middle was cut with a marker).",
     ["model", "result"],
 )  # fmt: skip
 COMPACTION_TOKENS = _histogram(
@@ -395,7 +395,8 @@ def compaction(layer: str, before: int, after: int) -> None:
 
 
 def extraction_made(model: str, result: str) -> None:
-    """A stand-in for a history: reused, extracted, incremental or cut."""
+    """A stand-in for a history: reused, extracted, incremental, masked, masked-tool-results
+    or cut (the strategy that made it)."""
     EXTRACTIONS.labels(model, result).inc()
 
 

@@ -87,6 +87,9 @@ class HistoryEntry(Record):
     tokens_before: int = Field(ge=0)
     tokens_after: int = Field(ge=0)
     created_at: float
+    strategy: str = "extract"
+    """What made `extraction` (a condensing strategy's name); entries written before the
+    field existed read as `extract`."""
 
     @model_validator(mode="after")
     def _end_within_count(self) -> HistoryEntry:

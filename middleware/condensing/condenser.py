@@ -6,6 +6,13 @@ under a per-conversation single flight, and stores the result. `overflow_recover
 after an upstream overflow, `history_splice` before the request is sent, and `documents` to
 compact the existing context.
 
+A history is condensed by the model's `context.strategies`, tried in order until the stand-in
+fits (`extract` by default; `mask_tool_results`, `mask_observations`, `middle_cut`:
+middleware/condensing/strategies.py); an extraction that fails on every rung of the ladder
+(a transient failure is tried once more first) falls back to observation masking, then to a
+middle cut, never to an error. Whatever a strategy made is cached the same way, with its name
+(`HistoryEntry.strategy`), so the splice reuses it and the next growth starts from it.
+
 An extraction's input is bounded (`context.max_extraction_input_tokens`, seed 000's 64k): when
 the turns to extract are larger, the newest of them within the bound are extracted and the
 older ones are kept only as quoted facts, instead of an unbounded run of calls in one request.
@@ -27,7 +34,7 @@ from kernel.tokens import REPLY_PRIMING_TOKENS
 from kernel.types import ChatRequest, Message, RequestContext
 from middleware.condensing.budget import Budget, budget_for
 from middleware.condensing.cutting import cut_tail
-from middleware.condensing.extraction import PROMPT_VERSION, Extraction
+from middleware.condensing.extraction import PROMPT_VERSION, BadExtraction, Extraction
 from middleware.condensing.ladder import (
     Rung,
     condense_message,
@@ -40,6 +47,12 @@ from middleware.condensing.split import (
     Split,
     context_message,
     split_history,
+)
+from middleware.condensing.strategies import (
+    StrategyName,
+    masked_history,
+    middle_cut_history,
+    strategy_order,
 )
 
 log = logging.getLogger("overspill.condense")
@@ -141,18 +154,16 @@ class Condenser:
             if previous is not None and previous.historical_end_index == end:
                 metrics.extraction_made(entry.model_name, "reused")
                 return StandIn(context_message(previous.extraction, replaced), "reused", None)
-            extraction = await self._extract(request, entry, plan, previous)
+            extraction = await self._condense(request, ctx, entry, plan, previous)
             metrics.extraction_made(entry.model_name, _result(extraction))
             if extraction.cut:
                 log.warning(
-                    "no model could condense the history; sending it cut in the middle",
+                    "the history was cut in the middle to fit",
                     extra={"request_id": ctx.request_id, "conversation": ctx.conversation_id},
                 )
-                message = context_message(extraction.text, replaced, cut=True)
-                return StandIn(message, "truncated", extraction)
             await self._save(self._entry(request, ctx, entry, extraction, plan, found.slot))
-        action = "extracted-incremental" if extraction.incremental else "extracted"
-        return StandIn(context_message(extraction.text, replaced), action, extraction)
+        message = context_message(extraction.text, replaced, cut=extraction.cut)
+        return StandIn(message, _action(extraction), extraction)
 
     async def shrink_oversized(
         self, messages: list[Message], plan: Plan, entry: ModelEntry
@@ -202,22 +213,70 @@ class Condenser:
             self.services, entry, scale=plan.scale, fallback_window=plan.budget.window
         )
 
-    async def _extract(
-        self, request: ChatRequest, entry: ModelEntry, plan: Plan, previous: HistoryEntry | None
+    async def _condense(
+        self,
+        request: ChatRequest,
+        ctx: RequestContext,
+        entry: ModelEntry,
+        plan: Plan,
+        previous: HistoryEntry | None,
     ) -> Extraction:
+        """The stand-in's text by the first of the model's strategies that fits (the
+        fallbacks, masking then a middle cut, come last and the cut always fits)."""
+        start = previous.historical_end_index if previous else 0
+        historical = [request.messages[i] for i in plan.split.historical if i >= start]
+        earlier = previous.extraction if previous else None
+        target = _target(plan, entry, self._framing(entry, plan))
+        model = entry.litellm_params.upstream_model
+        for name in strategy_order(entry.context.strategies):
+            if name == "extract":
+                made = await self._extract(request, entry, plan, previous, target)
+            elif name == "middle_cut":
+                made = _middle_cut(historical, earlier, target, model)
+            else:
+                text = masked_history(
+                    historical,
+                    previous=earlier,
+                    target_tokens=target,
+                    replies=name == "mask_observations",
+                    model=model,
+                )
+                made = _made(text, name, earlier) if text is not None else None
+            if made is not None:
+                return made
+            log.info(
+                "condensing strategy did not fit; trying the next",
+                extra={"request_id": ctx.request_id, "strategy": name},
+            )
+        return _middle_cut(historical, earlier, target, model)  # pragma: no cover - listed last
+
+    async def _extract(
+        self,
+        request: ChatRequest,
+        entry: ModelEntry,
+        plan: Plan,
+        previous: HistoryEntry | None,
+        target: int,
+    ) -> Extraction | None:
+        """An extraction on the ladder, or None when no rung managed (logged)."""
         start = previous.historical_end_index if previous else 0
         historical = [request.messages[i] for i in plan.split.historical if i >= start]
         counts = [plan.counts[i] for i in plan.split.historical if i >= start]
         older, newer = bounded(historical, counts, entry.context.max_extraction_input_tokens)
-        return await extract_on_ladder(
-            newer,
-            rungs=await self.rungs(entry, plan),
-            target_tokens=_target(plan, entry, self._framing(entry, plan)),
-            previous=previous.extraction if previous else None,
-            focus=latest_question(request.messages),
-            model=entry.litellm_params.upstream_model,
-            beyond_bound=older,
-        )
+        try:
+            return await extract_on_ladder(
+                newer,
+                rungs=await self.rungs(entry, plan),
+                target_tokens=target,
+                previous=previous.extraction if previous else None,
+                focus=latest_question(request.messages),
+                model=entry.litellm_params.upstream_model,
+                beyond_bound=older,
+                fallback=False,
+            )
+        except BadExtraction as error:
+            log.warning("extraction failed; falling back", extra={"error": str(error)})
+            return None
 
     def _framing(self, entry: ModelEntry, plan: Plan) -> int:
         """Tokens the stand-in message costs around its extraction text."""
@@ -255,18 +314,22 @@ class Condenser:
             tokens_before=plan.tokens(range(end)),
             tokens_after=self.estimator.count_text(entry, extraction.text),
             created_at=time.time(),
+            strategy=extraction.strategy,
         )
 
 
 def bounded(
     messages: Sequence[Message], counts: Sequence[int], limit: int
 ) -> tuple[list[Message], list[Message]]:
-    """(older, newer): the newest whole messages within `limit` tokens, and those before."""
+    """(older, newer): the newest whole messages within `limit` tokens, and those before;
+    the bound never falls between a tool call and its results."""
     used = 0
     start = len(messages)
     while start > 0 and used + counts[start - 1] <= limit:
         start -= 1
         used += counts[start]
+    while 0 < start < len(messages) and messages[start].get("role") in ("tool", "function"):
+        start += 1  # a tool call's results stay beside it (on the older side)
     start = min(start, len(messages) - 1) if messages else 0  # always extract the newest one
     return list(messages[:start]), list(messages[start:])
 
@@ -278,11 +341,39 @@ def _target(plan: Plan, entry: ModelEntry, framing: int) -> int:
     return max(64, int(share) - framing - REPLY_PRIMING_TOKENS)
 
 
+def _made(text: str, strategy: StrategyName, earlier: str | None) -> Extraction:
+    """A model-free strategy's text as an extraction (no calls)."""
+    return Extraction(text, 0, 0, 0, earlier is not None, strategy=strategy)
+
+
+def _middle_cut(
+    messages: Sequence[Message], earlier: str | None, target: int, model: str
+) -> Extraction:
+    """The history cut in the middle (whole units, marked), beside its quoted facts."""
+    text = middle_cut_history(messages, previous=earlier, target_tokens=target, model=model)
+    return Extraction(text, 0, 0, 0, earlier is not None, cut=True, strategy="middle_cut")
+
+
+_RESULTS = {"mask_tool_results": "masked-tool-results", "mask_observations": "masked"}
+
+
 def _result(extraction: Extraction) -> str:
-    """The extraction's `result` label: cut, incremental or extracted."""
+    """The extraction's `result` label: cut, masked, masked-tool-results, incremental or
+    extracted."""
     if extraction.cut:
         return "cut"
+    if extraction.strategy in _RESULTS:
+        return _RESULTS[extraction.strategy]
     return "incremental" if extraction.incremental else "extracted"
+
+
+def _action(extraction: Extraction) -> str:
+    """The `action` note for a stand-in that was made now."""
+    if extraction.cut:
+        return "truncated"
+    if extraction.strategy != "extract":
+        return "masked"
+    return "extracted-incremental" if extraction.incremental else "extracted"
 
 
 def report(ctx: RequestContext, stand_in: StandIn, replaced: int) -> None:
@@ -290,6 +381,8 @@ def report(ctx: RequestContext, stand_in: StandIn, replaced: int) -> None:
     ctx.note("action", stand_in.action)
     ctx.note("messages-condensed", replaced)
     extraction = stand_in.extraction
+    if extraction is not None:
+        ctx.note("strategy", extraction.strategy)
     ctx.note("extraction-calls", extraction.calls if extraction else 0)
     if extraction is not None:
         ctx.note("extraction-tokens", extraction.prompt_tokens + extraction.completion_tokens)

@@ -9,7 +9,11 @@ lines naming numbers or identifiers the input never had are dropped, then notes 
 are assembled within ``target_tokens`` (the ledger's verbatim lines may make a tiny history's
 extraction as long as the history: the layer's budget, not the input's size, bounds it).
 Incremental extraction feeds the previous notes to the model and carries the previous ledger
-forward, so facts survive nesting.
+forward, so facts survive nesting. Earlier notes are never dropped: they go into the one call
+or, when earlier notes and new turns no longer fit one call, into the merge as its first
+partial; and an earlier note line whose key terms the new notes no longer hold (the model
+merged it away, or the notes were cut to budget) is carried into the ledger as a
+``- notes: …`` line, where the ledger's own rule (nothing silently dropped) takes over.
 
 Map-reduce (seed 000, improved): the transcript is cut with ``chunk_text`` into windows sized
 from the extractor's window (window - output - prompt overhead - safety margin). A map call
@@ -33,13 +37,14 @@ from kernel.errors import ContextWindowExceeded
 from kernel.tokens import count_messages, count_text
 from kernel.types import Complete, Completion, Message
 from middleware.condensing.chunking import Chunk, chunk_text
-from middleware.condensing.cutting import cut_middle, cut_tail
+from middleware.condensing.cutting import cut_tail
 from middleware.condensing.ledger import (
-    LAYOUT_TOKENS,
     FactLine,
     assemble,
     dedupe_facts,
     fact_lines,
+    key_tokens,
+    notes_room,
     parse_extraction,
 )
 from middleware.condensing.prompt import (
@@ -51,6 +56,7 @@ from middleware.condensing.prompt import (
     merge_prompt,
     render_transcript,
 )
+from middleware.condensing.strategies import middle_cut_history
 
 __all__ = [
     "PROMPT_VERSION",
@@ -65,11 +71,11 @@ __all__ = [
 ]
 
 MIN_CHUNK_TOKENS = 320
-MIN_NOTES_TOKENS = 32
-LEDGER_SHARE = 0.6
 MAX_MERGE_PASSES = 8
 MAP_CONCURRENCY = 4
 WORDS_PER_TOKEN = 0.7
+CARRIED_NOTE_SCORE = 6
+"""An earlier note line carried into the ledger ranks with a user's plain fact."""
 _T = TypeVar("_T")
 
 
@@ -91,6 +97,9 @@ class Extraction:
     """No model wrote it: the transcript cut in the middle, and the quoted facts."""
     bounded: int = 0
     """Older messages past the extraction bound: only their quoted facts are in it."""
+    strategy: str = "extract"
+    """What made it: `extract` (a model), `mask_tool_results`, `mask_observations` or
+    `middle_cut` (middleware/condensing/strategies.py)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,8 +113,7 @@ class Sizes:
 
 def plan_sizes(target_tokens: int, window: int, ledger_tokens: int, overhead: int) -> Sizes:
     """Size the notes, the calls' output and the calls' content from target and window."""
-    ledger = min(ledger_tokens, int(target_tokens * LEDGER_SHARE))
-    notes = max(MIN_NOTES_TOKENS, target_tokens - ledger - LAYOUT_TOKENS)
+    notes = notes_room(target_tokens, ledger_tokens)
     output = max(16, min(notes, window // 4))
     margin = window // 10 + 16
     return Sizes(notes, output, max(MIN_CHUNK_TOKENS, window - output - overhead - margin))
@@ -314,7 +322,8 @@ async def extract_history(
     if reason is not None:
         raise BadExtraction(f"the extractor's notes were {reason}")
     notes = _bound_note(beyond_bound) + drop_unsupported(notes, f"{previous or ''}\n{transcript}")
-    text = assemble(cut_tail(notes, run.budget.notes, model), facts, target_tokens, model)
+    notes = cut_tail(notes, run.budget.notes, model)
+    text = assemble(notes, [*facts, *carried_notes(earlier, notes)], target_tokens, model)
     return Extraction(
         text,
         run.calls,
@@ -335,13 +344,26 @@ def cut_history(
     beyond_bound: Sequence[Message] = (),
 ) -> Extraction:
     """The last rung, without a model: the earlier notes and the transcript cut in the middle
-    (a visible marker where), beside the fact ledger, within target_tokens."""
-    earlier, facts, ledger_tokens = _ledger(previous, [*beyond_bound, *messages], focus, model)
-    notes_tokens = plan_sizes(target_tokens, MIN_CHUNK_TOKENS, ledger_tokens, 0).notes
-    transcript = "\n".join(part for part in (earlier, render_transcript(messages)) if part)
-    notes = _bound_note(beyond_bound) + cut_middle(transcript, notes_tokens, model)
-    text = assemble(notes, facts, target_tokens, model)
-    return Extraction(text, 0, 0, 0, bool(previous), cut=True, bounded=len(beyond_bound))
+    (whole units where it can, a visible marker where), beside the fact ledger, within
+    target_tokens."""
+    everything = [*beyond_bound, *messages]
+    text = middle_cut_history(
+        everything, previous=previous, target_tokens=target_tokens, model=model
+    )
+    return Extraction(text, 0, 0, 0, bool(previous), cut=True, strategy="middle_cut")
+
+
+def carried_notes(earlier: str, notes: str) -> list[FactLine]:
+    """The earlier note lines whose key terms the new notes no longer all hold, as ledger
+    lines (``- notes: …``): what the model merged away or a cut removed comes back quoted."""
+    held = key_tokens(notes)
+    carried = []
+    for raw in earlier.splitlines():
+        line = raw.strip().lstrip("-*• ").strip()
+        keys = key_tokens(line)
+        if line and not line.startswith("[") and keys and not keys <= held:
+            carried.append(FactLine("notes", line, CARRIED_NOTE_SCORE))
+    return carried
 
 
 def _ledger(

@@ -159,8 +159,10 @@ async def extract_on_ladder(
     focus: str | None = None,
     model: str = "",
     beyond_bound: Sequence[Message] = (),
+    fallback: bool = True,
 ) -> Extraction:
-    """Historical messages extracted by the first rung that manages, else cut (no model)."""
+    """Historical messages extracted by the first rung that manages, else cut (no model);
+    without `fallback`, BadExtraction when no rung managed (the caller falls back)."""
     for rung in rungs:
         if rung.room < MIN_CHUNK_TOKENS:
             continue  # no window for even one chunk
@@ -177,6 +179,8 @@ async def extract_on_ladder(
             )
         except (BadExtraction, ContextWindowExceeded, UpstreamError) as error:
             log.warning("extraction rung failed", extra={"model": rung.name, "error": str(error)})
+    if not fallback:
+        raise BadExtraction("no model of the ladder could extract the history")
     return cut_history(
         messages,
         target_tokens=target_tokens,

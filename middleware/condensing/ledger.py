@@ -8,12 +8,21 @@ extractions parse the previous ledger back and carry it forward. Under budget pr
 lines go in this order: lines whose key tokens the notes or other lines already hold, then
 the lowest-ranked (the assistant's before the user's and tools'), then the longest.
 
+No fact is dropped silently. A fact's *key terms* are the tokens it hangs on (anything with a
+digit, code identifiers, runs of capitalised names: ``key_spans``). Every line that has to go
+is accounted for on one visible ``- merged(N facts): `key` `key` …`` line: N counts it (and
+every fact an earlier merged line held), and its key terms are listed there unless the notes
+or a kept line already hold them. Only when even the key terms do not fit does the merged line
+list fewer of them, and it then says how many terms were left out. So for every fact that came
+in, its key terms are in the output, or a visible count on the merged line includes it.
+
 The ledger's rules and the extraction's layout are part of a cached extraction's validity:
 bump ``extraction_prompt.PROMPT_VERSION`` whenever they change.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -38,7 +47,12 @@ __all__ = [
     "fact_lines",
     "fact_score",
     "fact_signal",
+    "key_spans",
     "key_tokens",
+    "layout",
+    "ledger_tokens",
+    "merged_count",
+    "notes_room",
     "parse_extraction",
     "select_facts",
     "sentences",
@@ -50,6 +64,9 @@ FIRST_HAND_BONUS = 5
 MAX_LINE_CHARS = 300
 LAYOUT_TOKENS = 24
 """Tokens the layout (headers, bullets) adds around the notes and the quoted facts."""
+LEDGER_SHARE = 0.6
+"""The quoted facts' share of an extraction's target, at most."""
+MIN_NOTES_TOKENS = 32
 MAX_SELECT_EXACT = 300
 
 _IDENT_TOKEN = re.compile(
@@ -70,6 +87,10 @@ _DECISION = re.compile(
 )
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[`])")
 _FACT_LINE = re.compile(r"^- ([\w()\-. ]{1,40}): (.*)$")
+_MERGED_ROLE = re.compile(r"^merged\((\d+) facts?\)$")
+MERGED_ROLE = "merged({} facts)"
+LEFT_OUT = "[… {} more key terms left out: no room]"
+_LEFT_OUT_TOKENS = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,12 +106,44 @@ class FactLine:
         return f"- {self.role}: {self.text}"
 
 
+def notes_room(target_tokens: int, ledger_tokens: int) -> int:
+    """Tokens the notes may take beside a ledger of `ledger_tokens` (itself capped at
+    `LEDGER_SHARE` of the target)."""
+    ledger = min(ledger_tokens, int(target_tokens * LEDGER_SHARE))
+    return max(MIN_NOTES_TOKENS, target_tokens - ledger - LAYOUT_TOKENS)
+
+
+def ledger_tokens(facts: Sequence[FactLine], model: str = "") -> int:
+    """Tokens the facts cost as ledger lines."""
+    return sum(count_text(fact.render(), model) + 1 for fact in facts)
+
+
+@functools.lru_cache(maxsize=16384)
+def key_spans(text: str) -> tuple[str, ...]:
+    """The terms a fact hangs on, as written, in order and without case-blind repeats:
+    anything with a digit, code identifiers, runs of capitalised names (cached: a ledger's
+    lines come back at every growth)."""
+    found = [m.group(0).strip(".,:;-/") for m in DIGIT_TOKEN.finditer(text)]
+    found += [m.group(0).strip("`") for m in _IDENT_TOKEN.finditer(text)]
+    found += [m.group(0) for m in _NAME_RUN.finditer(text)]
+    seen: set[str] = set()
+    out: list[str] = []
+    for span in found:
+        if span and "`" not in span and span.lower() not in seen:
+            seen.add(span.lower())
+            out.append(span)
+    return tuple(out)
+
+
 def key_tokens(text: str) -> frozenset[str]:
-    """The tokens a fact hangs on: anything with a digit, code identifiers, name runs."""
-    found = {m.group(0).strip(".,:;-/").lower() for m in DIGIT_TOKEN.finditer(text)}
-    found |= {m.group(0).strip("`").lower() for m in _IDENT_TOKEN.finditer(text)}
-    found |= {m.group(0).lower() for m in _NAME_RUN.finditer(text)}
-    return frozenset(t for t in found if t)
+    """The tokens a fact hangs on (``key_spans``, lower-cased)."""
+    return frozenset(span.lower() for span in key_spans(text))
+
+
+def merged_count(fact: FactLine) -> int:
+    """How many facts a ledger line stands for: N for a ``merged(N facts)`` line, else 1."""
+    match = _MERGED_ROLE.match(fact.role)
+    return int(match.group(1)) if match else 1
 
 
 def fact_signal(sentence: str) -> int:
@@ -228,7 +281,7 @@ def _candidates(facts: Sequence[FactLine], budget: int, model: str) -> Sequence[
     return [facts[i] for i in sorted(chosen)]
 
 
-def _layout(notes: str, facts: Sequence[FactLine]) -> str:
+def layout(notes: str, facts: Sequence[FactLine]) -> str:
     """The extraction text: the notes section, then the quoted facts section."""
     sections = [f"{NOTES_HEADER}\n{notes}"] if notes else []
     if facts:
@@ -237,12 +290,88 @@ def _layout(notes: str, facts: Sequence[FactLine]) -> str:
 
 
 def assemble(notes: str, facts: Sequence[FactLine], target_tokens: int, model: str = "") -> str:
-    """Notes and as many facts as fit, within target_tokens (cut with a marker if need be)."""
-    room = target_tokens - count_text(_layout(notes, ()), model) - LAYOUT_TOKENS // 2
+    """Notes and as many facts as fit, within target_tokens (cut with a marker if need be);
+    the facts that do not fit are accounted for on one merged line (see the module doc).
+
+    Quoted lines make room for the merged line's key terms: a long line kept while key terms
+    are left out is the worse trade, so the selection is redone with that room reserved.
+    """
+    room = target_tokens - count_text(layout(notes, ()), model) - LAYOUT_TOKENS // 2
+    reserve = 0
     while True:
-        chosen = select_facts(facts, notes, room, model) if room > 0 else []
-        text = _layout(notes, chosen)
+        budget = room - reserve
+        chosen = select_facts(facts, notes, budget, model) if budget > 0 else []
+        used = sum(_cost(fact, model) for fact in chosen)
+        whole = merged_line(facts, chosen, notes, None, model)
+        short = (used + whole[1] - room) if whole is not None else 0
+        if short > 0 and chosen:
+            reserve += max(short, room // 10, 1)
+            continue
+        fitted = whole if short <= 0 else merged_line(facts, chosen, notes, room - used, model)
+        text = layout(notes, [*chosen, fitted[0]] if fitted is not None else chosen)
         over = count_text(text, model) - target_tokens
         if over <= 0 or not chosen:
             return cut_tail(text, target_tokens, model)
-        room -= over
+        reserve += over
+
+
+def _cost(fact: FactLine, model: str) -> int:
+    """Tokens a ledger line costs, its newline included."""
+    return count_text(fact.render(), model) + 1
+
+
+@functools.lru_cache(maxsize=16384)
+def term_weight(span: str) -> int:
+    """How much a key term identifies on its own: a code mixing letters and digits 3, an
+    identifier, a name or a number of three digits or more 2, anything else 1."""
+    letters = any(c.isalpha() for c in span)
+    digits = sum(c.isdigit() for c in span)
+    if letters and digits:
+        return 3
+    return 2 if letters or digits >= 3 else 1
+
+
+@functools.lru_cache(maxsize=16384)
+def _term_cost(span: str, model: str) -> int:
+    """Tokens one key term costs on a merged line (a space and its backticks)."""
+    return count_text(f" `{span}`", model)
+
+
+def merged_line(
+    facts: Sequence[FactLine],
+    chosen: Sequence[FactLine],
+    notes: str,
+    budget: int | None,
+    model: str = "",
+) -> tuple[FactLine, int] | None:
+    """The one line accounting for the facts not chosen, and its estimated cost: how many,
+    and their key terms that neither the notes nor a chosen line hold. When not all fit in
+    `budget` tokens the most identifying terms stay (then those of better-ranked facts) and
+    a count says how many were left out. None when every fact was chosen."""
+    kept = {id(fact) for fact in chosen}
+    dropped = [fact for fact in facts if id(fact) not in kept]
+    if not dropped:
+        return None
+    held = key_tokens(notes).union(*(key_tokens(fact.text) for fact in chosen))
+    ranked = sorted(range(len(dropped)), key=lambda i: (-dropped[i].score, i))
+    spans: dict[str, tuple[int, int, int, str]] = {}
+    for rank, i in enumerate(ranked):
+        for order, span in enumerate(key_spans(dropped[i].text)):
+            key = span.lower()
+            if key not in held and key not in spans:
+                spans[key] = (-term_weight(span), rank, i * 1000 + order, span)
+    terms = sorted(spans.values())
+    role = MERGED_ROLE.format(sum(merged_count(fact) for fact in dropped))
+    base = count_text(f"- {role}: ", model) + 1
+    keep, cost = 0, base
+    for term in terms:
+        more = _term_cost(term[3], model)
+        if budget is not None and cost + more + _LEFT_OUT_TOKENS > budget:
+            break
+        keep, cost = keep + 1, cost + more
+    listed = sorted(terms[:keep], key=lambda term: term[2])
+    body = " ".join(f"`{term[3]}`" for term in listed)
+    if keep < len(terms):
+        body = f"{body} {LEFT_OUT.format(len(terms) - keep)}".strip()
+        cost += _LEFT_OUT_TOKENS
+    return FactLine(role, body or "(no key terms)", 1), cost

@@ -76,6 +76,13 @@ def test_integer_created_at_is_accepted() -> None:
     assert HistoryEntry.from_json(orjson.dumps(record)).created_at == 1_700_000_000.0
 
 
+def test_an_entry_written_before_strategies_reads_as_an_extraction() -> None:
+    """A stored entry without the `strategy` field decodes, made by `extract`."""
+    record = orjson.loads(make_entry().to_json())
+    del record["strategy"]
+    assert HistoryEntry.from_json(orjson.dumps(record)).strategy == "extract"
+
+
 @pytest.mark.parametrize(
     ("change", "problem"),
     [

@@ -175,19 +175,22 @@ async def test_edited_history_misses_the_cache(store: DiskHistoryStore) -> None:
     assert ctx.notes["action"] == "extracted"
 
 
-async def test_bad_extraction_is_cut_visibly_and_is_not_cached(
+async def test_bad_extraction_falls_back_to_a_visible_cut_that_is_cached(
     store: DiskHistoryStore,
 ) -> None:
-    """A refusing extractor leaves the last rung: the history cut in the middle, marked, and
-    its quoted facts; nothing is cached."""
+    """A refusing extractor falls back (nothing to mask here) to a middle cut with a visible
+    marker beside the quoted facts; it is cached under its strategy, never the refusal."""
     upstream, extractor = Upstream(fits=20), Extractor(text="I'm sorry, I cannot help with that.")
     ctx = ctx_for()
     await layer_for(store, extractor).handle(chat(conversation(30)), ctx, upstream)
     assert ctx.notes["action"] == "truncated"
+    assert ctx.notes["strategy"] == "middle_cut"
     stand_in = str(upstream.sent[1].messages[1]["content"])
-    assert "No model could condense" in stand_in
-    assert "tokens omitted" in stand_in
-    assert await store.get("tenant-a", "conv-1") is None
+    assert "[… overspill removed" in stand_in or "tokens omitted …]" in stand_in
+    cached = await store.get("tenant-a", "conv-1")
+    assert cached is not None
+    assert cached.strategy == "middle_cut"
+    assert "sorry" not in cached.extraction
 
 
 LADDER_CONFIG = """
