@@ -42,11 +42,6 @@ class AppState:
     keys: Keyring
     """The config's master and client keys: who a request's key is (proxy/keys.py)."""
 
-    @property
-    def master_key(self) -> str | None:
-        """The master key, when the config sets one."""
-        return self.keys.master_key
-
 
 async def traced_chat_completions(
     state: AppState, request: Request, tracer: tracing.Tracer
