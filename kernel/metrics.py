@@ -140,7 +140,8 @@ GROWTHS = _counter(
 COMPACTION_JOBS = _counter(
     "overspill_compaction_jobs",
     "Background growths started after a response (past context.compact_at): done, busy "
-    "(another holder had the conversation), unneeded, failed, or cancelled at shutdown.",
+    "(another holder had the conversation), unneeded, cut (no model could condense it: "
+    "nothing stored), failed, or cancelled (shutdown).",
     ["model", "result"],
 )  # fmt: skip
 WAITED_TURNS = _counter(
@@ -398,7 +399,7 @@ def splice_done(model: str, grown: bool, before: int, after: int) -> None:
 
 
 def compaction_job(model: str, result: str) -> None:
-    """A background growth ended: done, busy, unneeded, failed or cancelled."""
+    """A background growth ended: done, busy, unneeded, cut, failed or cancelled."""
     COMPACTION_JOBS.labels(model, result).inc()
 
 

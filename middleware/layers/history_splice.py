@@ -233,8 +233,10 @@ class HistorySplice:
         return run
 
     async def grow(self, request: ChatRequest, ctx: RequestContext, entry: ModelEntry) -> str:
-        """Grow the conversation's extraction for `request` unless someone else is at it:
-        done, busy or unneeded. The entry is written whole by the condenser, or not at all."""
+        """Grow the conversation's extraction for `request` unless someone else is at it.
+
+        Returns done, busy, unneeded, or cut (no model could condense it: nothing stored).
+        The entry is written whole by the condenser, or not at all."""
         if await self.store.flight_busy(ctx.tenant, ctx.conversation_id):
             return "busy"
         window = await self.condenser.window(entry)
@@ -254,6 +256,8 @@ class HistorySplice:
                 "messages_condensed": len(plan.split.historical),
             },
         )
+        if made.action == "truncated":
+            return "cut"  # no model could condense it: nothing stored, the old entry stays
         return "done" if made.action != "reused" else "unneeded"
 
     def _note(

@@ -18,12 +18,12 @@ MIN_TAIL_SHARE = 0.05
 def tail_share(entry: ModelEntry, plan: Plan, cached: HistoryEntry | None) -> float:
     """The intact tail's share of the input budget that leaves a grown request near
     `context.compact_to` of the prompt budget: what is left once the system messages and the
-    extraction (expected no smaller than the last one, nor than half its cap) are counted."""
+    extraction (its cap, or the last one when that was larger) are counted."""
     budget = plan.budget
     if budget.input <= 0:
         return MIN_TAIL_SHARE
     cap = budget.share(1 - entry.context.intact_share)
     last = int(cached.tokens_after * plan.scale) if cached is not None else 0
-    extraction = min(cap, max(last, cap // 2))
+    extraction = max(last, cap)
     room = budget.prompt_limit * entry.context.compact_to - budget.system_tokens - extraction
     return min(entry.context.intact_share, max(MIN_TAIL_SHARE, room / budget.input))
