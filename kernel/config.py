@@ -252,6 +252,26 @@ class ContextSettings(_Frozen):
             raise ValueError(f"each strategy may be listed once, got {list(value)}")
         return value
 
+    # Compaction ahead of the wall (hysteresis), as shares of the prompt budget:
+    compact_at: float = Field(default=0.7, gt=0, le=1)
+    """Past this share, the extraction grows in the background after the response is sent."""
+    compact_to: float = Field(default=0.5, gt=0, lt=1)
+    """A growth leaves the spliced request at about this share (the intact tail shrinks)."""
+    background: bool = True
+    """Grow in the background after the response; False grows inline (past `grow_at`)."""
+    max_wait_seconds: float = Field(default=60, ge=0)
+    """How long a turn that cannot fit waits for a running background growth."""
+
+    @model_validator(mode="after")
+    def _hysteresis_ordered(self) -> ContextSettings:
+        if not self.compact_to < self.compact_at <= self.grow_at:
+            raise ValueError(
+                "compaction shares must satisfy compact_to < compact_at <= grow_at, got "
+                f"compact_to={self.compact_to}, compact_at={self.compact_at}, "
+                f"grow_at={self.grow_at}"
+            )
+        return self
+
 
 class OllamaSettings(_Frozen):
     """Per-model settings for Ollama deployments (`ollama_chat/` or `ollama/` models)."""

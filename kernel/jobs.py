@@ -1,5 +1,6 @@
-"""Background jobs a system owns (compaction, once it exists): started through `Jobs.spawn`,
-drained in one place when the system closes (on shutdown, or after a reload retired it)."""
+"""Background jobs a system owns (growing an extraction ahead of the wall, after a response):
+started through `Jobs.spawn` (or `start_after`, for the follow-ups a request's layers asked
+for), drained in one place when the system closes (on shutdown, or after a reload retired it)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import asyncio
 import logging
 from collections.abc import Coroutine
 from typing import Any
+
+from kernel.types import RequestContext
 
 log = logging.getLogger("overspill.jobs")
 
@@ -30,6 +33,19 @@ class Jobs:
         self._tasks.add(task)
         task.add_done_callback(self._finished)
         return task
+
+    def start_after(self, ctx: RequestContext) -> int:
+        """Start the follow-ups a request's layers asked for (`ctx.after`), once its response
+        was sent; while the system closes they are dropped (logged). Returns how many started."""
+        started = 0
+        for name, job in ctx.after:
+            if self.closed:
+                log.info("background job dropped: the system is closing", extra={"job": name})
+                continue
+            self.spawn(job(), name=name)
+            started += 1
+        ctx.after.clear()
+        return started
 
     def _finished(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)

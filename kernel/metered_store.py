@@ -75,6 +75,10 @@ class MeteredStore:
         """The inner store's single flight (not measured: it waits on other requests)."""
         return self.inner.single_flight(tenant, conversation_id)
 
+    async def flight_busy(self, tenant: str, conversation_id: str) -> bool:
+        """The inner store's `flight_busy` (not measured, like `single_flight`)."""
+        return await self.inner.flight_busy(tenant, conversation_id)
+
     async def aclose(self) -> None:
         """Close the inner store."""
         await self.inner.aclose()

@@ -14,6 +14,8 @@ registry is process-global, so a rebuilt `System` (a config reload) keeps counti
                   overspill_overflows_total{provider}                  the classifier said so
     layers        overspill_recoveries_total{model,outcome}
                   overspill_splices_total{model}, overspill_growths_total{model}
+                  overspill_compaction_jobs_total{model,result}        grown in the background
+                  overspill_compaction_waited_turns_total{model,why}   turns that waited
                   overspill_extractions_total{model,result}            reused, made, or cut
                   overspill_compaction_tokens{layer,stage}             before/after, estimated
     own calls     overspill_extraction_calls_total{model,outcome}      the cost of compaction
@@ -134,6 +136,19 @@ SPLICES = _counter(
 GROWTHS = _counter(
     "overspill_growths", "Splices that grew their extraction first (past context.grow_at).",
     ["model"],
+)  # fmt: skip
+COMPACTION_JOBS = _counter(
+    "overspill_compaction_jobs",
+    "Background growths started after a response (past context.compact_at): done, busy "
+    "(another holder had the conversation), unneeded, cut (no model could condense it: "
+    "nothing stored), failed, or cancelled (shutdown).",
+    ["model", "result"],
+)  # fmt: skip
+WAITED_TURNS = _counter(
+    "overspill_compaction_waited_turns",
+    "Turns that could not fit without a grown extraction and waited for one: for a running "
+    "background job (job) or for their own (extraction).",
+    ["model", "why"],
 )  # fmt: skip
 EXTRACTIONS = _counter(
     "overspill_extractions",
@@ -381,6 +396,16 @@ def splice_done(model: str, grown: bool, before: int, after: int) -> None:
     if grown:
         GROWTHS.labels(model).inc()
     compaction("history_splice", before, after)
+
+
+def compaction_job(model: str, result: str) -> None:
+    """A background growth ended: done, busy, unneeded, cut, failed or cancelled."""
+    COMPACTION_JOBS.labels(model, result).inc()
+
+
+def compaction_waited(model: str, why: str) -> None:
+    """A turn waited for an extraction (`why`: job or extraction)."""
+    WAITED_TURNS.labels(model, why).inc()
 
 
 def recovery_done(model: str, outcome: str) -> None:

@@ -20,7 +20,9 @@ entry.prompt_version, entry.chain)` and `entry.model_id` before using it.
 Single flight: `single_flight(tenant, conversation)` serialises the holders of one key in this
 process (an `asyncio.Lock` per key, reference counted so locks do not pile up). The first
 holder may have written the entry while a later one waited, so a caller re-reads the store
-after acquiring. A Redis lock with an expiry will implement the same interface across processes.
+after acquiring. A Redis lock with an expiry implements the same interface across processes.
+`flight_busy` tells, without waiting, whether a key is held now (a background growth running),
+so a caller can skip starting a second one or choose to wait for it.
 
 Keys are `h:<len(tenant)>:<tenant>:<conversation id>` (and `d:...`), so one tenant can never
 name another's entry (the length prefix keeps `a:b`+`c` apart from `a`+`b:c`); a decoded record
@@ -139,6 +141,10 @@ class HistoryStore(Protocol):
         """Hold the key's flight; re-read the store after entering (another may have written)."""
         ...
 
+    async def flight_busy(self, tenant: str, conversation_id: str) -> bool:
+        """Whether someone holds the key's flight now (never raises: unknown counts as free)."""
+        ...
+
     async def aclose(self) -> None:
         """Release the backend's connections and threads."""
         ...
@@ -159,6 +165,10 @@ class SingleFlight:
     def __len__(self) -> int:
         """How many keys are held or waited for."""
         return len(self._flights)
+
+    def held(self, tenant: str, conversation_id: str) -> bool:
+        """Whether the key is held or waited for in this process."""
+        return (tenant, conversation_id) in self._flights
 
     @asynccontextmanager
     async def hold(self, tenant: str, conversation_id: str) -> AsyncIterator[None]:
@@ -257,6 +267,10 @@ class DiskHistoryStore:
     def single_flight(self, tenant: str, conversation_id: str) -> AbstractAsyncContextManager[None]:
         """Hold the key's flight in this process; re-read the store after entering."""
         return self.flights.hold(tenant, conversation_id)
+
+    async def flight_busy(self, tenant: str, conversation_id: str) -> bool:
+        """Whether the key's flight is held in this process."""
+        return self.flights.held(tenant, conversation_id)
 
     async def aclose(self) -> None:
         """Close the sqlite connections (the writer thread's and the loop's) and the thread."""

@@ -329,6 +329,18 @@ class RedisHistoryStore:
         """Hold the key's flight in this process and in Redis; re-read the store after entering."""
         return self._flight(tenant, conversation_id)
 
+    async def flight_busy(self, tenant: str, conversation_id: str) -> bool:
+        """Whether the key's flight is held here or its Redis lock by any replica (a Redis
+        error counts as free: the lock itself still serialises the holders)."""
+        if self.flights.held(tenant, conversation_id):
+            return True
+        lock = f"{self.key_prefix}lock:{len(tenant)}:{tenant}:{conversation_id}"
+        try:
+            return bool(await self._redis.exists(lock))
+        except (RedisError, OSError) as exc:
+            log.warning("single-flight lock not readable", extra={"lock": lock, "error": str(exc)})
+            return False
+
     async def aclose(self) -> None:
         """Close the connection pool (idempotent)."""
         await self._redis.aclose()

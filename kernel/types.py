@@ -8,7 +8,7 @@ client sent, so an unchanged request is forwarded byte for byte.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
@@ -143,6 +143,9 @@ class RequestContext:
     shell can tell overspill's own time from the upstream's."""
     span: Span | None = None
     """The request's span while tracing is on (proxy/chat.py ends it with the answer)."""
+    after: list[tuple[str, Callable[[], Coroutine[Any, Any, None]]]] = field(default_factory=list)
+    """Named work a layer asks to run once the response has been sent (its last byte, for a
+    stream): the shell starts each as one of the system's background jobs (kernel/jobs.py)."""
     _derived: str | None = None
 
     @property
@@ -153,6 +156,10 @@ class RequestContext:
         if self._derived is None:
             self._derived = derived_id(self.tenant, self.opening)
         return self._derived
+
+    def after_response(self, name: str, job: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Run `job` in the background once the response has been sent."""
+        self.after.append((name, job))
 
     def note(self, key: str, value: object) -> None:
         """Record what a layer did; becomes an `x-overspill-<key>` header and a log field."""

@@ -24,6 +24,7 @@ from kernel.errors import (
     StoreUnavailable,
     UpstreamError,
 )
+from kernel.jobs import Jobs
 from kernel.records import StoreError
 from kernel.types import ChatRequest, ChatResponse, RequestContext
 from proxy.http import edge_context, parse_chat_request
@@ -108,7 +109,7 @@ async def chat_completions(
         error = OverspillError(f"internal error in overspill (request id {ctx.request_id})")
         _log_request(ctx, chat, 500, started, error=error)
         return error_response(error, ctx)
-    return _respond(response, ctx, chat, started, watch)
+    return _respond(response, ctx, chat, started, watch, state.system.jobs)
 
 
 def _respond(
@@ -117,16 +118,20 @@ def _respond(
     chat: ChatRequest,
     started: float,
     watch: DisconnectWatch,
+    jobs: Jobs,
 ) -> Response:
-    """The pipeline's answer on the wire: JSON at once, or the primed stream relayed."""
+    """The pipeline's answer on the wire: JSON at once, or the primed stream relayed; the
+    layers' follow-ups start once the body is produced (a stream's: after its last byte)."""
     headers = {**response.headers, **context_headers(ctx)}
     if response.stream is None:
         _log_request(ctx, chat, response.status, started)
+        if ctx.after:
+            jobs.start_after(ctx)
         return Response(response.body, response.status, headers, media_type=JSON_TYPE)
     headers.update({"cache-control": "no-cache", "x-accel-buffering": "no"})
     overhead = time.perf_counter() - started - ctx.upstream_seconds
     metrics.request_head(_model_label(ctx), True, overhead)
-    relay = SseRelay(response.stream, ctx, chat, started)
+    relay = SseRelay(response.stream, ctx, chat, started, jobs)
     return EventStream(relay, watch, response.status, headers)
 
 
@@ -267,7 +272,7 @@ class SseRelay:
     then also closes the upstream's stream instead of leaving it to the garbage collector.
     """
 
-    __slots__ = ("_relay", "chat", "ctx", "started", "stream")
+    __slots__ = ("_relay", "chat", "ctx", "jobs", "started", "stream")
 
     def __init__(
         self,
@@ -275,11 +280,13 @@ class SseRelay:
         ctx: RequestContext,
         chat: ChatRequest | None,
         started: float,
+        jobs: Jobs | None = None,
     ) -> None:
         self.stream = stream
         self.ctx = ctx
         self.chat = chat
         self.started = started
+        self.jobs = jobs
         self._relay: AsyncGenerator[bytes, None] | None = None
 
     def __aiter__(self) -> AsyncGenerator[bytes, None]:
@@ -316,6 +323,8 @@ class SseRelay:
         finally:
             await _close(self.stream)
             _log_request(ctx, self.chat, status, self.started, error=error, streamed=True)
+            if ctx.after and self.jobs is not None and error is None:
+                self.jobs.start_after(ctx)
 
 
 def _on_boundary(last: bytes, event: bytes) -> bytes:

@@ -143,9 +143,19 @@ class Condenser:
         return None
 
     async def stand_in(
-        self, request: ChatRequest, ctx: RequestContext, entry: ModelEntry, plan: Plan
+        self,
+        request: ChatRequest,
+        ctx: RequestContext,
+        entry: ModelEntry,
+        plan: Plan,
+        *,
+        store_fallback: bool = True,
     ) -> StandIn:
-        """The extraction for `plan`'s historical part: reused, extended, made, or cut."""
+        """The extraction for `plan`'s historical part: reused, extended, made, or cut.
+
+        A fallback (a strategy the model's `strategies` did not list, used because they could
+        not condense the history) is stored only with `store_fallback`: a background growth
+        keeps the previous entry rather than replace it with a cut."""
         end = plan.split.historical_end
         replaced = len(plan.split.historical)
         async with self.services.store.single_flight(ctx.tenant, ctx.conversation_id):
@@ -161,7 +171,8 @@ class Condenser:
                     "the history was cut in the middle to fit",
                     extra={"request_id": ctx.request_id, "conversation": ctx.conversation_id},
                 )
-            await self._save(self._entry(request, ctx, entry, extraction, plan, found.slot))
+            if store_fallback or extraction.strategy in entry.context.strategies:
+                await self._save(self._entry(request, ctx, entry, extraction, plan, found.slot))
         message = context_message(extraction.text, replaced, cut=extraction.cut)
         return StandIn(message, _action(extraction), extraction)
 

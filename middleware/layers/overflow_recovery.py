@@ -5,11 +5,17 @@ the client: streams are primed) the older history is condensed into an extractio
 conversation, and the request is retried once as system messages + the extraction + the intact
 tail. A second overflow is final: logged at critical level and answered 400 with what was tried.
 A spliced request is condensed from the client's whole conversation (`ChatRequest.whole`), so
-the cache stays keyed to the history the client really sends.
+the cache stays keyed to the history the client really sends. The retry keeps an intact tail
+sized to leave it near `context.compact_to` of the budget (middleware/layers/hysteresis.py), so
+the turn after a recovery does not grow the extraction again at once.
+
+With a known window, history_splice compacts before the upstream can refuse; this layer is
+then the safety net (an estimate that was off), and the way in when the window is unknown.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import ClassVar
 
@@ -21,6 +27,7 @@ from kernel.types import ChatRequest, ChatResponse, Next, RequestContext
 from middleware.condensing.budget import correction
 from middleware.condensing.condenser import Condenser, report
 from middleware.condensing.split import assemble
+from middleware.layers.hysteresis import tail_share
 
 log = logging.getLogger("overspill.overflow_recovery")
 
@@ -114,6 +121,12 @@ class OverflowRecovery:
             raise overflow
         scale = await self._scale(entry, request, overflow)
         plan = condenser.plan(request, entry, window=window, scale=scale)
+        compact = condenser.plan(
+            request, entry, window=window, scale=scale, counts=plan.counts,
+            intact_share=tail_share(entry, plan, None),
+        )  # fmt: skip
+        if compact.split.historical:  # land near compact_to: the next turns do not grow at once
+            plan = dataclasses.replace(compact, tail_budget=plan.tail_budget)  # same "oversized"
         messages = list(request.messages)
         shrunk = await condenser.shrink_oversized(messages, plan, entry)
         if not plan.split.historical and not shrunk:

@@ -71,10 +71,10 @@ async def two_conversations_in_one_bucket(store: HistoryStore) -> None:
     (bucket,) = ids
     assert bucket.startswith(DERIVED_PREFIX)
     for topic in TOPICS:
-        assert actions[topic][0] == "extracted"  # the first overflow of each
+        assert actions[topic][0] == "spliced+extracted", actions  # compacted before the wall
         assert all(action.startswith("spliced") for action in actions[topic][1:]), actions
     for index, (topic, other) in enumerate((TOPICS, TOPICS[::-1])):
-        entry = await store.get("acme", slot_id(bucket, index))  # alpha overflowed first
+        entry = await store.get("acme", slot_id(bucket, index))  # alpha compacted first
         assert entry is not None
         assert f"about {topic}" in entry.extraction
         assert other not in entry.extraction

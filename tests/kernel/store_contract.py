@@ -174,6 +174,16 @@ async def holder_errors_and_cancelled_waiters_leave_no_lock(store: HistoryStore)
         pass
 
 
+async def flight_busy_while_held(store: HistoryStore) -> None:
+    """flight_busy is true exactly while the key's flight is held, and only for that key."""
+    assert not await store.flight_busy("acme", "c")
+    async with store.single_flight("acme", "c"):
+        assert await store.flight_busy("acme", "c")
+        assert not await store.flight_busy("acme", "d")
+        assert not await store.flight_busy("beta", "c")
+    assert not await store.flight_busy("acme", "c")
+
+
 def make_batches(
     tenant: str = "acme", conversation_id: str = "conv-1", n: int = 2
 ) -> DocumentBatches:
@@ -274,6 +284,7 @@ async def identical_openings_keep_their_own_extraction(store: HistoryStore) -> N
 
 CONTRACT: list[Check] = [
     identical_openings_keep_their_own_extraction,
+    flight_busy_while_held,
     batches_round_trip,
     batches_belong_to_their_tenant,
     delete_removes_both_kinds,

@@ -17,7 +17,10 @@ from providers.failures import classify_failure
 from providers.fake import ScriptedProvider, json_response, sse_events, stream_response
 from proxy.chat import SseRelay
 from proxy.http import parse_chat_request
-from tests.conftest import AppClient, sample, settings_from
+from tests.conftest import BASIC_CONFIG, AppClient, sample, settings_from
+
+WINDOW_UNKNOWN = BASIC_CONFIG.replace("context: {window: 2048}", "context: {}")
+"""No window known: an overflow is the way in (a known window compacts before sending)."""
 
 USER = {"role": "user", "content": "hi"}
 CHAT = {"model": "local", "messages": [USER]}
@@ -162,7 +165,7 @@ async def test_an_overflow_recovered_then_spliced_is_counted_at_each_step(
     )
     overflow = classify_failure(status=400, message=OVERFLOW_TEXT, provider="openai")
     fake = ScriptedProvider([overflow, json_response("- The user planned a trip.")])
-    client = app_client({"local": [fake]})
+    client = app_client({"local": [fake]}, settings=settings_from(WINDOW_UNKNOWN))
     headers = {"x-conversation-id": "trip"}
     messages = conversation(12)
     first = await client.post(

@@ -24,13 +24,15 @@ from providers.failures import classify_failure
 from providers.fake import ScriptedProvider, json_response
 from proxy.app import create_app
 from proxy.system import System, build_system
-from tests.conftest import settings_from
+from tests.conftest import BASIC_CONFIG, settings_from
 from tests.proxy.test_metrics import CHAT, OVERFLOW_TEXT, conversation
 from tests.redis_server import redis_process
 
 pytestmark = pytest.mark.reliability("store")
 
 DEADLINE_SECONDS = 10.0
+UNKNOWN_WINDOW = BASIC_CONFIG.replace("    context: {window: 2048}\n", "")
+"""The basic config with no window for `local`: its first overflow is how compaction starts."""
 """The outer bound on a request against a stalled store (it needs ~timeout_seconds)."""
 KEY = {"authorization": "Bearer sk-master"}
 
@@ -78,7 +80,9 @@ async def test_a_long_conversation_is_served_while_redis_is_stalled_or_dead(
     """Redis SIGSTOPped or killed: an overflowing conversation is condensed and answered."""
     process, url = own_redis
     system = build_system(
-        settings_from(), providers={"local": [overflowing()]}, store=stalled_store(url)
+        settings_from(UNKNOWN_WINDOW),
+        providers={"local": [overflowing()]},
+        store=stalled_store(url),
     )
     systems.append(system)
     if fault == "stalled":
@@ -215,7 +219,8 @@ async def test_concurrent_overflows_on_two_replicas_extract_once(
     for _ in range(2):
         store: HistoryStore = RedisHistoryStore(redis_url, key_prefix=prefix)
         upstream = Upstream(shared, whole=len(messages))
-        systems.append(build_system(settings_from(), providers={"local": [upstream]}, store=store))
+        settings = settings_from(UNKNOWN_WINDOW)  # fail-first: the overflows are what is tested
+        systems.append(build_system(settings, providers={"local": [upstream]}, store=store))
     clients = [client_for(system) for system in systems]
 
     async def ask(client: httpx.AsyncClient) -> httpx.Response:

@@ -208,18 +208,19 @@ async def test_admin_endpoints_answer_a_client_key_with_403(sdk: tuple[Sdk, Upst
 async def test_tenants_never_share_a_conversation_even_with_the_same_id(
     sdk: tuple[Sdk, Upstream], store: DiskHistoryStore
 ) -> None:
-    """Two tenants with one X-Conversation-Id: each compacts into its own entry, splices only
-    its own extraction, and neither can read, overwrite or evict the other's."""
+    """Two tenants with one X-Conversation-Id: each compacts into its own entry (before the
+    known window refuses), splices only its own, and neither can read, overwrite or evict the
+    other's."""
     make, upstream = sdk
     alpha, beta = make("sk-app-a-secret"), make("sk-app-b-secret")
     talk_a = conversation("alpha")
-    assert await ask(alpha, talk_a, "conv-1") == "extracted"
+    assert await ask(alpha, talk_a, "conv-1") == "spliced+extracted"
     kept = await store.get("app-a", "conv-1")
     assert kept is not None
     assert kept.extraction.startswith("Notes:\n" + SUMMARY_OF + "alpha")
     # the same id and even the same messages from another tenant find nothing of app-a's
-    assert await ask(beta, talk_a, "conv-1") == "extracted"
-    assert await ask(beta, conversation("beta"), "conv-1") == "extracted"
+    assert await ask(beta, talk_a, "conv-1") == "spliced+extracted"
+    assert await ask(beta, conversation("beta"), "conv-1") == "spliced+extracted"
     mine = await store.get("app-b", "conv-1")
     assert mine is not None
     assert mine.extraction.startswith("Notes:\n" + SUMMARY_OF + "beta")

@@ -30,7 +30,13 @@ from providers.litellm import LitellmProvider
 from providers.openai_compat import OpenAICompatProvider
 from proxy import tracing as otel
 from tests.conftest import BASIC_CONFIG, AppClient, settings_from
-from tests.proxy.test_metrics import BASIC_NO_LAYERS, CHAT, OVERFLOW_TEXT, conversation
+from tests.proxy.test_metrics import (
+    BASIC_NO_LAYERS,
+    CHAT,
+    OVERFLOW_TEXT,
+    WINDOW_UNKNOWN,
+    conversation,
+)
 
 ROOT = "POST /v1/chat/completions"
 TRACE_ID = "0af7651916cd43dd8448eb211c80319c"
@@ -63,7 +69,7 @@ async def test_a_recovered_request_is_one_trace_of_layers_and_calls(
     """Root span → layer spans → upstream and extraction calls, one trace, with attributes."""
     overflow = classify_failure(status=400, message=OVERFLOW_TEXT, provider="openai")
     fake = ScriptedProvider([overflow, json_response("- The user planned a trip.")])
-    client = app_client({"local": [fake]})
+    client = app_client({"local": [fake]}, settings=settings_from(WINDOW_UNKNOWN))
     response = await client.post(
         "/v1/chat/completions",
         json={"model": "local", "messages": conversation(12)},

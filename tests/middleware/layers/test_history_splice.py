@@ -57,11 +57,12 @@ def next_turn(messages: list[dict[str, Any]], text: str = "And then?") -> list[d
 
 
 async def test_no_cache_entry_passes_through(store: DiskHistoryStore) -> None:
-    """A conversation that never overflowed is sent as it came."""
+    """A conversation with no extraction that fits its window is sent as it came."""
     upstream = Upstream()
     request = chat(conversation(30))
     ctx = ctx_for()
-    await HistorySplice(services(store, Extractor())).handle(request, ctx, upstream)
+    roomy = services(store, Extractor(), window=32768)
+    await HistorySplice(roomy).handle(request, ctx, upstream)
     assert upstream.sent == [request]
     assert "action" not in ctx.notes
 
@@ -117,8 +118,9 @@ async def test_misses_are_logged_with_their_reason(
         [messages[0], {"role": "user", "content": "a different start"}, *messages[2:]]
     )
     upstream = Upstream()
+    roomy = services(store, extractor, window=32768)  # the whole history fits: nothing to grow
     with caplog.at_level(logging.INFO, logger="overspill.history_splice"):
-        await HistorySplice(services(store, extractor)).handle(chat(edited), ctx_for(), upstream)
+        await HistorySplice(roomy).handle(chat(edited), ctx_for(), upstream)
     assert upstream.sent[0].messages == tuple(edited)
     (miss,) = [r for r in caplog.records if r.getMessage() == "history cache miss"]
     assert miss.__dict__["reason"] == "the summarised messages were edited or the history branched"
@@ -168,19 +170,20 @@ async def test_upstream_usage_calibrates_estimates(store: DiskHistoryStore) -> N
 async def test_with_recovery_behind_it_no_request_fails_after_the_first(
     store: DiskHistoryStore,
 ) -> None:
-    """history_splice + overflow_recovery: after one overflow, later turns never overflow."""
+    """history_splice + overflow_recovery, window known: not even the first turn fails."""
     extractor = Extractor()
     shared = services(store, extractor)
     upstream = Upstream(fits=30)
     pipeline = compose([HistorySplice(shared), OverflowRecovery(shared)], upstream)
     messages = conversation(30)
-    await pipeline(chat(messages), ctx_for())
-    assert len(upstream.sent) == 2
+    await pipeline(chat(messages), ctx := ctx_for())
+    assert len(upstream.sent) == 1
+    assert ctx.notes["waited"] == "extraction"
     for turn in range(3):
         messages = next_turn(messages, f"question {turn}")
         await pipeline(chat(messages), ctx := ctx_for())
         assert ctx.notes["action"].startswith("spliced")
-    assert len(upstream.sent) == 5
+    assert len(upstream.sent) == 4
 
 
 async def test_a_spliced_request_that_overflows_is_recovered_from_the_clients_history(
