@@ -129,11 +129,15 @@ def start_overspill(config: str, tmp: Path) -> tuple[subprocess.Popen[bytes], st
 
 
 def local_config(
-    llama_server: str, middleware: str | None = "[]", store: str = "{path: store}"
+    llama_server: str,
+    middleware: str | None = "[]",
+    store: str = "{path: store}",
+    window: int | None = WINDOW,
 ) -> str:
     """A config whose model `local` is the real llama-server (`middleware=None`: no key, so
-    the recommended layers run)."""
+    the recommended layers run; `window=None`: overspill does not know the window)."""
     layers = "" if middleware is None else f"middleware: {middleware}\n"
+    context = "" if window is None else f"    context:\n      window: {window}\n"
     return f"""
 model_list:
   - model_name: local
@@ -141,9 +145,7 @@ model_list:
       model: openai/smollm2-135m
       api_base: {llama_server}
       timeout: 300
-    context:
-      window: {WINDOW}
-general_settings:
+{context}general_settings:
   master_key: {MASTER_KEY}
   max_body_bytes: 200000
   store: {store}
@@ -178,6 +180,15 @@ def overspill(llama_server: str, tmp_path_factory: pytest.TempPathFactory) -> It
 
 @pytest.fixture(scope="session")
 def recovering(llama_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    """overspill serve with its default layers (no middleware key) before the real llama-server."""
-    config = local_config(llama_server, None)
+    """overspill serve with its default layers before the real llama-server, not told its
+    window: the first overflow is how compaction starts (fail-first)."""
+    config = local_config(llama_server, None, window=None)
     yield from serve(config, tmp_path_factory.mktemp("recovering"), llama_server)
+
+
+@pytest.fixture(scope="session")
+def compacting(llama_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """overspill serve with its default layers before the real llama-server, its window known:
+    compaction runs ahead of the wall."""
+    config = local_config(llama_server, None)
+    yield from serve(config, tmp_path_factory.mktemp("compacting"), llama_server)
