@@ -25,7 +25,7 @@ from kernel.types import Complete, Provider
 from middleware.pipeline import LAYERS, LayerFactory
 from proxy.app import create_app
 from proxy.system import build_system
-from tests.redis_server import redis_url  # noqa: F401 - a session fixture for every test
+from tests.redis_server import own_redis, redis_url  # noqa: F401 - fixtures for every test
 
 pytest_plugins = ["tests.reliability"]
 

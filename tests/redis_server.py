@@ -65,3 +65,10 @@ def _wait_until_ready(process: subprocess.Popen[str], log: IO[str]) -> threading
             return drain
     process.wait(timeout=10)
     pytest.fail("redis-server did not start:\n" + "".join(seen))
+
+
+@pytest.fixture
+def own_redis(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """A redis-server of this test's own, to stall (SIGSTOP) or kill."""
+    with redis_process(tmp_path) as found:
+        yield found

@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
@@ -34,13 +34,6 @@ SHORT_TTL = 0.3
 
 store_mark = pytest.mark.reliability("store")
 crash_mark = pytest.mark.reliability("crash")
-
-
-@pytest.fixture
-def own_redis(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    """A redis-server of this test's own, to stall (SIGSTOP) or kill."""
-    with redis_process(tmp_path) as found:
-        yield found
 
 
 @pytest.fixture

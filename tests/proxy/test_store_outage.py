@@ -8,9 +8,8 @@ import logging
 import secrets
 import signal
 import subprocess
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, ClassVar
 
 import httpx
@@ -26,7 +25,6 @@ from proxy.app import create_app
 from proxy.system import System, build_system
 from tests.conftest import BASIC_CONFIG, settings_from
 from tests.proxy.test_metrics import CHAT, OVERFLOW_TEXT, conversation
-from tests.redis_server import redis_process
 
 pytestmark = pytest.mark.reliability("store")
 
@@ -35,13 +33,6 @@ UNKNOWN_WINDOW = BASIC_CONFIG.replace("    context: {window: 2048}\n", "")
 """The basic config with no window for `local`: its first overflow is how compaction starts."""
 """The outer bound on a request against a stalled store (it needs ~timeout_seconds)."""
 KEY = {"authorization": "Bearer sk-master"}
-
-
-@pytest.fixture
-def own_redis(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    """A redis-server of this test's own, to stall or kill."""
-    with redis_process(tmp_path) as found:
-        yield found
 
 
 @pytest.fixture
