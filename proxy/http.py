@@ -11,14 +11,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-import hmac
 from collections.abc import Mapping
 from typing import Any
 
 import orjson
 
 from kernel.conversation import given_id
-from kernel.errors import AuthError, ForbiddenParameter, InvalidChatRequest
+from kernel.errors import ForbiddenParameter, InvalidChatRequest
 from kernel.types import ChatRequest, RequestContext
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
@@ -229,17 +228,3 @@ def bearer_token(authorization: str | None) -> str | None:
     if scheme.lower() != "bearer" or not token.strip():
         return None
     return token.strip()
-
-
-def authenticate(authorization: str | None, master_key: str | None) -> str:
-    """The tenant id of an authorised request; raises AuthError otherwise."""
-    token = bearer_token(authorization)
-    if master_key is None:
-        return tenant_of(token)
-    if token is None:
-        raise AuthError(
-            "missing API key: send it as 'Authorization: Bearer <key>' (the OpenAI SDK's api_key)"
-        )
-    if not hmac.compare_digest(token.encode(), master_key.encode()):
-        raise AuthError("invalid API key")
-    return tenant_of(token)

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kernel.errors import AuthError, ForbiddenParameter, InvalidChatRequest
-from proxy.http import authenticate, edge_context, parse_chat_request, tenant_of
+from kernel.errors import ForbiddenParameter, InvalidChatRequest
+from proxy.http import edge_context, parse_chat_request, tenant_of
 
 USER = {"role": "user", "content": "hi"}
 
@@ -161,23 +161,11 @@ def test_render_of_parse_is_the_body(extra: dict[str, Any]) -> None:
     assert orjson.loads(orjson.dumps(request.upstream_body("local"))) == orjson.loads(raw)
 
 
-def test_auth_with_master_key() -> None:
-    """With a master key, a missing or wrong key is a 401 and the right one yields a tenant."""
-    with pytest.raises(AuthError, match="missing API key"):
-        authenticate(None, "sk-m")
-    with pytest.raises(AuthError, match="invalid API key"):
-        authenticate("Bearer sk-wrong", "sk-m")
-    with pytest.raises(AuthError, match="missing API key"):
-        authenticate("Basic abc", "sk-m")
-    assert authenticate("Bearer sk-m", "sk-m") == tenant_of("sk-m")
-
-
 def test_tenant_ids_are_stable_and_do_not_reveal_the_key() -> None:
     """Tenants are derived from the key, differ per key, and never contain it."""
     assert tenant_of("sk-a") == tenant_of("sk-a") != tenant_of("sk-b")
     assert "sk-a" not in tenant_of("sk-a")
-    assert authenticate(None, None) == "anonymous"
-    assert authenticate("Bearer sk-a", None) == tenant_of("sk-a")
+    assert tenant_of(None) == "anonymous"
 
 
 # --- the edge: identity and the skip flag, resolved once -----------------------------------------
