@@ -117,7 +117,10 @@ def test_a_long_conversation_is_condensed_never_silently_truncated(behind_ollama
     before = stats(behind_ollama)["chats"]
     status, headers = ask_thirty_turns_in(behind_ollama, "e2e-ollama")
     assert status == 200
-    assert headers["x-overspill-action"] == "spliced+extracted"
+    # condensed visibly: extracted, or (when the 135M model answers the extraction with nothing)
+    # cut in the middle with a marker; never cut by Ollama
+    assert headers["x-overspill-action"] in ("spliced+extracted", "truncated")
+    assert headers["x-overspill-strategy"] in ("extract", "middle_cut")
     assert headers["x-overspill-num-ctx"] == str(WINDOW)
     assert int(headers["x-overspill-tokens-used"]) <= int(headers["x-overspill-tokens-available"])
     assert "x-overspill-warning" not in headers
