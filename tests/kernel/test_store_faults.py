@@ -240,6 +240,18 @@ async def assert_whole_or_absent(store: HistoryStore, finished: int, seed: int) 
             assert found is None or is_whole(found, n), f"half entry {n} (seed {seed})"
 
 
+async def assert_read_back_cleanly(
+    store: HistoryStore, finished: int, seed: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every entry whole or absent, none logged as corrupt; the store closed after."""
+    try:
+        with caplog.at_level(logging.WARNING, logger="overspill.store"):
+            await assert_whole_or_absent(store, finished, seed)
+        assert "corrupt" not in caplog.text
+    finally:
+        await store.aclose()
+
+
 @crash_mark
 @pytest.mark.parametrize("seed", range(examples(2, 12)))
 async def test_kill_9_during_diskcache_writes_leaves_every_entry_whole(
@@ -247,13 +259,7 @@ async def test_kill_9_during_diskcache_writes_leaves_every_entry_whole(
 ) -> None:
     """A writer killed mid-put leaves sqlite whole: each entry is complete or absent."""
     finished = killed_writer(["disk", str(tmp_path / "store")], seed)
-    store = DiskHistoryStore(tmp_path / "store")
-    try:
-        with caplog.at_level(logging.WARNING, logger="overspill.store"):
-            await assert_whole_or_absent(store, finished, seed)
-        assert "corrupt" not in caplog.text
-    finally:
-        await store.aclose()
+    await assert_read_back_cleanly(DiskHistoryStore(tmp_path / "store"), finished, seed, caplog)
 
 
 @crash_mark
@@ -265,12 +271,7 @@ async def test_kill_9_during_redis_writes_leaves_every_entry_whole(
     prefix = f"crash-{secrets.token_hex(4)}:"
     finished = killed_writer(["redis", redis_url, prefix], seed)
     store = RedisHistoryStore(redis_url, key_prefix=prefix)
-    try:
-        with caplog.at_level(logging.WARNING, logger="overspill.store"):
-            await assert_whole_or_absent(store, finished, seed)
-        assert "corrupt" not in caplog.text
-    finally:
-        await store.aclose()
+    await assert_read_back_cleanly(store, finished, seed, caplog)
 
 
 @crash_mark
