@@ -261,6 +261,11 @@ class ContextSettings(_Frozen):
     """Grow in the background after the response; False grows inline (past `grow_at`)."""
     max_wait_seconds: float = Field(default=60, ge=0)
     """How long a turn that cannot fit waits for a running background growth."""
+    warm_cache: bool | Literal["auto"] = "auto"
+    """After a background growth, send the new spliced prompt once for one token, so the
+    upstream's prefix cache already holds it when the next turn comes. `auto`: only for a
+    self-hosted model (Ollama, vLLM, llama.cpp, ...: an `api_base` on this machine or a private
+    network), where the extra prompt read costs nothing but idle time; never for a priced API."""
 
     @model_validator(mode="after")
     def _hysteresis_ordered(self) -> ContextSettings:

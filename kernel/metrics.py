@@ -16,6 +16,7 @@ registry is process-global, so a rebuilt `System` (a config reload) keeps counti
                   overspill_splices_total{model}, overspill_growths_total{model}
                   overspill_compaction_jobs_total{model,result}        grown in the background
                   overspill_compaction_waited_turns_total{model,why}   turns that waited
+                  overspill_cache_warmups_total{model,result}          prefix cache filled
                   overspill_extractions_total{model,result}            reused, made, or cut
                   overspill_compaction_tokens{layer,stage}             before/after, estimated
     own calls     overspill_extraction_calls_total{model,outcome}      the cost of compaction
@@ -143,6 +144,17 @@ COMPACTION_JOBS = _counter(
     "(another holder had the conversation), unneeded, cut (no model could condense it: "
     "nothing stored), failed, or cancelled (shutdown).",
     ["model", "result"],
+)  # fmt: skip
+CACHE_WARMUPS = _counter(
+    "overspill_cache_warmups",
+    "Prompts sent for one token after a background growth, so the upstream's prefix cache "
+    "holds the new spliced prefix before the next turn: warmed or failed.",
+    ["model", "result"],
+)  # fmt: skip
+CACHE_WARMUP_SECONDS = _histogram(
+    "overspill_cache_warmup_duration_seconds",
+    "How long one cache warm-up took (upstream time spent between turns).",
+    ["model"], LATENCY_BUCKETS,
 )  # fmt: skip
 WAITED_TURNS = _counter(
     "overspill_compaction_waited_turns",
@@ -401,6 +413,12 @@ def splice_done(model: str, grown: bool, before: int, after: int) -> None:
 def compaction_job(model: str, result: str) -> None:
     """A background growth ended: done, busy, unneeded, cut, failed or cancelled."""
     COMPACTION_JOBS.labels(model, result).inc()
+
+
+def cache_warmed(model: str, result: str, seconds: float) -> None:
+    """A cache warm-up after a growth ended: warmed or failed, after `seconds`."""
+    CACHE_WARMUPS.labels(model, result).inc()
+    CACHE_WARMUP_SECONDS.labels(model).observe(seconds)
 
 
 def compaction_waited(model: str, why: str) -> None:

@@ -5,8 +5,9 @@ Services
 ├── store       conversation state: extractions, document batches, calibration samples
 ├── estimator   the one token estimator (counts, calibrated estimates, learning)
 ├── windows     each deployment's real context window (config, Ollama discovery, litellm)
-└── internal    overspill's own call to a configured model (extraction, condensing): it
-                skips the conversation layers and goes through the model layers
+├── internal    overspill's own call to a configured model (extraction, condensing): it
+│               skips the conversation layers and goes through the model layers
+└── warm        the same route, to fill an upstream's prefix cache after a growth
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Protocol
 from kernel.config import ModelEntry, Settings
 from kernel.estimator import Estimator
 from kernel.store import HistoryStore
-from kernel.types import Complete
+from kernel.types import ChatRequest, Complete
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +42,16 @@ class Windows(Protocol):
         ...
 
 
+class Warm(Protocol):
+    """Fills an upstream's prefix cache ahead of a conversation's next turn (proxy/system.py)."""
+
+    async def __call__(self, request: ChatRequest, entry: ModelEntry) -> str:
+        """Send `request` (a conversation as its next turn will start) to `entry`'s model for
+        one token, through the model layers. Returns `warmed`, `skipped` (`context.warm_cache`
+        off, or `auto` and the model is not self-hosted) or `failed` (logged). Never raises."""
+        ...
+
+
 @dataclass(frozen=True)
 class Services:
     """What layers may use, built once at startup."""
@@ -54,6 +65,8 @@ class Services:
     served: Mapping[str, ModelEntry] = field(default_factory=dict)
     """Names served beyond `model_list`'s spelled-out ones: aliases, and names a wildcard
     `model_name` serves (added on first use)."""
+    warm: Warm | None = None
+    """None: nothing fills upstream caches (layer tests that do not need it)."""
 
     def entry(self, name: str) -> ModelEntry:
         """The first deployment of a model name the proxy serves."""

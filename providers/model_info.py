@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import ipaddress
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import orjson
 
@@ -70,3 +72,29 @@ def known_providers() -> frozenset[str]:
         for info in _model_map().values()
         if isinstance(info, dict) and "litellm_provider" in info
     )
+
+
+SELF_HOSTED_PROVIDERS = ("ollama", "ollama_chat", "hosted_vllm", "vllm", "llamafile", "lm_studio")
+"""litellm providers that are always a server the user runs."""
+
+PRIVATE_SUFFIXES = (".localhost", ".local", ".internal", ".svc.cluster.local")
+"""Host names that resolve only inside a machine or a private network."""
+
+
+def self_hosted(entry: ModelEntry) -> bool:
+    """Whether a deployment is a server the user runs (an extra prompt read costs only its idle
+    time): a self-hosted provider, or an `api_base` on this machine, a private network, or a
+    bare service name (`http://llama:8080`). A priced model in litellm's map never is."""
+    params = entry.litellm_params
+    info = _model_map().get(params.model) or _model_map().get(params.model.partition("/")[2])
+    if isinstance(info, dict) and (info.get("input_cost_per_token") or 0) > 0:
+        return False
+    if params.provider in SELF_HOSTED_PROVIDERS:
+        return True
+    host = urlsplit(params.api_base or "").hostname or ""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        # no `.` in the name: `localhost`, a docker compose or Kubernetes service name
+        return bool(host) and ("." not in host or host.endswith(PRIVATE_SUFFIXES))
+    return address.is_private or address.is_loopback

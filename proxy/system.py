@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from time import perf_counter
 from typing import Any
 
@@ -39,6 +39,7 @@ from kernel.types import (
 )
 from kernel.wildcards import is_wildcard
 from middleware.pipeline import LAYERS, LayerFactory, Pipeline, build_pipeline
+from providers.model_info import self_hosted
 from providers.ollama import OllamaWindows, native
 from providers.openai_compat import OpenAICompatProvider
 from providers.router import Router
@@ -88,6 +89,40 @@ class InternalCalls:
             return await _traced(self._pipeline, request, ctx, tracing.tracer)
 
         return complete
+
+    async def warm(self, request: ChatRequest, entry: ModelEntry) -> str:
+        """Fill the upstream's prefix cache with `request`'s prompt (see `kernel.services.Warm`):
+        the client's own parameters (tools shape the prompt too), one token, no stream."""
+        setting = entry.context.warm_cache
+        if not setting or (setting == "auto" and not self_hosted(entry)):
+            return "skipped"
+        if self._pipeline is None:
+            raise RuntimeError("overspill's own calls are used before the layers are built")
+        primer = replace(request, model=entry.model_name, stream=False).with_params(
+            model=entry.model_name,
+            max_tokens=1,
+            max_completion_tokens=None,
+            stream=None,
+            stream_options=None,
+            n=None,
+        )
+        ctx = RequestContext(
+            request_id=f"warm-{uuid.uuid4().hex[:12]}", tenant="internal", model=entry
+        )
+        started = perf_counter()
+        try:
+            response = await self._pipeline(primer, ctx)
+            completion_of(response)
+        except OverspillError as error:
+            log.warning(
+                "warming the prefix cache failed: %s",
+                error.message,
+                extra={"request_id": ctx.request_id, "model": entry.model_name},
+            )
+            metrics.cache_warmed(entry.model_name, "failed", perf_counter() - started)
+            return "failed"
+        metrics.cache_warmed(entry.model_name, "warmed", perf_counter() - started)
+        return "warmed"
 
 
 @dataclass
@@ -186,7 +221,9 @@ def build_system(
         e.model_name: e for e in reversed(settings.model_list) if not is_wildcard(e.model_name)
     }
     internal = InternalCalls(entries)
-    services = Services(settings, history, Estimator(history), windows, internal, entries)
+    services = Services(
+        settings, history, Estimator(history), windows, internal, entries, internal.warm
+    )
     pipeline = build_pipeline(services, router.complete, registry)
     internal.bind(pipeline.model)
     system = System(

@@ -263,6 +263,7 @@ def scrape(client: httpx.Client) -> dict[str, float]:
         "extraction_calls": r"^overspill_extraction_calls_total\{",
         "extraction_tokens": r"^overspill_extraction_tokens_total\{",
         "jobs": r"^overspill_compaction_jobs_total\{",
+        "warmups": r"^overspill_cache_warmups_total\{",
     }
     found = dict.fromkeys(wanted, 0.0)
     for line in text.splitlines():
@@ -385,8 +386,9 @@ def report(modes: list[Mode], turns: int, facts: list[Fact], args: argparse.Name
     print(f"compaction off still fits the first {len(fits)} turns (first refusal: {refused})")
     header = (
         f"{'mode':<11}{'failed':>7}{'waited':>7}{'non-200':>8}{'add p50':>9}{'add p95':>9}"
-        f"{'add max':>9}{'p95 ratio':>10}{'growths':>8}{'cache':>7}{'extr/100':>9}{'tok/100':>9}"
-        f"{'think s':>8}{'present':>8}{'answered':>9}"
+        f"{'add max':>9}{'p95 ratio':>10}{'growths':>8}{'cache':>7}{'g cache':>8}"
+        f"{'extr/100':>9}{'tok/100':>9}"
+        f"{'warm/100':>9}{'think s':>8}{'present':>8}{'answered':>9}"
     )
     print(header)
     for mode in modes:
@@ -398,6 +400,10 @@ def report(modes: list[Mode], turns: int, facts: list[Fact], args: argparse.Name
         steady = [t for t in mode.turns if t.status == 200 and not t.grown and t.prompt_tokens]
         steady = steady[1:]  # the very first request has nothing cached
         grown = sum(t.grown for t in mode.turns)
+        growth_turns = [t for t in mode.turns if t.status == 200 and t.grown and t.prompt_tokens]
+        growth_cache = sum(t.cached_tokens for t in growth_turns) / max(
+            1, sum(t.prompt_tokens for t in growth_turns)
+        )
         cache = sum(t.cached_tokens for t in steady) / max(1, sum(t.prompt_tokens for t in steady))
         per100 = 100 / turns
         print(
@@ -406,8 +412,10 @@ def report(modes: list[Mode], turns: int, facts: list[Fact], args: argparse.Name
             f"{sum(t.status != 200 for t in mode.turns):>8}"
             f"{percentile(added, 0.5):>9.2f}{percentile(added, 0.95):>9.2f}"
             f"{max(added, default=0):>9.2f}{ratio:>10.2f}{grown:>8}{cache:>7.0%}"
+            f"{growth_cache:>8.0%}"
             f"{mode.metrics.get('extraction_calls', 0) * per100:>9.1f}"
             f"{mode.metrics.get('extraction_tokens', 0) * per100:>9.0f}"
+            f"{mode.metrics.get('warmups', 0) * per100:>9.1f}"
             f"{mode.think_seconds:>8.1f}{mode.present:>5}/{len(facts):<3}"
             f"{mode.answered:>5}/{min(args.ask, len(facts)) if args.ask else 0}"
         )
@@ -416,7 +424,8 @@ def report(modes: list[Mode], turns: int, facts: list[Fact], args: argparse.Name
         "extraction (x-overspill-waited; for wave1 an inline growth or a recovery); add: "
         "seconds added per turn against compaction off, on the turns off still fits; growths: "
         "turns sent with a new extraction (the prefix changed); cache: prompt tokens served "
-        "from the prefix cache on the other turns; think s: "
+        "from the prefix cache on the other turns; g cache: the same on the growth turns; "
+        "warm/100: cache warm-ups after a growth per 100 turns; think s: "
         "time the bench waited between turns for background jobs; present: planted answers "
         "in the stored extraction + intact tail; answered: the model's own answers."
     )

@@ -16,7 +16,10 @@ conversation under the wall itself, with hysteresis (shares of the prompt budget
   turn is counted (`overspill_compaction_waited_turns_total`, note `waited`). This also covers
   a conversation's FIRST compaction, so a known window never costs a failed upstream call;
 - a growth plans its intact tail so the spliced request lands near `context.compact_to` (0.5),
-  leaving room for several turns before the next one.
+  leaving room for several turns before the next one;
+- after a background growth, the new spliced prompt is sent once for one token
+  (`context.warm_cache`, self-hosted models by default), so the turn after a growth finds the
+  new prefix in the upstream's cache like any other turn.
 
 With an unknown window a cached extraction is still spliced, and overflow_recovery's fail-first
 stays the way in (and the safety net either way). The upstream's reported prompt size
@@ -73,6 +76,7 @@ class HistorySplice:
         self.condenser = Condenser(services)
         self.estimator = services.estimator
         self.store = services.store
+        self.warm = services.warm
 
     async def handle(
         self, request: ChatRequest, ctx: RequestContext, call_next: Next
@@ -259,7 +263,24 @@ class HistorySplice:
         made_by = made.extraction.strategy if made.extraction is not None else None
         if made_by is not None and made_by not in entry.context.strategies:
             return "cut"  # the listed strategies could not condense it: nothing stored
-        return "done" if made.action != "reused" else "unneeded"
+        if made.action == "reused":
+            return "unneeded"
+        await self._warm(request, ctx, entry, window)
+        return "done"
+
+    async def _warm(
+        self, request: ChatRequest, ctx: RequestContext, entry: ModelEntry, window: int
+    ) -> None:
+        """Send the conversation as its next turn will start (system messages + the new
+        extraction + the intact tail), so the upstream's prefix cache holds the new prefix
+        and that turn reads only what it adds."""
+        if self.warm is None:
+            return
+        cached = await self._valid(request, ctx)
+        if cached is None:
+            return  # stored nothing this request can use (the store is down): nothing to warm
+        fit = await self._fit(request, entry, cached, window)
+        await self.warm(request.spliced(fit.messages), entry)
 
     def _note(
         self, request: ChatRequest, ctx: RequestContext, entry: ModelEntry, fit: Fit, grown: bool

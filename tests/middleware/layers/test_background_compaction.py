@@ -6,12 +6,14 @@ import asyncio
 import secrets
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 
+from kernel.config import ModelEntry
 from kernel.errors import ContextWindowExceeded, UpstreamError
 from kernel.estimator import Estimator
 from kernel.jobs import Jobs
@@ -275,6 +277,60 @@ async def test_the_spliced_prefix_is_the_same_bytes_between_growths(
         prefixes.append(body[: body.index(stand_in) + len(stand_in)])
     assert len(set(prefixes)) == 1
     assert len(extractor.calls) == 1
+
+
+class Primer:
+    """Records what a growth asks to be warmed."""
+
+    def __init__(self) -> None:
+        self.sent: list[ChatRequest] = []
+
+    async def __call__(self, request: ChatRequest, entry: ModelEntry) -> str:
+        self.sent.append(request)
+        return "warmed"
+
+
+def warming(store: HistoryStore, extractor: Any, window: int, primer: Primer) -> HistorySplice:
+    return HistorySplice(replace(services(store, extractor, window), warm=primer))
+
+
+async def test_a_growth_warms_the_prefix_the_next_turn_sends(store: DiskHistoryStore) -> None:
+    """After a background growth the conversation is sent once as its next turn will start:
+    the next turn's body begins with exactly those messages' bytes."""
+    primer = Primer()
+    messages = conversation(30)
+    layer = warming(store, Extractor(), window_at(messages, 0.75), primer)
+    await layer.handle(chat(messages), ctx := ctx_for(), Upstream())
+    assert primer.sent == []
+    await job_of(ctx)()
+    ((warmed,),) = [primer.sent]
+    assert warmed.messages[1]["content"].startswith(CONTEXT_LABEL)
+    assert warmed.spliced_from == tuple(messages)
+    upstream = Upstream()
+    await layer.handle(chat(next_turn(messages, "and one more thing")), ctx_for(), upstream)
+    sent = upstream.sent[-1].messages
+    assert len(sent) == len(warmed.messages) + 2
+    assert orjson.dumps(sent[: len(warmed.messages)]) == orjson.dumps(warmed.messages)
+
+
+async def test_a_growth_that_changes_nothing_warms_nothing(store: DiskHistoryStore) -> None:
+    """A growth that stores nothing new (unneeded, or the strategies could not condense)
+    leaves the upstream's cache alone."""
+    primer = Primer()
+    messages = conversation(30)
+    window = window_at(messages, 0.75)
+    layer = warming(store, Extractor(), window, primer)
+    await layer.handle(chat(messages), ctx := ctx_for(), Upstream())
+    await job_of(ctx)()
+    again = layer.job(chat(messages), ctx_for(), ctx.model)  # type: ignore[arg-type]
+    await again()
+
+    async def failing(messages: Sequence[Message], *, max_tokens: int) -> Completion:
+        raise UpstreamError("the extraction model is down", provider="openai")
+
+    broken = warming(store, failing, window, primer)
+    await broken.job(chat(more_turns(messages, 12)), ctx_for(), ctx.model)()  # type: ignore[arg-type]
+    assert len(primer.sent) == 1
 
 
 async def test_a_failed_growth_leaves_the_previous_entry(store: DiskHistoryStore) -> None:
