@@ -18,9 +18,11 @@ Validity is the caller's job: an entry is returned by key alone, and the layer c
 entry.prompt_version, entry.chain)` and `entry.model_id` before using it.
 
 Single flight: `single_flight(tenant, conversation)` serialises the holders of one key in this
-process (an `asyncio.Lock` per key, reference counted so locks do not pile up). The first
+process (an `asyncio.Lock` per key, reference counted so locks do not pile up) and across the
+processes sharing the directory (`--workers N`: a record lock on one byte of `flights.lock`,
+kernel/flight_file.py, dropped by the kernel when a holder dies). The first
 holder may have written the entry while a later one waited, so a caller re-reads the store
-after acquiring. A Redis lock with an expiry implements the same interface across processes.
+after acquiring. A Redis lock with an expiry implements the same interface across hosts.
 `flight_busy` tells, without waiting, whether a key is held now (a background growth running),
 so a caller can skip starting a second one or choose to wait for it.
 
@@ -59,6 +61,7 @@ from typing import Any, Protocol, TypeVar
 import diskcache
 import orjson
 
+from kernel.flight_file import FlightFile
 from kernel.records import (
     CALIBRATION_SAMPLES,
     DocumentBatches,
@@ -90,6 +93,8 @@ CALIBRATION = "c:"
 _PING_KEY = "ping"
 _INLINE_MAX_BYTES = 1 << 20
 _SQLITE_TIMEOUT_SECONDS = 10.0
+FLIGHT_FILE = "flights.lock"
+"""The file in the store's directory whose record locks are the cross-process flights."""
 _T = TypeVar("_T")
 _R = TypeVar("_R", bound=Record)
 
@@ -214,6 +219,11 @@ class DiskHistoryStore:
             )
         except (OSError, sqlite3.Error, diskcache.Timeout) as exc:
             raise StoreError(f"cannot open the history store at {self.path}: {exc}") from exc
+        try:
+            self._flight_file = FlightFile(self.path / FLIGHT_FILE)
+        except OSError as exc:
+            self._cache.close()
+            raise StoreError(f"cannot open the history store at {self.path}: {exc}") from exc
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="overspill-store")
         self._closed = False
 
@@ -265,12 +275,23 @@ class DiskHistoryStore:
         self._call("read the readiness key", self._cache.get, _PING_KEY)
 
     def single_flight(self, tenant: str, conversation_id: str) -> AbstractAsyncContextManager[None]:
-        """Hold the key's flight in this process; re-read the store after entering."""
-        return self.flights.hold(tenant, conversation_id)
+        """Hold the key's flight in this process and against the other processes on this
+        directory; re-read the store after entering."""
+        return self._hold(tenant, conversation_id)
+
+    @asynccontextmanager
+    async def _hold(self, tenant: str, conversation_id: str) -> AsyncIterator[None]:
+        async with (
+            self.flights.hold(tenant, conversation_id),
+            self._flight_file.hold(tenant, conversation_id),
+        ):
+            yield
 
     async def flight_busy(self, tenant: str, conversation_id: str) -> bool:
-        """Whether the key's flight is held in this process."""
-        return self.flights.held(tenant, conversation_id)
+        """Whether the key's flight is held, here or by another process on this directory."""
+        if self.flights.held(tenant, conversation_id):
+            return True
+        return self._flight_file.busy(tenant, conversation_id)
 
     async def aclose(self) -> None:
         """Close the sqlite connections (the writer thread's and the loop's) and the thread."""
@@ -281,6 +302,7 @@ class DiskHistoryStore:
         await loop.run_in_executor(self._writer, self._cache.close)
         self._writer.shutdown(wait=True)
         self._cache.close()
+        self._flight_file.close()
 
     async def _put(self, key: str, record: Record) -> None:
         await self._offload(
