@@ -10,7 +10,7 @@ import functools
 import importlib.util
 import ipaddress
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 import orjson
@@ -20,8 +20,22 @@ from kernel.config import ModelEntry
 _MAP_FILE = "model_prices_and_context_window_backup.json"
 
 
+class Known(NamedTuple):
+    """What overspill reads of one model in the map (the whole entry is ~1 KB of prices)."""
+
+    window: int | None
+    """`max_input_tokens`, else `max_tokens`."""
+    priced: bool
+    """It has an `input_cost_per_token` above zero: a paid API, never a self-hosted server."""
+    provider: str | None
+    """`litellm_provider`."""
+    chat: bool
+    """`mode: chat`."""
+
+
 @functools.cache
-def _model_map() -> dict[str, Any]:
+def _model_map() -> dict[str, Known]:
+    """The map, reduced to the fields read here (half the memory of the parsed file)."""
     spec = importlib.util.find_spec("litellm")
     if spec is None or not spec.submodule_search_locations:
         return {}
@@ -30,7 +44,21 @@ def _model_map() -> dict[str, Any]:
         data = orjson.loads(path.read_bytes())
     except (OSError, orjson.JSONDecodeError):
         return {}
-    return data if isinstance(data, dict) else {}
+    if not isinstance(data, dict):
+        return {}
+    return {name: _known(info) for name, info in data.items() if isinstance(info, dict)}
+
+
+def _known(info: dict[str, Any]) -> Known:
+    window = info.get("max_input_tokens") or info.get("max_tokens")
+    cost = info.get("input_cost_per_token")
+    provider = info.get("litellm_provider")
+    return Known(
+        window=window if isinstance(window, int) and window > 0 else None,
+        priced=isinstance(cost, int | float) and cost > 0,
+        provider=str(provider) if provider is not None else None,
+        chat=info.get("mode") == "chat",
+    )
 
 
 def known_window(model: str) -> int | None:
@@ -39,10 +67,8 @@ def known_window(model: str) -> int | None:
     _, _, bare = model.partition("/")
     for key in (model, bare):
         info = table.get(key) if key else None
-        if isinstance(info, dict):
-            value = info.get("max_input_tokens") or info.get("max_tokens")
-            if isinstance(value, int) and value > 0:
-                return value
+        if info is not None and info.window is not None:
+            return info.window
     return None
 
 
@@ -56,22 +82,14 @@ def provider_models(provider: str) -> tuple[str, ...]:
     """The chat models litellm's map knows for a provider (`openai` → `gpt-4o`, ...), as its
     keys spell them; what a wildcard `model_name` lists on `/v1/models`."""
     return tuple(
-        name
-        for name, info in _model_map().items()
-        if isinstance(info, dict)
-        and info.get("litellm_provider") == provider
-        and info.get("mode") == "chat"
+        name for name, info in _model_map().items() if info.provider == provider and info.chat
     )
 
 
 @functools.cache
 def known_providers() -> frozenset[str]:
     """Every provider litellm's map names."""
-    return frozenset(
-        str(info["litellm_provider"])
-        for info in _model_map().values()
-        if isinstance(info, dict) and "litellm_provider" in info
-    )
+    return frozenset(info.provider for info in _model_map().values() if info.provider is not None)
 
 
 SELF_HOSTED_PROVIDERS = ("ollama", "ollama_chat", "hosted_vllm", "vllm", "llamafile", "lm_studio")
@@ -87,7 +105,7 @@ def self_hosted(entry: ModelEntry) -> bool:
     bare service name (`http://llama:8080`). A priced model in litellm's map never is."""
     params = entry.litellm_params
     info = _model_map().get(params.model) or _model_map().get(params.model.partition("/")[2])
-    if isinstance(info, dict) and (info.get("input_cost_per_token") or 0) > 0:
+    if info is not None and info.priced:
         return False
     if params.provider in SELF_HOSTED_PROVIDERS:
         return True

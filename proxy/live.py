@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import logging
 import os
 import signal
@@ -159,9 +158,6 @@ class LiveApp:
         try:
             loaded = await asyncio.to_thread(load_config, self.path)
             check_layers(loaded.settings, LAYERS)
-            if not all(entry.uses_passthrough() for entry in loaded.settings.model_list):
-                # litellm's import takes seconds: never on the event loop
-                await asyncio.to_thread(importlib.import_module, "providers.litellm")
             system = build_from(loaded, self.path)
         except ConfigError as exc:
             raise self._refused(exc.problems) from None

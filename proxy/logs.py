@@ -31,8 +31,8 @@ _QUIET = (*LITELLM_LOGGERS, "httpx", "httpcore")
 
 # Attributes every LogRecord has; anything else came from `extra=` (or from a foreign filter).
 _STANDARD = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "color_message"}
-_tuned: set[str] = set()
-"""The loggers whose level the last `configure` set (reset by the next one)."""
+_tuned: dict[str, str] = {}
+"""The loggers whose level the last `configure` set, and to what (reset by the next one)."""
 
 
 class JsonFormatter(logging.Formatter):
@@ -88,9 +88,20 @@ def configure(level: str = "info", levels: Mapping[str, str] | None = None) -> N
     for name, named_level in (levels or {}).items():
         for target in LITELLM_LOGGERS if name == "litellm" else (name,):
             wanted[target] = named_level
-    for name in _tuned - set(wanted):
+    for name in _tuned.keys() - wanted.keys():
         logging.getLogger(name).setLevel(logging.NOTSET)
     for name, named_level in wanted.items():
         logging.getLogger(name).setLevel(named_level.upper())
     _tuned.clear()
     _tuned.update(wanted)
+
+
+def adopt_litellm_loggers() -> None:
+    """After litellm's import (a litellm-path model's first request): its loggers lose the
+    plain-text handler it gave them and log as JSON lines through the root again, and the
+    levels it set on other loggers (httpx) are the config's again."""
+    for name in LITELLM_LOGGERS:
+        logging.getLogger(name).handlers[:] = []
+        logging.getLogger(name).propagate = True
+    for name, named_level in _tuned.items():
+        logging.getLogger(name).setLevel(named_level.upper())

@@ -36,7 +36,6 @@ def app_from_env() -> LiveApp:
         _refuse(path, exc.problems)
     except (StoreError, MiddlewareError) as exc:
         _refuse(path, [str(exc)])
-    logs.configure(general.log_level, general.log_levels)  # litellm's import added handlers
     gc.freeze()  # startup objects (config, modules) are never garbage: stop rescanning them
     _ready(loaded)
     return app

@@ -39,11 +39,13 @@ from kernel.types import (
 )
 from kernel.wildcards import is_wildcard
 from middleware.pipeline import LAYERS, LayerFactory, Pipeline, build_pipeline
+from providers.deferred import DeferredProvider
 from providers.model_info import self_hosted
 from providers.ollama import OllamaWindows, native
 from providers.openai_compat import OpenAICompatProvider
 from providers.router import Router
 from providers.windows import ModelWindows
+from proxy import logs
 from proxy.stores import open_store
 
 log = logging.getLogger("overspill")
@@ -334,11 +336,20 @@ def _provider(entry: ModelEntry, settings: Settings, client: httpx.AsyncClient) 
         return OpenAICompatProvider(
             entry, client, request_timeout=timeout, max_response_bytes=limit
         )
-    from providers.litellm import LitellmProvider  # litellm's import is slow: only when used
 
-    return LitellmProvider(
-        entry, drop_params=settings.drop_params, request_timeout=timeout, max_response_bytes=limit
-    )
+    def build() -> Provider:
+        from providers.litellm import LitellmProvider  # imported by now, off the event loop
+
+        logs.adopt_litellm_loggers()
+        return LitellmProvider(
+            entry,
+            drop_params=settings.drop_params,
+            request_timeout=timeout,
+            max_response_bytes=limit,
+        )
+
+    # litellm's import costs seconds and over 100 MB: paid on the model's first request only
+    return DeferredProvider(entry.litellm_params.provider, "providers.litellm", build)
 
 
 def native_ollama(settings: Settings) -> Settings:

@@ -118,11 +118,12 @@ def ledger_tokens(facts: Sequence[FactLine], model: str = "") -> int:
     return sum(count_text(fact.render(), model) + 1 for fact in facts)
 
 
-@functools.lru_cache(maxsize=16384)
+@functools.lru_cache(maxsize=2048)
 def key_spans(text: str) -> tuple[str, ...]:
     """The terms a fact hangs on, as written, in order and without case-blind repeats:
     anything with a digit, code identifiers, runs of capitalised names (cached: a ledger's
-    lines come back at every growth)."""
+    lines come back at every growth; each entry keeps its fact's text, ~1.5 KB, so the
+    cache holds the lines of a few busy conversations' ledgers, not every fact ever seen)."""
     found = [m.group(0).strip(".,:;-/") for m in DIGIT_TOKEN.finditer(text)]
     found += [m.group(0).strip("`") for m in _IDENT_TOKEN.finditer(text)]
     found += [m.group(0) for m in _NAME_RUN.finditer(text)]

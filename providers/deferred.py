@@ -1,0 +1,50 @@
+"""A provider built on its first request, its module imported off the event loop.
+
+litellm's import takes seconds and over 100 MB: a process that serves a litellm-path model
+(`anthropic/...`) but is not asked for it never pays that, and starts as fast and small as
+one with OpenAI-wire models only. The first request to such a model waits for the import
+(in a thread, so other requests go on meanwhile); every later one costs an attribute read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+from collections.abc import Callable
+
+from kernel.types import ChatRequest, ChatResponse, Provider, RequestContext
+
+
+class DeferredProvider:
+    """Stands for the provider `build` makes once `module` is imported."""
+
+    def __init__(self, name: str, module: str, build: Callable[[], Provider]) -> None:
+        self.name = name
+        self.module = module
+        self._build = build
+        self._provider: Provider | None = None
+        self._lock = asyncio.Lock()
+
+    @property
+    def built(self) -> bool:
+        """Whether the first request has built the provider."""
+        return self._provider is not None
+
+    async def complete(self, request: ChatRequest, ctx: RequestContext) -> ChatResponse:
+        """Build the provider if this is the first request, then send the request through it."""
+        provider = self._provider
+        if provider is None:
+            provider = await self._built()
+        return await provider.complete(request, ctx)
+
+    async def _built(self) -> Provider:
+        async with self._lock:  # concurrent first requests import and build once
+            if self._provider is None:
+                await asyncio.to_thread(importlib.import_module, self.module)
+                self._provider = self._build()
+            return self._provider
+
+    async def aclose(self) -> None:
+        """Close the built provider, if any."""
+        if self._provider is not None:
+            await self._provider.aclose()

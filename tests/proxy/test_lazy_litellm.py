@@ -1,0 +1,79 @@
+"""litellm is imported on a litellm-path model's first request, never at startup."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+SCRIPT = """
+import asyncio, logging, os, sys
+import httpx, orjson
+from tests.conftest import running
+from tests.faulty_upstream import FaultyUpstream
+
+CONFIG = '''
+model_list:
+  - model_name: wire
+    litellm_params: {model: openai/faulty, api_base: "BASE/v1", api_key: sk-fake}
+  - model_name: claude
+    litellm_params: {model: anthropic/claude-faulty, api_base: "BASE", api_key: sk-fake}
+general_settings: {store: {path: "STORE"}}
+middleware: []
+'''
+
+async def main():
+    seen = {}
+    async with FaultyUpstream() as upstream:
+        path = os.path.join(sys.argv[1], "config.yaml")
+        with open(path, "w") as file:
+            text = CONFIG.replace("BASE", upstream.base_url)
+            file.write(text.replace("STORE", os.path.join(sys.argv[1], "store")))
+        os.environ["OVERSPILL_CONFIG"] = path
+        from proxy.server import app_from_env
+
+        app = app_from_env()
+        async with running(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://o.test") as client:
+                seen["ready"] = (await client.get("/health/readiness")).status_code
+                seen["at_start"] = "litellm" in sys.modules
+                for model in ("wire", "claude"):
+                    body = {"model": model, "messages": [{"role": "user", "content": "hi"}]}
+                    answer = await client.post("/v1/chat/completions", json=body)
+                    seen[model] = answer.status_code
+                    seen[f"after_{model}"] = "litellm" in sys.modules
+    seen["litellm_handlers"] = len(logging.getLogger("LiteLLM").handlers)
+    print(orjson.dumps(seen).decode())
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.reliability("memory")
+def test_litellm_is_imported_by_the_first_request_that_needs_it(tmp_path: Path) -> None:
+    """A worker with an OpenAI-wire and an `anthropic/...` model starts and serves the
+    OpenAI-wire one without importing litellm; the first request to the other imports it,
+    is answered, and litellm's loggers log through overspill's handler, not their own."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(tmp_path)],
+        capture_output=True, text=True, env=env, cwd=ROOT, check=False, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    seen = orjson.loads(done.stdout.strip().splitlines()[-1])
+    assert seen == {
+        "ready": 200,
+        "at_start": False,
+        "wire": 200,
+        "after_wire": False,
+        "claude": 200,
+        "after_claude": True,
+        "litellm_handlers": 0,
+    }
