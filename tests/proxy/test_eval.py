@@ -356,7 +356,8 @@ def test_the_cli_says_how_to_get_the_chart(
     """Without matplotlib, --chart stops before any work and names the extra to install."""
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     out = tmp_path / "rows.jsonl"
-    assert main(["eval", "--config", "missing.yaml", "--chart", "c.png", "--out", str(out)]) == 2
+    chart = str(tmp_path / "c.png")
+    assert main(["eval", "--config", "missing.yaml", "--chart", chart, "--out", str(out)]) == 2
     assert "pip install 'overspill[eval]'" in capsys.readouterr().err
     assert not out.exists()
 
