@@ -140,14 +140,21 @@ def run(args: argparse.Namespace) -> int:
             print(f"eval: --chart: {CHART_HINT}", file=sys.stderr)
             return EXIT_USAGE
     try:
-        with open(args.out, "wb") as sink:
-            rows = asyncio.run(_evaluate(args, Plan(seeds, conditions, kinds), sink))
+        sink = open(args.out, "wb")  # noqa: SIM115 - closed below, whatever the run does
     except OSError as exc:
         print(f"eval: --out: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except (ConfigError, LookupError) as exc:
+    try:
+        rows = asyncio.run(_evaluate(args, Plan(seeds, conditions, kinds), sink))
+    except ConfigError as exc:
+        for problem in exc.problems:
+            print(f"{exc.path}: {problem}", file=sys.stderr)
+        return EXIT_USAGE
+    except LookupError as exc:
         print(f"eval: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    finally:
+        sink.close()
     print(table(rows, conditions))
     print(f"\n{len(rows)} rows written to {args.out}")
     if args.chart:

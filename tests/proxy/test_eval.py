@@ -365,8 +365,8 @@ def test_the_cli_says_how_to_get_the_chart(
 def test_the_cli_refuses_bad_arguments_clearly(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """An unknown condition, an unknown model, --url without a window: status 2, and a
-    message saying what to do."""
+    """An unknown condition, an unknown model, --url without a window, a missing config, an
+    --out that cannot be written: status 2, and a message saying what to fix."""
     config = tmp_path / "config.yaml"
     config.write_text(CONFIG)
     out = str(tmp_path / "rows.jsonl")
@@ -376,6 +376,10 @@ def test_the_cli_refuses_bad_arguments_clearly(
     assert "'nope' is not a model" in capsys.readouterr().err
     assert main(["eval", "--config", str(config), "--url", "http://x", "--out", out]) == 2
     assert "--url needs --model and --window" in capsys.readouterr().err
+    assert main(["eval", "--config", str(tmp_path / "none.yaml"), "--out", out]) == 2
+    assert "none.yaml" in capsys.readouterr().err
+    assert main(["eval", "--config", str(config), "--out", str(tmp_path / "no" / "r")]) == 2
+    assert "--out" in capsys.readouterr().err
 
 
 def test_the_table_counts_what_was_not_asked_apart() -> None:
