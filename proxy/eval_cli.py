@@ -226,8 +226,9 @@ def _setup(
 ) -> Setup:
     """The budgets the baselines keep to, from the model's window."""
     probe = budget_for(entry, window, {"max_tokens": answer_tokens}).prompt_limit - QUESTION_ROOM
-    summary = budget_for(entry, window, {"max_tokens": SUMMARY_TOKENS}).prompt_limit
-    return Setup(probe, summary, _count, run, answer_tokens)
+    summary_tokens = min(SUMMARY_TOKENS, window // 4)
+    summary = budget_for(entry, window, {"max_tokens": summary_tokens}).prompt_limit
+    return Setup(probe, summary, _count, run, answer_tokens, summary_tokens)
 
 
 async def _play(

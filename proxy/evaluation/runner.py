@@ -45,7 +45,7 @@ ANSWER_TOKENS = 48
 """max_tokens of every probe and replayed turn by default (the same for both, so overspill
 plans them alike)."""
 SUMMARY_TOKENS = 384
-"""max_tokens of the naive summary's one call."""
+"""max_tokens of the naive summary's one call (at most a quarter of the window)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +112,8 @@ class Setup:
     """Prefix of the conversation ids (a running server's store may hold earlier runs)."""
     answer_tokens: int = ANSWER_TOKENS
     """max_tokens of every probe and replayed turn."""
+    summary_tokens: int = SUMMARY_TOKENS
+    """max_tokens of the naive summary's call."""
 
 
 def _ask_user(probe: Probe) -> Message:
@@ -140,7 +142,7 @@ async def _condition(
         if prompt is None:
             return _all(conversation, condition, "overflow", "the summary prompt cannot fit")
         try:
-            summary = await target.ask(prompt, max_tokens=SUMMARY_TOKENS)
+            summary = await target.ask(prompt, max_tokens=setup.summary_tokens)
         except OverspillError as error:
             return _all(conversation, condition, _status(error), error.message)
         shown = with_summary(messages, summary)

@@ -19,6 +19,8 @@ from kernel.types import ChatRequest, ChatResponse, Message
 from providers.fake import ScriptedProvider, completion, json_response
 from proxy.cli import main
 from proxy.eval_cli import (
+    QUESTION_ROOM,
+    _setup,
     default_seeds,
     parse_conditions,
     parse_kinds,
@@ -294,6 +296,16 @@ def test_seed_and_condition_arguments() -> None:
     assert parse_kinds("instruction, user_fact") == ["user_fact", "instruction"]
     with pytest.raises(ValueError, match="unknown facts"):
         parse_kinds("facts")
+
+
+def test_the_baselines_budget_leaves_room_for_the_question_and_the_answer() -> None:
+    """A baseline's prompt stays under the window less the answer, the question and the
+    margin; the naive summary is at most a quarter of the window."""
+    entry = settings_from(CONFIG).model_list[0]
+    setup = _setup(entry, 1536, run="r", answer_tokens=48)
+    assert setup.budget + 48 + QUESTION_ROOM < 1536
+    assert setup.summary_tokens == 384
+    assert _setup(entry, 768, run="r").summary_tokens == 192
 
 
 def test_window_overrides_only_the_chosen_model() -> None:
