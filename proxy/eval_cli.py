@@ -237,19 +237,21 @@ async def _play(
     """Every conversation in turn, its rows written to `sink` as they come."""
     rows: list[Row] = []
     for seed in plan.seeds:
-        started = time.monotonic()
         conversation = generate(seed, fillers=fillers)
         asked = tuple(probe for probe in conversation.probes if probe.kind in plan.kinds)
         conversation = replace(conversation, probes=asked)
-        done = await run_conversation(target, conversation, plan.conditions, setup)
-        write_jsonl(done, sink)
-        sink.flush()
-        rows += done
-        right = sum(bool(row.correct) for row in done)
-        print(
-            f"seed {seed} ({conversation.seed_set}): {len(conversation.messages)} messages, "
-            f"{right}/{len(done)} right, {time.monotonic() - started:.0f} s",
-            file=sys.stderr,
-            flush=True,
-        )
+        for condition in plan.conditions:
+            started = time.monotonic()
+            done = await run_conversation(target, conversation, [condition], setup)
+            write_jsonl(done, sink)
+            sink.flush()
+            rows += done
+            right = sum(bool(row.correct) for row in done)
+            asked_n = sum(row.status == "ok" for row in done)
+            print(
+                f"seed {seed} ({conversation.seed_set}, {len(conversation.messages)} messages) "
+                f"{condition}: {right}/{asked_n} right, {time.monotonic() - started:.0f} s",
+                file=sys.stderr,
+                flush=True,
+            )
     return rows
