@@ -7,6 +7,7 @@ on their own line, never as right or wrong.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -79,6 +80,11 @@ def _growths(rows: Sequence[Row]) -> str:
     return f"{sum(seen.values()) / len(seen):.1f}"
 
 
+def _percent(value: float | None) -> float:
+    """A recall in percent; NaN (nothing drawn) when nothing was asked."""
+    return math.nan if value is None else 100 * value
+
+
 def chart(rows: Sequence[Row], conditions: Sequence[str], path: Path) -> None:
     """A PNG: recall by probe kind and condition, and recall against the growths of
     `overspill-turns`. Raises ImportError (with `CHART_HINT`) without matplotlib."""
@@ -95,9 +101,8 @@ def chart(rows: Sequence[Row], conditions: Sequence[str], path: Path) -> None:
     for index, condition in enumerate(conditions):
         mine = [row for row in rows if row.condition == condition]
         values = [
-            100 * (recall([r for r in mine if kind == "all" or r.kind == kind]) or 0.0)
-            for kind in kinds
-        ]
+            _percent(recall([r for r in mine if kind == "all" or r.kind == kind])) for kind in kinds
+        ]  # a kind not asked is a gap, not a zero
         positions = [k + index * step for k in range(len(kinds))]
         bars.bar(positions, values, width=step, label=condition)
     bars.set_xticks([k + 0.4 - step / 2 for k in range(len(kinds))], kinds, rotation=30)
@@ -109,9 +114,10 @@ def chart(rows: Sequence[Row], conditions: Sequence[str], path: Path) -> None:
     counts = sorted({row.growths for row in nested if row.growths is not None})
     trend.plot(
         counts,
-        [100 * (recall([r for r in nested if r.growths == n]) or 0.0) for n in counts],
+        [_percent(recall([r for r in nested if r.growths == n])) for n in counts],
         marker="o",
     )
+    trend.set_xticks(counts)
     trend.set_xlabel("nested growths (overspill-turns)")
     trend.set_ylabel("recall (%)")
     trend.set_ylim(0, 105)
