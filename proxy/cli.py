@@ -1,4 +1,4 @@
-"""The `overspill` command: `serve` and `check-config`."""
+"""The `overspill` command: `serve`, `check-config`, `conversations`, `ollama`, `eval`."""
 
 from __future__ import annotations
 
@@ -33,6 +33,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from proxy import conversations_cli
 
         return conversations_cli.run(args)
+    if args.command == "eval":
+        from proxy import eval_cli
+
+        return eval_cli.run(args)
     return serve(args)
 
 
@@ -52,6 +56,9 @@ def _parser() -> argparse.ArgumentParser:
     from proxy import conversations_cli
 
     conversations_cli.add_parser(commands)
+    from proxy import eval_cli
+
+    eval_cli.add_parser(commands)
     ollama = commands.add_parser("ollama", help="forget the Ollama windows a running server cached")
     ollama.add_argument("action", choices=["refresh"])
     ollama.add_argument("--url", default="http://127.0.0.1:4000", help="the running overspill")

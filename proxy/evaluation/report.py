@@ -1,0 +1,127 @@
+"""The results: JSON lines, the printed table (tune and held-out seeds apart), the chart.
+
+Recall in a cell is the share of right answers among the probes of that kind the condition
+could ask; probes it could not ask (it overflowed the window, or the model failed) are counted
+on their own line, never as right or wrong.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import IO
+
+import orjson
+
+from proxy.evaluation.probes import PROBE_KINDS
+from proxy.evaluation.runner import Row
+
+CHART_HINT = "the chart needs matplotlib: pip install 'overspill[eval]'"
+
+
+def write_jsonl(rows: Iterable[Row], sink: IO[bytes]) -> None:
+    """One JSON object per row."""
+    for row in rows:
+        sink.write(orjson.dumps(row.as_dict()) + b"\n")
+
+
+def recall(rows: Sequence[Row]) -> float | None:
+    """The share of answered rows that are right (None when none was answered)."""
+    answered = [row for row in rows if row.status == "ok"]
+    if not answered:
+        return None
+    return sum(bool(row.correct) for row in answered) / len(answered)
+
+
+def _cell(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.0f}%"
+
+
+def table(rows: Sequence[Row], conditions: Sequence[str]) -> str:
+    """Recall per probe kind (lines) and condition (columns), one block per seed set."""
+    blocks = []
+    for seed_set in ("tune", "held-out"):
+        chosen = [row for row in rows if row.seed_set == seed_set]
+        if chosen:
+            blocks.append(_block(seed_set, chosen, conditions))
+    return "\n\n".join(blocks)
+
+
+def _block(seed_set: str, rows: Sequence[Row], conditions: Sequence[str]) -> str:
+    seeds = sorted({row.seed for row in rows})
+    width = max(len(name) for name in conditions) + 2
+    head = f"{'':<16}" + "".join(f"{name:>{width}}" for name in conditions)
+    lines = [f"{seed_set} seeds {', '.join(map(str, seeds))}: recall by probe kind", head]
+
+    def line(label: str, values: Iterable[str]) -> str:
+        return f"{label:<16}" + "".join(f"{value:>{width}}" for value in values)
+
+    by: dict[tuple[str, str], list[Row]] = defaultdict(list)
+    for row in rows:
+        by[(row.condition, row.kind)].append(row)
+    for kind in PROBE_KINDS:
+        lines.append(line(kind, (_cell(recall(by.get((c, kind), []))) for c in conditions)))
+    per = {c: [row for row in rows if row.condition == c] for c in conditions}
+    lines.append(line("all", (_cell(recall(per[c])) for c in conditions)))
+    lines.append(
+        line("not asked", (str(sum(r.status != "ok" for r in per[c])) for c in conditions))
+    )
+    lines.append(line("growths (mean)", (_growths(per[c]) for c in conditions)))
+    return "\n".join(lines)
+
+
+def _growths(rows: Sequence[Row]) -> str:
+    """The mean growths per conversation ('-' for conditions without growths)."""
+    seen = {row.seed: row.growths for row in rows if row.growths is not None}
+    if not seen:
+        return "-"
+    return f"{sum(seen.values()) / len(seen):.1f}"
+
+
+def _percent(value: float | None) -> float:
+    """A recall in percent; NaN (nothing drawn) when nothing was asked."""
+    return math.nan if value is None else 100 * value
+
+
+def chart(rows: Sequence[Row], conditions: Sequence[str], path: Path) -> None:
+    """A PNG: recall by probe kind and condition, and recall against the growths of
+    `overspill-turns`. Raises ImportError (with `CHART_HINT`) without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise ImportError(CHART_HINT) from exc
+    figure, (bars, trend) = plt.subplots(1, 2, figsize=(14, 5), width_ratios=(3, 1))
+    kinds = [*PROBE_KINDS, "all"]
+    step = 0.8 / max(1, len(conditions))
+    for index, condition in enumerate(conditions):
+        mine = [row for row in rows if row.condition == condition]
+        values = [
+            _percent(recall([r for r in mine if kind == "all" or r.kind == kind])) for kind in kinds
+        ]  # a kind not asked is a gap, not a zero
+        positions = [k + index * step for k in range(len(kinds))]
+        bars.bar(positions, values, width=step, label=condition)
+    bars.set_xticks([k + 0.4 - step / 2 for k in range(len(kinds))], kinds, rotation=30)
+    bars.set_ylabel("recall (%)")
+    bars.set_ylim(0, 105)
+    bars.legend(fontsize="small", ncols=2)
+    bars.set_title("recall by probe kind")
+    nested = [row for row in rows if row.condition == "overspill-turns" and row.growths is not None]
+    counts = sorted({row.growths for row in nested if row.growths is not None})
+    trend.plot(
+        counts,
+        [_percent(recall([r for r in nested if r.growths == n])) for n in counts],
+        marker="o",
+    )
+    trend.set_xticks(counts)
+    trend.set_xlabel("nested growths (overspill-turns)")
+    trend.set_ylabel("recall (%)")
+    trend.set_ylim(0, 105)
+    trend.set_title("recall against growths")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
