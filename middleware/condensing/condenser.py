@@ -112,10 +112,13 @@ class Condenser:
         counts = counts if counts is not None else self.estimator.counts(entry, request.messages)
         if len(counts) != len(request.messages):
             raise ValueError(f"{len(counts)} counts for {len(request.messages)} messages")
-        system = sum(counts[i] for i in system_indices(request.messages, len(counts)))
-        budget = budget_for(entry, window, request.body, int(system * scale))
+        system = system_indices(request.messages, len(counts))
+        tokens = sum(counts[i] for i in system)
+        budget = budget_for(entry, window, request.body, int(tokens * scale))
         tail_budget = budget.share(intact_share or entry.context.intact_share)
-        split = split_history(request.messages, counts, tail_budget=int(tail_budget / scale))
+        split = split_history(
+            request.messages, counts, tail_budget=int(tail_budget / scale), system=system
+        )
         return Plan(split, budget, counts, scale, tail_budget)
 
     def history(self, ctx: RequestContext, request: ChatRequest) -> History:

@@ -9,13 +9,16 @@ The stand-in is one labelled system message in place of the condensed turns. Pur
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from itertools import chain, islice
+from operator import methodcaller
 from typing import Any
 
 SYSTEM_ROLES = frozenset({"system", "developer"})
 CONTEXT_LABEL = "[overspill: condensed history]"
 _RESULT_ROLES = frozenset({"tool", "function"})
+_ROLE = methodcaller("get", "role")
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,13 +70,28 @@ def units_from_end(messages: Sequence[Mapping[str, Any]]) -> Iterator[tuple[int,
 
 
 def system_indices(messages: Sequence[Mapping[str, Any]], end: int) -> tuple[int, ...]:
-    """The indices before `end` of system (and developer) messages."""
-    return tuple(i for i, m in enumerate(islice(messages, end)) if m.get("role") in SYSTEM_ROLES)
+    """The indices before `end` of system (and developer) messages (a few, among many: found
+    by `list.index` over the roles, not by a step per message)."""
+    roles = list(map(_ROLE, islice(messages, end)))
+    found: list[int] = []
+    for role in SYSTEM_ROLES:
+        at = -1
+        with suppress(ValueError):
+            while True:
+                at = roles.index(role, at + 1)
+                found.append(at)
+    return tuple(sorted(found))
 
 
-def partition(messages: Sequence[Mapping[str, Any]], end: int) -> tuple[tuple[int, ...], ...]:
-    """(system, historical): the indices before `end` of system messages and of the rest."""
-    system = system_indices(messages, end)
+def partition(
+    messages: Sequence[Mapping[str, Any]], end: int, system: Sequence[int] | None = None
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(system, historical): the indices before `end` of system messages and of the rest
+    (`system`: every system message's index, when the caller already has them)."""
+    if system is None:
+        system = system_indices(messages, end)
+    else:
+        system = tuple(i for i in system if i < end)
     bounds = (-1, *system, end)
     historical = tuple(chain.from_iterable(map(range, [a + 1 for a in bounds], bounds[1:])))
     return system, historical
@@ -88,9 +106,14 @@ def last_user_index(messages: Sequence[Mapping[str, Any]]) -> int:
 
 
 def split_history(
-    messages: Sequence[Mapping[str, Any]], counts: Sequence[int], *, tail_budget: int
+    messages: Sequence[Mapping[str, Any]],
+    counts: Sequence[int],
+    *,
+    tail_budget: int,
+    system: Sequence[int] | None = None,
 ) -> Split:
-    """Keep the newest units within `tail_budget` tokens; older non-system ones are historical."""
+    """Keep the newest units within `tail_budget` tokens; older non-system ones are historical
+    (`system`: the system messages' indices, when the caller already has them)."""
     required = last_user_index(messages)
     start = len(messages)
     used = 0
@@ -101,8 +124,8 @@ def split_history(
         used += cost
         start = unit_start
     start = _after_leading_systems(messages, start)
-    system, historical = partition(messages, start)
-    return Split(system, historical, tuple(range(start, len(messages))))
+    kept, historical = partition(messages, start, system)
+    return Split(kept, historical, tuple(range(start, len(messages))))
 
 
 def _after_leading_systems(messages: Sequence[Mapping[str, Any]], start: int) -> int:

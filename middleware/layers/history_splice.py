@@ -135,6 +135,8 @@ class HistorySplice:
     ) -> Fit:
         """The request spliced from `cached` (whole when None), measured against the budget."""
         scale = await self.estimator.scale(entry)
+        counts = self.condenser.counts(ctx, request, entry)
+        whole = counted = REPLY_PRIMING_TOKENS + sum(counts)
         replaced = 0
         messages = request.messages
         if cached is not None:
@@ -142,13 +144,13 @@ class HistorySplice:
             stand_in = context_message(cached.extraction, len(split.historical))
             messages = tuple(assemble(request.messages, split, stand_in))
             replaced = len(split.historical)
-        counts = self.condenser.counts(ctx, request, entry)
+            kept = sum(counts[i] for i in (*split.system, *split.tail))
+            own = self.estimator.counter(entry).count_message(stand_in)
+            counted = REPLY_PRIMING_TOKENS + kept + own  # = estimator.count(messages)
         limit = None
         if window is not None:
             plan = self.condenser.plan(request, entry, window=window, scale=scale, counts=counts)
             limit = plan.budget.prompt_limit
-        whole = REPLY_PRIMING_TOKENS + sum(counts)
-        counted = whole if cached is None else self.estimator.count(entry, messages)
         return Fit(messages, counted, replaced, limit, scale, whole)
 
     async def _make_room(

@@ -97,6 +97,8 @@ def test_split_properties(messages: list[dict[str, Any]], data: st.DataObject, b
         i for i in range(tail_start) if messages[i]["role"] != "system"
     )
     assert split == split_history(messages, counts, tail_budget=budget)
+    system = [i for i, m in enumerate(messages) if m["role"] == "system"]
+    assert split == split_history(messages, counts, tail_budget=budget, system=system)
     tail_cost = sum(counts[i] for i in split.tail if messages[i]["role"] != "system")
     if split.tail[0] < _required_start(messages):
         assert tail_cost <= budget
@@ -132,3 +134,5 @@ def test_partition_is_system_and_the_rest(messages: list[dict[str, Any]], data: 
     system, historical = partition(messages, end)
     assert system == tuple(i for i in range(end) if messages[i]["role"] in ("system", "developer"))
     assert historical == tuple(i for i in range(end) if i not in system)
+    every = partition(messages, len(messages))[0]
+    assert partition(messages, end, every) == (system, historical)
