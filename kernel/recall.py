@@ -47,8 +47,6 @@ __all__ = ["CHAINS", "History", "Recall"]
 
 CHAINS = 4
 """Chains kept per remembered request (the prefixes its conversation's entries cover)."""
-_VIEWS = 32
-"""Requests in flight whose History is kept (one per request, found again by identity)."""
 
 
 @dataclass(slots=True)
@@ -121,9 +119,6 @@ class Recall:
         self.max_conversations = max_conversations
         self.per_conversation = per_conversation
         self._seen: OrderedDict[tuple[str, str], list[Seen]] = OrderedDict()
-        self._views: OrderedDict[tuple[str, str, int], tuple[Sequence[Message], History]] = (
-            OrderedDict()
-        )
 
     def __len__(self) -> int:
         """How many conversations are remembered."""
@@ -134,17 +129,9 @@ class Recall:
         return sum(len(items) for items in self._seen.values())
 
     def history(self, tenant: str, conversation_id: str, messages: Sequence[Message]) -> History:
-        """This request's History (the same object for the same messages while in flight)."""
-        view_key = (tenant, conversation_id, id(messages))
-        view = self._views.get(view_key)
-        if view is not None and view[0] is messages:
-            self._views.move_to_end(view_key)
-            return view[1]
-        made = self._remember((tenant, conversation_id), messages)
-        self._views[view_key] = (messages, made)
-        while len(self._views) > _VIEWS:
-            self._views.popitem(last=False)
-        return made
+        """These messages, with what the conversation's earlier requests derived; this request
+        is remembered in turn (a layer keeps the History for the rest of the request)."""
+        return self._remember((tenant, conversation_id), messages)
 
     def _remember(self, key: tuple[str, str], messages: Sequence[Message]) -> History:
         items = self._seen.get(key, [])

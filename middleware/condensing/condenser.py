@@ -124,7 +124,12 @@ class Condenser:
     def history(self, ctx: RequestContext, request: ChatRequest) -> History:
         """The request's messages with what its conversation's last turns derived (chains,
         counts): a turn checks and counts only what it adds (kernel/recall.py)."""
-        return self.services.recall.history(ctx.tenant, ctx.conversation_id, request.messages)
+        held = ctx.derived.get("history")
+        if isinstance(held, History) and held.messages is request.messages:
+            return held
+        made = self.services.recall.history(ctx.tenant, ctx.conversation_id, request.messages)
+        ctx.derived["history"] = made
+        return made
 
     def counts(
         self, ctx: RequestContext, request: ChatRequest, entry: ModelEntry
