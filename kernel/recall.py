@@ -45,8 +45,9 @@ from kernel.types import Message
 
 __all__ = ["CHAINS", "History", "Recall"]
 
-CHAINS = 4
-"""Chains kept per remembered request (the prefixes its conversation's entries cover)."""
+CHAINS = 8
+"""Chains kept per remembered request: the prefixes its conversation's entries cover (up to
+four slots of a derived id, and the end a growth is writing)."""
 
 
 @dataclass(slots=True)
@@ -170,7 +171,7 @@ class Recall:
 
 def _written(messages: Sequence[Message]) -> bytes:
     """The messages as one JSON array (orjson's compact form)."""
-    return orjson.dumps(messages if isinstance(messages, list) else list(messages))
+    return orjson.dumps(messages if isinstance(messages, list | tuple) else list(messages))
 
 
 def _continued(items: list[Seen], messages: Sequence[Message]) -> tuple[Seen | None, Any, int]:
