@@ -5,6 +5,7 @@ Services
 ├── store       conversation state: extractions, document batches, calibration samples
 ├── estimator   the one token estimator (counts, calibrated estimates, learning)
 ├── windows     each deployment's real context window (config, Ollama discovery, litellm)
+├── recall      what the conversations' last turns derived (chains, token counts)
 ├── internal    overspill's own call to a configured model (extraction, condensing): it
 │               skips the conversation layers and goes through the model layers
 └── warm        the same route, to fill an upstream's prefix cache after a growth
@@ -18,6 +19,7 @@ from typing import Protocol
 
 from kernel.config import ModelEntry, Settings
 from kernel.estimator import Estimator
+from kernel.recall import Recall
 from kernel.store import HistoryStore
 from kernel.types import ChatRequest, Complete
 
@@ -67,6 +69,9 @@ class Services:
     `model_name` serves (added on first use)."""
     warm: Warm | None = None
     """None: nothing fills upstream caches (layer tests that do not need it)."""
+    recall: Recall = field(default_factory=Recall)
+    """What each conversation's last turns derived, so a turn checks and counts only what it
+    adds (one per system, shared by its layers; bounded)."""
 
     def entry(self, name: str) -> ModelEntry:
         """The first deployment of a model name the proxy serves."""

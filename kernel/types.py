@@ -146,6 +146,9 @@ class RequestContext:
     after: list[tuple[str, Callable[[], Coroutine[Any, Any, None]]]] = field(default_factory=list)
     """Named work a layer asks to run once the response has been sent (its last byte, for a
     stream): the shell starts each as one of the system's background jobs (kernel/jobs.py)."""
+    derived: dict[str, object] = field(default_factory=dict)
+    """What layers derived from this request's messages and share, dropped with the request
+    (the conversation's History: middleware/condensing/condenser.py)."""
     _derived: str | None = None
 
     @property

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from kernel import metrics
 from kernel.config import ModelEntry
-from kernel.conversation import chain, chain_matches
+from kernel.recall import History
 from kernel.services import Services
 from kernel.store import HistoryEntry, StoreError
 from kernel.tokens import REPLY_PRIMING_TOKENS
@@ -43,10 +43,10 @@ from middleware.condensing.ladder import (
 )
 from middleware.condensing.slots import Found, look_up
 from middleware.condensing.split import (
-    SYSTEM_ROLES,
     Split,
     context_message,
     split_history,
+    system_indices,
 )
 from middleware.condensing.strategies import (
     StrategyName,
@@ -110,11 +110,32 @@ class Condenser:
         """Budget from the window; split the messages for it (`intact_share`: the tail's share
         of the budget, `context.intact_share` unless given)."""
         counts = counts if counts is not None else self.estimator.counts(entry, request.messages)
-        system = sum(c for c, m in zip(counts, request.messages, strict=True) if _is_system(m))
-        budget = budget_for(entry, window, request.body, int(system * scale))
+        if len(counts) != len(request.messages):
+            raise ValueError(f"{len(counts)} counts for {len(request.messages)} messages")
+        system = system_indices(request.messages, len(counts))
+        tokens = sum(counts[i] for i in system)
+        budget = budget_for(entry, window, request.body, int(tokens * scale))
         tail_budget = budget.share(intact_share or entry.context.intact_share)
-        split = split_history(request.messages, counts, tail_budget=int(tail_budget / scale))
+        split = split_history(
+            request.messages, counts, tail_budget=int(tail_budget / scale), system=system
+        )
         return Plan(split, budget, counts, scale, tail_budget)
+
+    def history(self, ctx: RequestContext, request: ChatRequest) -> History:
+        """The request's messages with what its conversation's last turns derived (chains,
+        counts): a turn checks and counts only what it adds (kernel/recall.py)."""
+        held = ctx.derived.get("history")
+        if isinstance(held, History) and held.messages is request.messages:
+            return held
+        made = self.services.recall.history(ctx.tenant, ctx.conversation_id, request.messages)
+        ctx.derived["history"] = made
+        return made
+
+    def counts(
+        self, ctx: RequestContext, request: ChatRequest, entry: ModelEntry
+    ) -> tuple[int, ...]:
+        """Each of the request's messages' raw token count for `entry`'s model."""
+        return self.history(ctx, request).counts(self.estimator.counter(entry))
 
     async def cached(self, ctx: RequestContext, request: ChatRequest) -> HistoryEntry | None:
         """The stored entry that applies to the whole request, else the conversation's first
@@ -125,10 +146,12 @@ class Condenser:
     async def look_up(self, ctx: RequestContext, request: ChatRequest, end: int) -> Found:
         """The conversation's entry valid for `request.messages[:end]`, and its slot."""
         return await look_up(
-            self.services.store, ctx, lambda e: self.miss_reason(e, request, end) is None
+            self.services.store, ctx, lambda e: self.miss_reason(e, ctx, request, end) is None
         )
 
-    def miss_reason(self, cached: HistoryEntry, request: ChatRequest, end: int) -> str | None:
+    def miss_reason(
+        self, cached: HistoryEntry, ctx: RequestContext, request: ChatRequest, end: int
+    ) -> str | None:
         """Why a cached extraction does not apply to this request (None: it applies)."""
         if cached.model_id != request.model:
             return f"model changed ({cached.model_id} → {request.model})"
@@ -136,9 +159,8 @@ class Condenser:
             return f"extraction prompt changed ({cached.prompt_version} → {PROMPT_VERSION})"
         if cached.historical_end_index > end:
             return "the request is shorter than the summarised prefix"
-        if not chain_matches(
-            request.messages, cached.historical_end_index, PROMPT_VERSION, cached.chain
-        ):
+        history = self.history(ctx, request)
+        if not history.chain_matches(cached.historical_end_index, PROMPT_VERSION, cached.chain):
             return "the summarised messages were edited or the history branched"
         return None
 
@@ -320,7 +342,7 @@ class Condenser:
             historical_end_index=end,
             message_count=len(request.messages),
             extraction=extraction.text,
-            chain=chain(request.messages, end, PROMPT_VERSION),
+            chain=self.history(ctx, request).chain(end, PROMPT_VERSION),
             prompt_version=PROMPT_VERSION,
             tokens_before=plan.tokens(range(end)),
             tokens_after=self.estimator.count_text(entry, extraction.text),
@@ -407,7 +429,3 @@ def latest_question(messages: Sequence[Message]) -> str | None:
         if message.get("role") == "user" and isinstance(message.get("content"), str):
             return str(message["content"])[:2000]
     return None
-
-
-def _is_system(message: Message) -> bool:
-    return message.get("role") in SYSTEM_ROLES

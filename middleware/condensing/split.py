@@ -8,12 +8,17 @@ The stand-in is one labelled system message in place of the condensed turns. Pur
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
+from itertools import chain, islice
+from operator import methodcaller
 from typing import Any
 
 SYSTEM_ROLES = frozenset({"system", "developer"})
 CONTEXT_LABEL = "[overspill: condensed history]"
+_RESULT_ROLES = frozenset({"tool", "function"})
+_ROLE = methodcaller("get", "role")
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +52,51 @@ def units(messages: Sequence[Mapping[str, Any]]) -> list[tuple[int, int]]:
     return groups
 
 
+def units_from_end(messages: Sequence[Mapping[str, Any]]) -> Iterator[tuple[int, int]]:
+    """`units(messages)` newest first, reading the messages only as far back as it is asked
+    to go (a split keeps a short tail of a long history)."""
+    end = len(messages)
+    while end > 0:
+        first = end - 1
+        while first >= 0 and messages[first].get("role") in _RESULT_ROLES:
+            first -= 1
+        if first == end - 1 or (first >= 0 and _calls_tools(messages[first])):
+            yield (first, end)  # one message, or a call with its results
+            end = first
+            continue
+        for index in range(end - 1, first, -1):  # results without their call: one unit each
+            yield (index, index + 1)
+        end = first + 1
+
+
+def system_indices(messages: Sequence[Mapping[str, Any]], end: int) -> tuple[int, ...]:
+    """The indices before `end` of system (and developer) messages (a few, among many: found
+    by `list.index` over the roles, not by a step per message)."""
+    roles = list(map(_ROLE, islice(messages, end)))
+    found: list[int] = []
+    for role in SYSTEM_ROLES:
+        at = -1
+        with suppress(ValueError):
+            while True:
+                at = roles.index(role, at + 1)
+                found.append(at)
+    return tuple(sorted(found))
+
+
+def partition(
+    messages: Sequence[Mapping[str, Any]], end: int, system: Sequence[int] | None = None
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(system, historical): the indices before `end` of system messages and of the rest
+    (`system`: every system message's index, when the caller already has them)."""
+    if system is None:
+        system = system_indices(messages, end)
+    else:
+        system = tuple(i for i in system if i < end)
+    bounds = (-1, *system, end)
+    historical = tuple(chain.from_iterable(map(range, [a + 1 for a in bounds], bounds[1:])))
+    return system, historical
+
+
 def last_user_index(messages: Sequence[Mapping[str, Any]]) -> int:
     """Index of the newest user message (or of the last message when there is none)."""
     for index in range(len(messages) - 1, -1, -1):
@@ -56,22 +106,26 @@ def last_user_index(messages: Sequence[Mapping[str, Any]]) -> int:
 
 
 def split_history(
-    messages: Sequence[Mapping[str, Any]], counts: Sequence[int], *, tail_budget: int
+    messages: Sequence[Mapping[str, Any]],
+    counts: Sequence[int],
+    *,
+    tail_budget: int,
+    system: Sequence[int] | None = None,
 ) -> Split:
-    """Keep the newest units within `tail_budget` tokens; older non-system ones are historical."""
+    """Keep the newest units within `tail_budget` tokens; older non-system ones are historical
+    (`system`: the system messages' indices, when the caller already has them)."""
     required = last_user_index(messages)
     start = len(messages)
     used = 0
-    for unit_start, unit_end in reversed(units(messages)):
+    for unit_start, unit_end in units_from_end(messages):
         cost = sum(counts[i] for i in range(unit_start, unit_end) if not _is_system(messages[i]))
         if unit_end <= required and used + cost > tail_budget:
             break
         used += cost
         start = unit_start
     start = _after_leading_systems(messages, start)
-    system = tuple(i for i in range(start) if _is_system(messages[i]))
-    historical = tuple(i for i in range(start) if not _is_system(messages[i]))
-    return Split(system, historical, tuple(range(start, len(messages))))
+    kept, historical = partition(messages, start, system)
+    return Split(kept, historical, tuple(range(start, len(messages))))
 
 
 def _after_leading_systems(messages: Sequence[Mapping[str, Any]], start: int) -> int:
@@ -80,6 +134,10 @@ def _after_leading_systems(messages: Sequence[Mapping[str, Any]], start: int) ->
     while leading < len(messages) and _is_system(messages[leading]):
         leading += 1
     return max(start, leading) if leading < len(messages) else start
+
+
+def _calls_tools(message: Mapping[str, Any]) -> bool:
+    return message.get("role") == "assistant" and bool(message.get("tool_calls"))
 
 
 def _is_system(message: Mapping[str, Any]) -> bool:

@@ -38,9 +38,10 @@ from kernel import metrics
 from kernel.config import ModelEntry
 from kernel.services import Services
 from kernel.store import HistoryEntry
+from kernel.tokens import REPLY_PRIMING_TOKENS
 from kernel.types import ChatRequest, ChatResponse, Message, Next, RequestContext
 from middleware.condensing.condenser import Condenser, Plan, report
-from middleware.condensing.split import SYSTEM_ROLES, Split, assemble, context_message
+from middleware.condensing.split import Split, assemble, context_message, partition
 from middleware.layers.hysteresis import tail_share
 
 log = logging.getLogger("overspill.history_splice")
@@ -56,6 +57,8 @@ class Fit:
     limit: int | None
     """The prompt budget in upstream tokens (None: the window is unknown)."""
     scale: float
+    whole: int
+    """The raw count of the request's whole conversation (before any splice)."""
 
     @property
     def estimate(self) -> int:
@@ -91,7 +94,7 @@ class HistorySplice:
         window = await self.condenser.window(entry)
         if cached is None and window is None:
             return await call_next(request, ctx)
-        fit = await self._fit(request, entry, cached, window)
+        fit = await self._fit(request, ctx, entry, cached, window)
         grown = False
         if fit.past(entry.context.grow_at):
             fit, cached, grown = await self._make_room(request, ctx, entry, fit, cached, window)
@@ -109,7 +112,7 @@ class HistorySplice:
         cached = await self.condenser.cached(ctx, request)
         if cached is None:
             return None
-        reason = self.condenser.miss_reason(cached, request, len(request.messages))
+        reason = self.condenser.miss_reason(cached, ctx, request, len(request.messages))
         if reason is not None:
             log.info(
                 "history cache miss",
@@ -125,12 +128,15 @@ class HistorySplice:
     async def _fit(
         self,
         request: ChatRequest,
+        ctx: RequestContext,
         entry: ModelEntry,
         cached: HistoryEntry | None,
         window: int | None,
     ) -> Fit:
         """The request spliced from `cached` (whole when None), measured against the budget."""
         scale = await self.estimator.scale(entry)
+        counts = self.condenser.counts(ctx, request, entry)
+        whole = counted = REPLY_PRIMING_TOKENS + sum(counts)
         replaced = 0
         messages = request.messages
         if cached is not None:
@@ -138,11 +144,14 @@ class HistorySplice:
             stand_in = context_message(cached.extraction, len(split.historical))
             messages = tuple(assemble(request.messages, split, stand_in))
             replaced = len(split.historical)
+            kept = sum(counts[i] for i in (*split.system, *split.tail))
+            own = self.estimator.counter(entry).count_message(stand_in)
+            counted = REPLY_PRIMING_TOKENS + kept + own  # = estimator.count(messages)
         limit = None
         if window is not None:
-            plan = self.condenser.plan(request, entry, window=window, scale=scale)
+            plan = self.condenser.plan(request, entry, window=window, scale=scale, counts=counts)
             limit = plan.budget.prompt_limit
-        return Fit(messages, self.estimator.count(entry, messages), replaced, limit, scale)
+        return Fit(messages, counted, replaced, limit, scale, whole)
 
     async def _make_room(
         self,
@@ -161,10 +170,10 @@ class HistorySplice:
             ctx.note("waited", "job")
             await self._wait_for_flight(ctx, entry)
             cached = await self._valid(request, ctx) or cached
-            fit = await self._fit(request, entry, cached, window)
+            fit = await self._fit(request, ctx, entry, cached, window)
             if not fit.past(entry.context.grow_at):
                 return fit, cached, False
-        plan = await self._plan(request, entry, window, cached)
+        plan = await self._plan(request, ctx, entry, window, cached)
         if plan is None:
             return fit, cached, False  # nothing left to condense: overflow_recovery's turn
         if "waited" not in ctx.notes:
@@ -174,7 +183,7 @@ class HistorySplice:
         report(ctx, made, len(plan.split.historical))
         messages = tuple(assemble(request.messages, plan.split, made.message))
         counted = self.estimator.count(entry, messages)
-        grown = Fit(messages, counted, len(plan.split.historical), fit.limit, fit.scale)
+        grown = Fit(messages, counted, len(plan.split.historical), fit.limit, fit.scale, fit.whole)
         return grown, await self._valid(request, ctx), True
 
     async def _wait_for_flight(self, ctx: RequestContext, entry: ModelEntry) -> None:
@@ -191,12 +200,17 @@ class HistorySplice:
             )
 
     async def _plan(
-        self, request: ChatRequest, entry: ModelEntry, window: int, cached: HistoryEntry | None
+        self,
+        request: ChatRequest,
+        ctx: RequestContext,
+        entry: ModelEntry,
+        window: int,
+        cached: HistoryEntry | None,
     ) -> Plan | None:
         """The growth's plan: its tail sized so the spliced request lands near `compact_to`;
         None when it would condense nothing beyond what `cached` already covers."""
         scale = await self.estimator.scale(entry)
-        counts = self.estimator.counts(entry, request.messages)
+        counts = self.condenser.counts(ctx, request, entry)
         first = self.condenser.plan(request, entry, window=window, scale=scale, counts=counts)
         share = tail_share(entry, first, cached)
         plan = self.condenser.plan(
@@ -247,7 +261,7 @@ class HistorySplice:
         if window is None:
             return "unneeded"
         cached = await self._valid(request, ctx)
-        plan = await self._plan(request, entry, window, cached)
+        plan = await self._plan(request, ctx, entry, window, cached)
         if plan is None:
             return "unneeded"
         made = await self.condenser.stand_in(request, ctx, entry, plan, store_fallback=False)
@@ -279,14 +293,14 @@ class HistorySplice:
         cached = await self._valid(request, ctx)
         if cached is None:
             return  # stored nothing this request can use (the store is down): nothing to warm
-        fit = await self._fit(request, entry, cached, window)
+        fit = await self._fit(request, ctx, entry, cached, window)
         await self.warm(request.spliced(fit.messages), entry)
 
     def _note(
         self, request: ChatRequest, ctx: RequestContext, entry: ModelEntry, fit: Fit, grown: bool
     ) -> None:
         """The splice's notes and metrics."""
-        before = int((self.estimator.count(entry, request.messages)) * fit.scale)
+        before = int(fit.whole * fit.scale)
         if not grown:
             ctx.note("action", "spliced")
         elif ctx.notes.get("action", "").startswith("extracted"):
@@ -299,6 +313,5 @@ class HistorySplice:
 
 def split_at(messages: tuple[Message, ...], end: int) -> Split:
     """The split a cached entry made: system messages and the summarised rest before `end`."""
-    system = tuple(i for i in range(end) if messages[i].get("role") in SYSTEM_ROLES)
-    historical = tuple(i for i in range(end) if i not in system)
+    system, historical = partition(messages, end)
     return Split(system, historical, tuple(range(end, len(messages))))

@@ -120,9 +120,10 @@ class OverflowRecovery:
         if not window:
             raise overflow
         scale = await self._scale(entry, request, overflow)
-        plan = condenser.plan(request, entry, window=window, scale=scale)
+        counts = condenser.counts(ctx, request, entry)
+        plan = condenser.plan(request, entry, window=window, scale=scale, counts=counts)
         compact = condenser.plan(
-            request, entry, window=window, scale=scale, counts=plan.counts,
+            request, entry, window=window, scale=scale, counts=counts,
             intact_share=tail_share(entry, plan, None),
         )  # fmt: skip
         if compact.split.historical:  # land near compact_to: the next turns do not grow at once

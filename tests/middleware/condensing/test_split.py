@@ -7,7 +7,14 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from middleware.condensing.split import assemble, context_message, split_history, units
+from middleware.condensing.split import (
+    assemble,
+    context_message,
+    partition,
+    split_history,
+    units,
+    units_from_end,
+)
 
 
 def msg(role: str, content: str = "x", **extra: Any) -> dict[str, Any]:
@@ -90,6 +97,8 @@ def test_split_properties(messages: list[dict[str, Any]], data: st.DataObject, b
         i for i in range(tail_start) if messages[i]["role"] != "system"
     )
     assert split == split_history(messages, counts, tail_budget=budget)
+    system = [i for i, m in enumerate(messages) if m["role"] == "system"]
+    assert split == split_history(messages, counts, tail_budget=budget, system=system)
     tail_cost = sum(counts[i] for i in split.tail if messages[i]["role"] != "system")
     if split.tail[0] < _required_start(messages):
         assert tail_cost <= budget
@@ -99,3 +108,31 @@ def _required_start(messages: list[dict[str, Any]]) -> int:
     """Start of the unit holding the newest user message: the tail never starts later."""
     last_user = max(i for i, m in enumerate(messages) if m["role"] == "user")
     return next(start for start, end in units(messages) if start <= last_user < end)
+
+
+any_roles = st.sampled_from(
+    ["system", "developer", "user", "assistant", "calls", "tool", "function"]
+)
+
+
+def _any_message(role: str) -> dict[str, Any]:
+    if role == "calls":
+        return msg("assistant", tool_calls=[{"id": "c"}])
+    return msg(role)
+
+
+@given(st.lists(any_roles.map(_any_message), max_size=30))
+def test_units_from_end_are_units_newest_first(messages: list[dict[str, Any]]) -> None:
+    """Read from the end, the units are the same as read from the start, stray results too."""
+    assert list(units_from_end(messages)) == list(reversed(units(messages)))
+
+
+@given(st.lists(any_roles.map(_any_message), max_size=30), st.data())
+def test_partition_is_system_and_the_rest(messages: list[dict[str, Any]], data: Any) -> None:
+    """Partition puts each index before `end` on one side: system roles, or the rest."""
+    end = data.draw(st.integers(0, len(messages)))
+    system, historical = partition(messages, end)
+    assert system == tuple(i for i in range(end) if messages[i]["role"] in ("system", "developer"))
+    assert historical == tuple(i for i in range(end) if i not in system)
+    every = partition(messages, len(messages))[0]
+    assert partition(messages, end, every) == (system, historical)

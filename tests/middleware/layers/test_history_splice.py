@@ -206,3 +206,41 @@ async def test_a_spliced_request_that_overflows_is_recovered_from_the_clients_hi
     assert chain_matches(messages, entry.historical_end_index, PROMPT_VERSION, entry.chain)
     await pipeline(chat(next_turn(messages, "question 2")), ctx := ctx_for())
     assert ctx.notes["action"].startswith("spliced")
+
+
+async def test_a_remembered_turn_never_vouches_for_an_edited_or_branched_one(
+    store: DiskHistoryStore,
+) -> None:
+    """After a spliced turn, the same layer sends an edited or a branched history whole."""
+    extractor = Extractor()
+    messages = conversation(30)
+    await seed(store, extractor, messages)
+    layer = HistorySplice(services(store, extractor, window=32768))
+    spliced = Upstream()
+    await layer.handle(chat(next_turn(messages)), ctx_for(), spliced)
+    assert str(spliced.sent[0].messages[1]["content"]).startswith(CONTEXT_LABEL)
+
+    def changed(index: int) -> list[dict[str, Any]]:
+        """The history with one character of one message changed (its size the same)."""
+        content = str(messages[index]["content"])
+        return [*messages[:index], {**messages[index], "content": content[:-2] + "X "}]
+
+    edited = next_turn(next_turn([*changed(9), *messages[10:]]), "and now?")
+    branched = next_turn(next_turn([*changed(20), *messages[21:]]), "another way")
+    for history in (edited, branched):
+        upstream, ctx = Upstream(), ctx_for()
+        await layer.handle(chat(history), ctx, upstream)
+        assert upstream.sent[0].messages == tuple(history)
+        assert "action" not in ctx.notes
+
+
+async def test_a_request_keeps_one_history_for_all_its_layers(store: DiskHistoryStore) -> None:
+    """The same request and context give the same History; another request its own."""
+    layer = HistorySplice(services(store, Extractor()))
+    request, ctx = chat(conversation(30)), ctx_for()
+    first = layer.condenser.history(ctx, request)
+    assert layer.condenser.history(ctx, request) is first
+    other = chat(next_turn(conversation(30)))
+    assert layer.condenser.history(ctx, other) is not first
+    again = chat(next_turn(conversation(30)))  # the same turn sent again, parsed afresh
+    assert layer.condenser.history(ctx_for(), again).known is not None
