@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 from kernel.config import ConfigError, ModelEntry, Settings, load_config
 from kernel.store import DiskHistoryStore
@@ -40,6 +40,7 @@ from proxy.evaluation.runner import (
     run_conversation,
 )
 
+_Name = TypeVar("_Name", bound=str)
 QUESTION_ROOM = 64
 """Tokens a baseline leaves for the probe's question beside the answer's reserve."""
 EXIT_USAGE = 2
@@ -91,28 +92,25 @@ def default_seeds(conversations: int) -> list[int]:
     return [*range(1, tune + 1), *range(HELD_OUT_FROM, HELD_OUT_FROM + conversations - tune)]
 
 
-def parse_conditions(text: str) -> list[ConditionName]:
-    """The named conditions, in the order given; raises ValueError for an unknown one."""
+def _chosen(text: str, known: Sequence[_Name], flag: str) -> list[_Name]:
+    """The names in `text` (comma-separated), in `known`'s order; ValueError for an unknown."""
     names = [name.strip() for name in text.split(",") if name.strip()]
-    unknown = [name for name in names if name not in CONDITIONS]
+    unknown = [name for name in names if name not in known]
     if unknown or not names:
         raise ValueError(
-            f"--conditions: unknown {', '.join(unknown) or '(none given)'} "
-            f"(known: {', '.join(CONDITIONS)})"
+            f"{flag}: unknown {', '.join(unknown) or '(none given)'} (known: {', '.join(known)})"
         )
-    return [name for name in CONDITIONS if name in names]
+    return [name for name in known if name in names]
+
+
+def parse_conditions(text: str) -> list[ConditionName]:
+    """The named conditions, in the report's order; raises ValueError for an unknown one."""
+    return _chosen(text, CONDITIONS, "--conditions")
 
 
 def parse_kinds(text: str) -> list[ProbeKind]:
     """The named probe kinds, in the report's order; raises ValueError for an unknown one."""
-    names = [name.strip() for name in text.split(",") if name.strip()]
-    unknown = [name for name in names if name not in PROBE_KINDS]
-    if unknown or not names:
-        raise ValueError(
-            f"--kinds: unknown {', '.join(unknown) or '(none given)'} "
-            f"(known: {', '.join(PROBE_KINDS)})"
-        )
-    return [kind for kind in PROBE_KINDS if kind in names]
+    return _chosen(text, PROBE_KINDS, "--kinds")
 
 
 @dataclass(frozen=True, slots=True)
