@@ -107,6 +107,7 @@ class InternalCalls:
             stream=None,
             stream_options=None,
             n=None,
+            tool_choice=None,  # a forced call cut at one token would only fail to parse
         )
         ctx = RequestContext(
             request_id=f"warm-{uuid.uuid4().hex[:12]}", tenant="internal", model=entry

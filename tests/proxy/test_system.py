@@ -108,6 +108,7 @@ def primer(stream: bool = True) -> ChatRequest:
         "max_completion_tokens": 500,
         "n": 2,
         "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}],
+        "tool_choice": "required",
         "temperature": 0.3,
     }
     return ChatRequest("local", ({"role": "user", "content": "hi"},), stream, body)
@@ -123,7 +124,7 @@ async def test_a_warm_up_sends_the_prompt_for_one_token(store: DiskHistoryStore)
     (sent,) = fake.requests
     assert not sent.stream
     assert sent.body["max_tokens"] == 1
-    for gone in ("stream", "stream_options", "max_completion_tokens", "n"):
+    for gone in ("stream", "stream_options", "max_completion_tokens", "n", "tool_choice"):
         assert gone not in sent.body
     assert sent.body["tools"] == primer().body["tools"]
     assert sent.body["temperature"] == 0.3
