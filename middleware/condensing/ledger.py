@@ -121,12 +121,19 @@ def ledger_tokens(facts: Sequence[FactLine], model: str = "") -> int:
 @functools.lru_cache(maxsize=2048)
 def key_spans(text: str) -> tuple[str, ...]:
     """The terms a fact hangs on, as written, in order and without case-blind repeats:
-    anything with a digit, code identifiers, runs of capitalised names (cached: a ledger's
+    anything with a digit, code identifiers, runs of capitalised names, then capitalised
+    words inside a sentence, since a lone name is a fact too (cached: a ledger's
     lines come back at every growth; each entry keeps its fact's text, ~1.5 KB, so the
     cache holds the lines of a few busy conversations' ledgers, not every fact ever seen)."""
     found = [m.group(0).strip(".,:;-/") for m in DIGIT_TOKEN.finditer(text)]
     found += [m.group(0).strip("`") for m in _IDENT_TOKEN.finditer(text)]
-    found += [m.group(0) for m in _NAME_RUN.finditer(text)]
+    runs = [m.span() for m in _NAME_RUN.finditer(text)]
+    found += [text[start:end] for start, end in runs]
+    found += [  # a lone name (Tallinn), not a word of a run already found
+        m.group(0)
+        for m in _CAPITAL.finditer(text)
+        if not any(start <= m.start() < end for start, end in runs)
+    ]
     seen: set[str] = set()
     out: list[str] = []
     for span in found:

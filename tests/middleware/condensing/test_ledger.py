@@ -16,6 +16,7 @@ from middleware.condensing.ledger import (
     key_spans,
     key_tokens,
     merged_count,
+    merged_line,
     parse_extraction,
     term_weight,
 )
@@ -115,3 +116,14 @@ def test_no_fact_is_dropped_silently(notes: str, facts: list[FactLine], target: 
     else:
         assert not dropped or visible_cut
     assert FACTS_HEADER in text or not facts or visible_cut
+
+
+def test_a_lone_name_is_a_key_term_and_survives_a_merge() -> None:
+    """A fact that hangs on one capitalised name (a city) keeps it: as a key span, and on the
+    merged line when its quoted line does not fit."""
+    assert key_spans("The team offsite will take place in Tallinn.") == ("Tallinn",)
+    assert key_spans("Ask Ingrid Halvorsen in Oslo.") == ("Ingrid Halvorsen", "Oslo")
+    facts = [FactLine("user", "The team offsite will take place in Tallinn.", 2)]
+    line = merged_line(facts, [], "", None)
+    assert line is not None
+    assert "`Tallinn`" in line[0].text
