@@ -79,18 +79,21 @@ class InternalCalls:
                 "temperature": 0,
             }
             request = ChatRequest(model, tuple(messages), False, body)
-            ctx = RequestContext(
-                request_id=f"internal-{uuid.uuid4().hex[:12]}",
-                tenant="internal",
-                model=entry,
-            )
-            if self._pipeline is None:
-                raise RuntimeError("overspill's own calls are used before the layers are built")
+            pipeline, ctx = self._route("internal", entry)
             if tracing.tracer is None:
-                return await _measured(self._pipeline, request, ctx)
-            return await _traced(self._pipeline, request, ctx, tracing.tracer)
+                return await _measured(pipeline, request, ctx)
+            return await _traced(pipeline, request, ctx, tracing.tracer)
 
         return complete
+
+    def _route(self, kind: str, entry: ModelEntry) -> tuple[Next, RequestContext]:
+        """The model pipeline and a fresh context for one own call of `kind` to `entry`."""
+        if self._pipeline is None:
+            raise RuntimeError("overspill's own calls are used before the layers are built")
+        ctx = RequestContext(
+            request_id=f"{kind}-{uuid.uuid4().hex[:12]}", tenant="internal", model=entry
+        )
+        return self._pipeline, ctx
 
     async def warm(self, request: ChatRequest, entry: ModelEntry) -> str:
         """Fill the upstream's prefix cache with `request`'s prompt (see `kernel.services.Warm`):
@@ -98,8 +101,7 @@ class InternalCalls:
         setting = entry.context.warm_cache
         if not setting or (setting == "auto" and not self_hosted(entry)):
             return "skipped"
-        if self._pipeline is None:
-            raise RuntimeError("overspill's own calls are used before the layers are built")
+        pipeline, ctx = self._route("warm", entry)
         primer = replace(request, model=entry.model_name, stream=False).with_params(
             model=entry.model_name,
             max_tokens=1,
@@ -109,12 +111,9 @@ class InternalCalls:
             n=None,
             tool_choice=None,  # a forced call cut at one token would only fail to parse
         )
-        ctx = RequestContext(
-            request_id=f"warm-{uuid.uuid4().hex[:12]}", tenant="internal", model=entry
-        )
         started = perf_counter()
         try:
-            response = await self._pipeline(primer, ctx)
+            response = await pipeline(primer, ctx)
             completion_of(response)
         except OverspillError as error:
             log.warning(
