@@ -26,6 +26,24 @@ ROOT = Path(__file__).resolve().parents[2]
 MASTER_KEY = "sk-e2e-master"
 WINDOW = 2048
 
+_clients: list[openai.OpenAI] = []
+
+
+def sdk_client(url: str, key: str = MASTER_KEY, timeout: float = 600) -> openai.OpenAI:
+    """The real OpenAI SDK pointed at overspill (no retries: failures show at once); the test's
+    teardown closes it, so no pooled connection outlives the test."""
+    made = openai.OpenAI(base_url=url + "/v1", api_key=key, max_retries=0, timeout=timeout)
+    _clients.append(made)
+    return made
+
+
+@pytest.fixture(autouse=True)
+def close_sdk_clients() -> Iterator[None]:
+    """Close every SDK client a test made (and the connections of its streams)."""
+    yield
+    while _clients:
+        _clients.pop().close()
+
 
 @dataclass(frozen=True)
 class Served:
@@ -36,10 +54,8 @@ class Served:
     upstream: str
 
     def client(self, key: str = MASTER_KEY) -> openai.OpenAI:
-        """The real OpenAI SDK pointed at overspill (no retries: failures show at once)."""
-        return openai.OpenAI(
-            base_url=self.base_url + "/v1", api_key=key, max_retries=0, timeout=600
-        )
+        """The real OpenAI SDK pointed at overspill, closed when the test ends."""
+        return sdk_client(self.base_url, key)
 
     def log_lines(self) -> list[str]:
         """overspill's structured log so far."""

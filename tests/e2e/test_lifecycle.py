@@ -23,7 +23,7 @@ import httpx
 import openai
 import pytest
 
-from tests.e2e.conftest import MASTER_KEY, free_port, start_overspill, wait_ready
+from tests.e2e.conftest import MASTER_KEY, free_port, sdk_client, start_overspill, wait_ready
 from tests.e2e.upstream import PIECES, HeldStreams, held_upstream
 
 pytestmark = pytest.mark.e2e
@@ -77,22 +77,9 @@ def serve(
     return process, url, log
 
 
-_clients: list[openai.OpenAI] = []
-
-
 def client(url: str) -> openai.OpenAI:
     """The real OpenAI SDK pointed at overspill; closed when the test ends."""
-    made = openai.OpenAI(base_url=url + "/v1", api_key=MASTER_KEY, max_retries=0, timeout=120)
-    _clients.append(made)
-    return made
-
-
-@pytest.fixture(autouse=True)
-def close_clients() -> Iterator[None]:
-    """Close every SDK client a test made (and the connections of its streams)."""
-    yield
-    while _clients:
-        _clients.pop().close()
+    return sdk_client(url, timeout=120)
 
 
 def open_stream(url: str, streams: HeldStreams) -> tuple[Iterator[str], str]:

@@ -10,7 +10,7 @@ import httpx
 import openai
 import pytest
 
-from tests.e2e.conftest import MASTER_KEY, local_config, start_overspill, stop
+from tests.e2e.conftest import MASTER_KEY, local_config, sdk_client, start_overspill, stop
 
 pytestmark = [pytest.mark.e2e, pytest.mark.reliability("tenants")]
 
@@ -37,14 +37,14 @@ def test_client_keys_through_a_real_server(
     try:
         question: list[Any] = [{"role": "user", "content": "Say hello."}]
         for key in (APP_A_KEY, APP_B_KEY):
-            client = openai.OpenAI(base_url=url + "/v1", api_key=key, max_retries=0, timeout=300)
+            client = sdk_client(url, key, timeout=300)
             reply = client.chat.completions.create(model="local", messages=question, max_tokens=8)
             assert reply.choices[0].message.content is not None
-        limited = openai.OpenAI(base_url=url + "/v1", api_key=APP_B_KEY, max_retries=0)
+        limited = sdk_client(url, APP_B_KEY)
         with pytest.raises(openai.PermissionDeniedError, match="may not use model 'other'"):
             limited.chat.completions.create(model="other", messages=question)
         with pytest.raises(openai.AuthenticationError):
-            openai.OpenAI(base_url=url + "/v1", api_key="sk-nobody", max_retries=0).models.list()
+            sdk_client(url, "sk-nobody").models.list()
         admin = httpx.get(url + "/overspill/conversations", headers={"authorization": APP_A_KEY})
         assert admin.status_code == 401  # not a bearer token
         admin = httpx.get(
