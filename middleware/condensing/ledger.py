@@ -44,6 +44,7 @@ __all__ = [
     "FactLine",
     "assemble",
     "dedupe_facts",
+    "demote_templates",
     "fact_lines",
     "fact_score",
     "fact_signal",
@@ -60,7 +61,16 @@ __all__ = [
 
 FACTS_HEADER = "Quoted facts (verbatim from earlier turns):"
 MIN_ASSISTANT_SIGNAL = 3
-FIRST_HAND_BONUS = 5
+USER_BONUS = 6
+"""What the user said on purpose and nothing can recover ranks first."""
+TOOL_BONUS = 2
+"""A tool's result can be fetched again; it ranks between the user's and the assistant's."""
+LISTING_SCORE = 1
+"""A listing's line (search hits, test lines, a file's lines of one shape): kept last."""
+LISTING = "listing"
+"""The role suffix of a listing's lines (``tool listing``)."""
+LISTING_ROWS = 3
+"""Lines of one shape in one tool result that make it a listing."""
 MAX_LINE_CHARS = 300
 LAYOUT_TOKENS = 24
 """Tokens the layout (headers, bullets) adds around the notes and the quoted facts."""
@@ -70,7 +80,7 @@ MIN_NOTES_TOKENS = 32
 MAX_SELECT_EXACT = 300
 
 _IDENT_TOKEN = re.compile(
-    r"`[^`\n]{1,80}`|\b[A-Za-z]\w*_\w+\b|\b[a-z]+[A-Z]\w*\b|\b\w+\.\w+\(\)|\b[\w.+-]+@[\w-]+\.\w+"
+    r"\b[\w.-]*/[\w./-]*\.[A-Za-z]\w{0,5}\b|`[^`\n]{1,80}`|\b[A-Za-z]\w*_\w+\b|\b[a-z]+[A-Z]\w*\b|\b\w+\.\w+\(\)|\b[\w.+-]+@[\w-]+\.\w+"
 )
 _NAME_RUN = re.compile(r"(?<![.!?:]\s)(?<!^)\b[A-Z][a-z]+(?:\s+[A-Z][a-z]+)+")
 _CAPITAL = re.compile(r"(?<!^)(?<![.!?]\s)\b[A-Z][a-z]{2,}\b")
@@ -82,7 +92,8 @@ _DATE_WORD = re.compile(
 _DECISION = re.compile(
     r"\b(?:decided|decision|agreed|chose|chosen|prefer\w*|always|never|must|don'?t|do not|"
     r"deadline|remember|my name|call me|we(?:'ll| will) use|switch(?:ed)? to|todo|"
-    r"next step|open task|password|budget|code is|id is|called)\b",
+    r"next step|open task|password|budget|code is|id is|called|"
+    r"edited|written|created|deleted|renamed|fixed|(?:edit|write|create|delete|rename)_\w+)\b",
     re.IGNORECASE,
 )
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[`])")
@@ -125,8 +136,13 @@ def key_spans(text: str) -> tuple[str, ...]:
     words inside a sentence, since a lone name is a fact too (cached: a ledger's
     lines come back at every growth; each entry keeps its fact's text, ~1.5 KB, so the
     cache holds the lines of a few busy conversations' ledgers, not every fact ever seen)."""
-    found = [m.group(0).strip(".,:;-/") for m in DIGIT_TOKEN.finditer(text)]
-    found += [m.group(0).strip("`") for m in _IDENT_TOKEN.finditer(text)]
+    digits = [m.span() for m in DIGIT_TOKEN.finditer(text)]
+    found = [text[start:end].strip(".,:;-/") for start, end in digits]
+    found += [  # an identifier, not a part of a term with a digit (a path before `:46`)
+        m.group(0).strip("`")
+        for m in _IDENT_TOKEN.finditer(text)
+        if not any(start <= m.start() and m.end() <= end for start, end in digits)
+    ]
     runs = [m.span() for m in _NAME_RUN.finditer(text)]
     found += [text[start:end] for start, end in runs]
     found += [  # a lone name (Tallinn), not a word of a run already found
@@ -171,16 +187,26 @@ def fact_signal(sentence: str) -> int:
 def fact_score(sentence: str, role: str, focus_words: frozenset[str] = frozenset()) -> int:
     """A ledger line's priority, or 0 when the sentence is no fact.
 
-    The user's and tools' sentences count from signal 1 and rank above the assistant's
-    (signal 3 or more; what the assistant said is mostly reconstructible); a sentence
-    sharing a word with the focus ranks 2 higher.
+    The user's and tools' sentences count from signal 1, the assistant's from signal 3 (what
+    it said is mostly reconstructible, but not the values it made up or the files it edited).
+    The user's rank first (nothing can recover them), then the tools' (a tool can be asked
+    again), then the assistant's; a question's role counts half; a sentence sharing a word
+    with the focus ranks 2 higher. A listing's line (role ``tool listing``) scores
+    `LISTING_SCORE` and a merged line one more, whatever they hold.
     """
+    if role.endswith(LISTING):
+        return LISTING_SCORE
+    if _MERGED_ROLE.match(role):
+        return LISTING_SCORE + 1  # its terms are re-listed if it goes: above a listing's
     signal = fact_signal(sentence)
-    first_hand = role.split("(")[0] in ("user", "tool")
-    if signal < (1 if first_hand else MIN_ASSISTANT_SIGNAL):
+    who = role.split("(")[0]
+    if signal < (1 if who in ("user", "tool") else MIN_ASSISTANT_SIGNAL):
         return 0
     focused = bool(focus_words and focus_words & content_words(sentence))
-    return signal + (FIRST_HAND_BONUS if first_hand else 0) + (2 if focused else 0)
+    bonus = USER_BONUS if who == "user" else TOOL_BONUS if who == "tool" else 0
+    if sentence.rstrip().endswith("?"):
+        bonus //= 2  # what was asked matters less than what was stated
+    return signal + bonus + (2 if focused else 0)
 
 
 def _clip(sentence: str) -> str:
@@ -203,17 +229,56 @@ def sentences(text: str) -> list[str]:
     return out
 
 
+_ROW_PARTS = re.compile(r"[A-Za-z]+|\d+")
+_TEMPLATE_PARTS = re.compile(r"\d+")
+
+
+def _row_shape(line: str) -> str:
+    """A line's shape with its words and numbers masked (``a/a/a.a:0:    a_a(a, a)``)."""
+    return _ROW_PARTS.sub(lambda m: "0" if m.group(0).isdigit() else "a", line)
+
+
+def is_listing(lines: Sequence[str]) -> bool:
+    """Whether a tool's result is a listing: at least `LISTING_ROWS` of its lines share their
+    shape (search hits, test results, a config file's settings)."""
+    shapes = Counter(_row_shape(line) for line in lines)
+    return bool(shapes) and shapes.most_common(1)[0][1] >= LISTING_ROWS
+
+
 def fact_lines(messages: Sequence[Message], focus: str | None = None) -> list[FactLine]:
-    """The fact ledger: every fact-bearing sentence of the messages, verbatim, in order."""
+    """The fact ledger: every fact-bearing sentence of the messages, verbatim, in order.
+
+    A listing's lines are quoted as ``tool listing`` and score `LISTING_SCORE`: each holds
+    little on its own and hundreds of them would crowd out every other fact; they are quoted
+    last and otherwise accounted for on the merged line. The role keeps that rank when an
+    extraction's ledger is parsed back."""
     focus_words = content_words(focus) if focus else frozenset()
     found: list[FactLine] = []
     for message in messages:
         role = speaker(message)
-        for sentence in sentences(content_text(message)):
+        found_in = sentences(content_text(message))
+        if role.startswith("tool") and is_listing(found_in):
+            role = f"{role} {LISTING}"
+        for sentence in found_in:
             score = fact_score(sentence, role, focus_words)
             if score > 0:
                 found.append(FactLine(role, _clip(sentence), score))
-    return dedupe_facts(found)
+    return demote_templates(dedupe_facts(found))
+
+
+def demote_templates(facts: Sequence[FactLine]) -> list[FactLine]:
+    """The facts with template lines scored `LISTING_SCORE`: a tool's or the assistant's
+    lines that differ only in their numbers (``16 passed in 5s``, ``There are 13 call
+    sites``). The user's are never demoted: a repeated shape there may be a correction."""
+    shapes = Counter(
+        (fact.role, _TEMPLATE_PARTS.sub("0", fact.text)) for fact in facts if fact.role != "user"
+    )
+    return [
+        FactLine(fact.role, fact.text, min(fact.score, LISTING_SCORE))
+        if fact.role != "user" and shapes[(fact.role, _TEMPLATE_PARTS.sub("0", fact.text))] > 1
+        else fact
+        for fact in facts
+    ]
 
 
 def dedupe_facts(facts: Iterable[FactLine]) -> list[FactLine]:
@@ -241,7 +306,7 @@ def parse_extraction(text: str, focus: str | None = None) -> tuple[str, list[Fac
             role, body = match.group(1), match.group(2)
             score = fact_score(body, role, focus_words)
             facts.append(FactLine(role, body, max(score, 1)))
-    return notes, facts
+    return notes, demote_templates(facts)
 
 
 def select_facts(
@@ -250,12 +315,13 @@ def select_facts(
     """The facts that fit the budget, in order; drops covered, then low-score, then long ones.
 
     A fact is covered when each of its key tokens appears in the notes or in another kept
-    fact. Among equals the longer line goes first (it frees the most room for one fact lost),
+    fact (not a merged line: a term listed there is no fact quoted, and the line may lose
+    it). Among equals the longer line goes first (it frees the most room for one fact lost),
     then the later one (earlier facts have survived more passes: keep the cache stable).
     """
     facts = _candidates(facts, budget, model)
     costs = [count_text(fact.render(), model) + 1 for fact in facts]
-    keys = [key_tokens(fact.text) for fact in facts]
+    keys = [frozenset() if _MERGED_ROLE.match(f.role) else key_tokens(f.text) for f in facts]
     note_keys = key_tokens(notes)
     held: Counter[str] = Counter(k for ks in keys for k in ks)
     keep = set(range(len(facts)))
@@ -303,19 +369,23 @@ def assemble(notes: str, facts: Sequence[FactLine], target_tokens: int, model: s
 
     Quoted lines make room for the merged line's key terms: a long line kept while key terms
     are left out is the worse trade, so the selection is redone with that room reserved.
+    Only the terms of facts above `LISTING_SCORE` claim room that way: a listing's hundreds
+    of paths and test names must not push out every quoted line; they fill what is left,
+    and the merged line says how many did not fit.
     """
     room = target_tokens - count_text(layout(notes, ()), model) - LAYOUT_TOKENS // 2
+    ranked = [fact for fact in facts if fact.score > LISTING_SCORE]
     reserve = 0
     while True:
         budget = room - reserve
         chosen = select_facts(facts, notes, budget, model) if budget > 0 else []
         used = sum(_cost(fact, model) for fact in chosen)
-        whole = merged_line(facts, chosen, notes, None, model)
+        whole = merged_line(ranked, chosen, notes, None, model)
         short = (used + whole[1] - room) if whole is not None else 0
         if short > 0 and chosen:
             reserve += max(short, room // 10, 1)
             continue
-        fitted = whole if short <= 0 else merged_line(facts, chosen, notes, room - used, model)
+        fitted = merged_line(facts, chosen, notes, room - used, model)
         text = layout(notes, [*chosen, fitted[0]] if fitted is not None else chosen)
         over = count_text(text, model) - target_tokens
         if over <= 0 or not chosen:
@@ -354,7 +424,7 @@ def merged_line(
 ) -> tuple[FactLine, int] | None:
     """The one line accounting for the facts not chosen, and its estimated cost: how many,
     and their key terms that neither the notes nor a chosen line hold. When not all fit in
-    `budget` tokens the most identifying terms stay (then those of better-ranked facts) and
+    `budget` tokens the terms of the best-scored facts stay, the most identifying first, and
     a count says how many were left out. None when every fact was chosen."""
     kept = {id(fact) for fact in chosen}
     dropped = [fact for fact in facts if id(fact) not in kept]
@@ -362,23 +432,23 @@ def merged_line(
         return None
     held = key_tokens(notes).union(*(key_tokens(fact.text) for fact in chosen))
     ranked = sorted(range(len(dropped)), key=lambda i: (-dropped[i].score, i))
-    spans: dict[str, tuple[int, int, int, str]] = {}
+    spans: dict[str, tuple[int, int, int, int, str]] = {}
     for rank, i in enumerate(ranked):
         for order, span in enumerate(key_spans(dropped[i].text)):
             key = span.lower()
             if key not in held and key not in spans:
-                spans[key] = (-term_weight(span), rank, i * 1000 + order, span)
+                spans[key] = (-dropped[i].score, -term_weight(span), rank, i * 1000 + order, span)
     terms = sorted(spans.values())
     role = MERGED_ROLE.format(sum(merged_count(fact) for fact in dropped))
     base = count_text(f"- {role}: ", model) + 1
     keep, cost = 0, base
     for term in terms:
-        more = _term_cost(term[3], model)
+        more = _term_cost(term[4], model)
         if budget is not None and cost + more + _LEFT_OUT_TOKENS > budget:
             break
         keep, cost = keep + 1, cost + more
-    listed = sorted(terms[:keep], key=lambda term: term[2])
-    body = " ".join(f"`{term[3]}`" for term in listed)
+    listed = sorted(terms[:keep], key=lambda term: term[3])
+    body = " ".join(f"`{term[4]}`" for term in listed)
     if keep < len(terms):
         body = f"{body} {LEFT_OUT.format(len(terms) - keep)}".strip()
         cost += _LEFT_OUT_TOKENS
