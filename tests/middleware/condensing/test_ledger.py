@@ -11,8 +11,11 @@ from kernel.tokens import count_text
 from middleware.condensing.extraction import carried_notes
 from middleware.condensing.ledger import (
     FACTS_HEADER,
+    LISTING,
+    LISTING_SCORE,
     FactLine,
     assemble,
+    fact_lines,
     key_spans,
     key_tokens,
     merged_count,
@@ -127,3 +130,63 @@ def test_a_lone_name_is_a_key_term_and_survives_a_merge() -> None:
     line = merged_line(facts, [], "", None)
     assert line is not None
     assert "`Tallinn`" in line[0].text
+
+
+SEARCH_HITS = "\n".join(
+    f"src/{a}/{b}.py:{10 + i}:    {b}_merge(self, {a})"
+    for i, (a, b) in enumerate(
+        [("quota", "cursor"), ("ledger", "bucket"), ("anchor", "invoice"), ("parcel", "lantern")]
+    )
+)
+
+
+def test_a_tool_result_of_one_shaped_lines_is_a_listing_quoted_last() -> None:
+    """Search hits are quoted as `tool listing` with the lowest score, and keep that when
+    an extraction's ledger is parsed back."""
+    facts = fact_lines([{"role": "tool", "content": SEARCH_HITS}])
+    assert {fact.role for fact in facts} == {f"tool {LISTING}"}
+    assert {fact.score for fact in facts} == {LISTING_SCORE}
+    _, parsed = parse_extraction(assemble("", facts, 400))
+    assert [fact.score for fact in parsed] == [LISTING_SCORE] * len(facts)
+
+
+def test_a_tool_result_in_prose_is_no_listing() -> None:
+    """One edit's result is a tool fact, ranked above the assistant's and below the user's."""
+    (tool,) = fact_lines(
+        [{"role": "tool", "content": "Edited src/billing/session_ocelot.py: three lines changed."}]
+    )
+    (user,) = fact_lines([{"role": "user", "content": "Our customer number is CUST-89712."}])
+    (assistant,) = fact_lines([{"role": "assistant", "content": "Use qa.jackal321@example.test."}])
+    assert tool.role == "tool"
+    assert user.score > tool.score > LISTING_SCORE
+    assert "src/billing/session_ocelot.py" in key_spans(tool.text)
+    assert assistant.score > LISTING_SCORE
+
+
+def test_lines_that_differ_only_in_numbers_are_templates_except_the_users() -> None:
+    """`16 passed in 5s` twice is a template (lowest score); two user lines of one shape stay
+    (a repeated shape there may be a correction)."""
+    messages = [
+        {"role": "tool", "content": "16 passed in 5s"},
+        {"role": "tool", "content": "17 passed in 4s"},
+        {"role": "user", "content": "The gate code is 4417."},
+        {"role": "user", "content": "The gate code is 4471."},
+    ]
+    scores = {fact.text: fact.score for fact in fact_lines(messages)}
+    assert scores["16 passed in 5s"] == scores["17 passed in 4s"] == LISTING_SCORE
+    assert scores["The gate code is 4417."] == scores["The gate code is 4471."] > LISTING_SCORE
+
+
+def test_hundreds_of_listing_rows_never_push_a_users_fact_out() -> None:
+    """A small target over a history of search hits still quotes the user's one fact, and
+    the merged line counts every row it did not quote."""
+    hits = [{"role": "tool", "content": SEARCH_HITS} for _ in range(60)]
+    salted = [{"role": "tool", "content": SEARCH_HITS.replace("self", f"s{i}")} for i in range(60)]
+    user = {"role": "user", "content": "Our customer number with the vendor is CUST-89712."}
+    facts = fact_lines([*hits[:30], *salted[:30], user, *salted[30:]])
+    text = assemble("", facts, 200)
+    assert "- user: Our customer number with the vendor is CUST-89712." in text
+    match = MERGED.search(text)
+    assert match is not None
+    quoted = sum(fact.render() in text for fact in facts)
+    assert int(match.group(1)) == len(facts) - quoted

@@ -1,0 +1,115 @@
+"""What the fact ledger alone keeps of `overspill eval`'s conversations: no model, in seconds.
+
+The notes an extraction holds come from a model; the quoted-facts ledger beside them does
+not. This replays the evaluation's generated conversations (proxy/evaluation/conversations.py)
+through the ledger's rules with empty notes and reports, per probe kind, how often the right
+value is still in what the model would be shown (the ledger plus the intact tail):
+
+    once    one extraction of everything before the tail
+    nested  a growth every `--step` messages, each carrying the previous ledger forward
+
+The split and the cadence approximate the history splice at a 2,048-token window (an
+extraction target of `--target` tokens, a tail of `--tail`); the real pipeline with a real
+model is `overspill eval`. Tune seeds (below 1000) and held-out seeds are reported apart.
+
+    .venv/bin/python scripts/bench_ledger.py                      # fillers 24 and 60
+    .venv/bin/python scripts/bench_ledger.py --fillers 60 --seeds 1-8,1000-1007
+
+Compare a revision: `git worktree add /tmp/old REV`, then run this file with
+`PYTHONPATH=/tmp/old` (the ledger is imported from there).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections import defaultdict
+from collections.abc import Sequence
+
+from kernel.tokens import count_messages
+from kernel.types import Message
+from middleware.condensing.ledger import assemble, dedupe_facts, fact_lines, parse_extraction
+from middleware.condensing.prompt import render_transcript
+from proxy.evaluation.conversations import HELD_OUT_FROM, Conversation, generate
+from proxy.evaluation.probes import PROBE_KINDS
+
+
+def tail_start(messages: Sequence[Message], tail: int) -> int:
+    """Where the intact tail starts: the newest messages within `tail` tokens, a tool
+    result never first."""
+    used, start = 0, len(messages)
+    while start > 1 and used + count_messages([messages[start - 1]]) <= tail:
+        start -= 1
+        used += count_messages([messages[start]])
+    while 0 < start < len(messages) and messages[start].get("role") == "tool":
+        start += 1
+    return start
+
+
+def once(conversation: Conversation, target: int, tail: int) -> str:
+    """One extraction's ledger of everything before the tail, then the tail."""
+    end = tail_start(conversation.messages, tail)
+    ledger = assemble("", fact_lines(conversation.messages[1:end]), target)
+    return f"{ledger}\n{render_transcript(conversation.messages[end:])}"
+
+
+def nested(conversation: Conversation, target: int, tail: int, step: int) -> tuple[str, int]:
+    """Growths every `step` messages as the conversation is played; the last ledger, the
+    tail after it, and how many growths there were."""
+    messages = conversation.messages
+    previous, done, growths = "", 1, 0
+    for point in conversation.request_points():
+        end = tail_start(messages[:point], tail)
+        first = not previous and end > done and count_messages(messages[:point]) > target + tail
+        if end - done >= step or first:
+            carried = parse_extraction(previous)[1] if previous else []
+            facts = dedupe_facts([*carried, *fact_lines(messages[done:end])])
+            previous, done, growths = assemble("", facts, target), end, growths + 1
+    return f"{previous}\n{render_transcript(messages[done:])}", growths
+
+
+def seeds_of(text: str) -> list[int]:
+    """`1-8,1000-1007` as a list."""
+    out: list[int] = []
+    for part in text.split(","):
+        low, _, high = part.partition("-")
+        out += range(int(low), int(high or low) + 1)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", default="1-8,1000-1007")
+    parser.add_argument("--fillers", default="24,60")
+    parser.add_argument("--target", type=int, default=480)
+    parser.add_argument("--tail", type=int, default=1100)
+    parser.add_argument("--step", type=int, default=12)
+    args = parser.parse_args()
+    for fillers in (int(f) for f in args.fillers.split(",")):
+        kept: dict[tuple[str, str, str], list[bool]] = defaultdict(list)
+        growths: list[int] = []
+        for seed in seeds_of(args.seeds):
+            conversation = generate(seed, fillers=fillers)
+            seed_set = "held-out" if seed >= HELD_OUT_FROM else "tune"
+            shown_nested, grown = nested(conversation, args.target, args.tail, args.step)
+            growths.append(grown)
+            for mode, shown in (("once", once(conversation, args.target, args.tail)),
+                                ("nested", shown_nested)):  # fmt: skip
+                low = shown.lower()
+                for probe in conversation.probes:
+                    right = any(value.lower() in low for value in probe.accept)
+                    kept[(seed_set, mode, probe.kind)].append(right)
+        print(f"\nfillers {fillers}: right value present (ledger + tail), "
+              f"growths {min(growths)}-{max(growths)}")  # fmt: skip
+        sets = [s for s in ("tune", "held-out") if any(k[0] == s for k in kept)]
+        columns = [(s, m) for s in sets for m in ("once", "nested")]
+        print(f"{'':<16}" + "".join(f"{s + ' ' + m:>18}" for s, m in columns))
+        for kind in PROBE_KINDS:
+            cells = []
+            for seed_set, mode in columns:
+                found = kept[(seed_set, mode, kind)]
+                cells.append(f"{sum(found)}/{len(found)}")
+            print(f"{kind:<16}" + "".join(f"{cell:>18}" for cell in cells))
+
+
+if __name__ == "__main__":
+    main()
