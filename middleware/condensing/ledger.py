@@ -69,6 +69,12 @@ LISTING_SCORE = 1
 """A listing's line (search hits, test lines, a file's lines of one shape): kept last."""
 LISTING = "listing"
 """The role suffix of a listing's lines (``tool listing``)."""
+SETTINGS = "settings"
+"""The role suffix of a listing's ``name = value`` lines (``tool settings``)."""
+SETTING_SCORE = 3
+"""A setting read from a file is a value the conversation may ask about: above a listing's
+rows and templates, below what anyone stated."""
+_SETTING = re.compile(r"^[A-Za-z_][\w.-]*\s*[=:]\s*\S")
 LISTING_ROWS = 3
 """Lines of one shape in one tool result that make it a listing."""
 MAX_LINE_CHARS = 300
@@ -196,6 +202,8 @@ def fact_score(sentence: str, role: str, focus_words: frozenset[str] = frozenset
     """
     if role.endswith(LISTING):
         return LISTING_SCORE
+    if role.endswith(SETTINGS):
+        return SETTING_SCORE
     if _MERGED_ROLE.match(role):
         return LISTING_SCORE + 1  # its terms are re-listed if it goes: above a listing's
     signal = fact_signal(sentence)
@@ -257,12 +265,15 @@ def fact_lines(messages: Sequence[Message], focus: str | None = None) -> list[Fa
     for message in messages:
         role = speaker(message)
         found_in = sentences(content_text(message))
-        if role.startswith("tool") and is_listing(found_in):
-            role = f"{role} {LISTING}"
+        listing = role.startswith("tool") and is_listing(found_in)
         for sentence in found_in:
-            score = fact_score(sentence, role, focus_words)
+            said = role
+            if listing:
+                setting = _SETTING.match(sentence)
+                said = f"{role} {SETTINGS if setting else LISTING}"
+            score = fact_score(sentence, said, focus_words)
             if score > 0:
-                found.append(FactLine(role, _clip(sentence), score))
+                found.append(FactLine(said, _clip(sentence), score))
     return demote_templates(dedupe_facts(found))
 
 
@@ -312,12 +323,15 @@ def parse_extraction(text: str, focus: str | None = None) -> tuple[str, list[Fac
 def select_facts(
     facts: Sequence[FactLine], notes: str, budget: int, model: str = ""
 ) -> list[FactLine]:
-    """The facts that fit the budget, in order; drops covered, then low-score, then long ones.
+    """The facts that fit the budget, in order; drops the lowest-scored first, and among
+    those the covered ones, then the long ones.
 
     A fact is covered when each of its key tokens appears in the notes or in another kept
     fact (not a merged line: a term listed there is no fact quoted, and the line may lose
-    it). Among equals the longer line goes first (it frees the most room for one fact lost),
-    then the later one (earlier facts have survived more passes: keep the cache stable).
+    it). Score comes before cover: a user's line covered by a listing's row would otherwise
+    go first, and the row with it at a later growth. Among equals the longer line goes first
+    (it frees the most room for one fact lost), then the later one (earlier facts have
+    survived more passes: keep the cache stable).
     """
     facts = _candidates(facts, budget, model)
     costs = [count_text(fact.render(), model) + 1 for fact in facts]
@@ -328,9 +342,9 @@ def select_facts(
     total = sum(costs)
     while total > budget and keep:
 
-        def rank(i: int) -> tuple[bool, int, int, int]:
+        def rank(i: int) -> tuple[int, bool, int, int]:
             covered = bool(keys[i]) and all(k in note_keys or held[k] > 1 for k in keys[i])
-            return (not covered, facts[i].score, -costs[i], -i)
+            return (facts[i].score, not covered, -costs[i], -i)
 
         victim = min(keep, key=rank)
         keep.remove(victim)

@@ -13,6 +13,7 @@ from middleware.condensing.ledger import (
     FACTS_HEADER,
     LISTING,
     LISTING_SCORE,
+    SETTINGS,
     FactLine,
     assemble,
     fact_lines,
@@ -21,6 +22,7 @@ from middleware.condensing.ledger import (
     merged_count,
     merged_line,
     parse_extraction,
+    select_facts,
     term_weight,
 )
 from tests.reliability import examples
@@ -190,3 +192,34 @@ def test_hundreds_of_listing_rows_never_push_a_users_fact_out() -> None:
     assert match is not None
     quoted = sum(fact.render() in text for fact in facts)
     assert int(match.group(1)) == len(facts) - quoted
+
+
+def test_a_settings_file_is_quoted_above_a_listing_and_below_any_statement() -> None:
+    """`name = value` lines of a file read are `tool settings`: above search hits, below a
+    statement, and the rank holds when the ledger is parsed back."""
+    config = "# config/channel.toml\n[service]\n" + "\n".join(
+        f"{name} = {value}" for name, value in [("pool_size", 4200), ("shard_count", 735),
+                                                ("queue_depth", 136), ("retry_limit", 794)]
+    )  # fmt: skip
+    facts = fact_lines(
+        [{"role": "tool", "content": config}, {"role": "tool", "content": SEARCH_HITS}]
+    )
+    by_text = {fact.text: fact for fact in facts}
+    setting = by_text["pool_size = 4200"]
+    assert setting.role == f"tool {SETTINGS}"
+    assert (
+        LISTING_SCORE
+        < setting.score
+        < fact_lines([{"role": "tool", "content": "Edited a.py."}])[0].score
+    )
+    _, parsed = parse_extraction(assemble("", [setting], 100))
+    assert parsed == [setting]
+
+
+def test_a_covered_line_of_a_higher_score_outlives_the_line_that_covers_it() -> None:
+    """The user's line and an assistant's line share their one key term: under pressure the
+    assistant's goes, though the user's alone was covered."""
+    user = FactLine("user", "Please fix src/billing/session_ocelot.py before Friday's release.", 12)
+    echo = FactLine("assistant", "Opening src/billing/session_ocelot.py now.", 4)
+    chosen = select_facts([user, echo], "", count_text(user.render()) + 2)
+    assert chosen == [user]
