@@ -281,14 +281,16 @@ def demote_templates(facts: Sequence[FactLine]) -> list[FactLine]:
     """The facts with template lines scored `LISTING_SCORE`: a tool's or the assistant's
     lines that differ only in their numbers (``16 passed in 5s``, ``There are 13 call
     sites``). The user's are never demoted: a repeated shape there may be a correction."""
-    shapes = Counter(
-        (fact.role, _TEMPLATE_PARTS.sub("0", fact.text)) for fact in facts if fact.role != "user"
-    )
+    shapes = [
+        None if fact.role == "user" else (fact.role, _TEMPLATE_PARTS.sub("0", fact.text))
+        for fact in facts
+    ]
+    seen = Counter(shape for shape in shapes if shape is not None)
     return [
         FactLine(fact.role, fact.text, min(fact.score, LISTING_SCORE))
-        if fact.role != "user" and shapes[(fact.role, _TEMPLATE_PARTS.sub("0", fact.text))] > 1
+        if shape is not None and seen[shape] > 1
         else fact
-        for fact in facts
+        for fact, shape in zip(facts, shapes, strict=True)
     ]
 
 
@@ -446,23 +448,23 @@ def merged_line(
         return None
     held = key_tokens(notes).union(*(key_tokens(fact.text) for fact in chosen))
     ranked = sorted(range(len(dropped)), key=lambda i: (-dropped[i].score, i))
-    spans: dict[str, tuple[int, int, int, int, str]] = {}
-    for rank, i in enumerate(ranked):
+    spans: dict[str, tuple[int, int, int, str]] = {}
+    for i in ranked:  # best-scored first: a term shared by two facts ranks with the better
         for order, span in enumerate(key_spans(dropped[i].text)):
             key = span.lower()
             if key not in held and key not in spans:
-                spans[key] = (-dropped[i].score, -term_weight(span), rank, i * 1000 + order, span)
+                spans[key] = (-dropped[i].score, -term_weight(span), i * 1000 + order, span)
     terms = sorted(spans.values())
     role = MERGED_ROLE.format(sum(merged_count(fact) for fact in dropped))
     base = count_text(f"- {role}: ", model) + 1
     keep, cost = 0, base
     for term in terms:
-        more = _term_cost(term[4], model)
+        more = _term_cost(term[3], model)
         if budget is not None and cost + more + _LEFT_OUT_TOKENS > budget:
             break
         keep, cost = keep + 1, cost + more
-    listed = sorted(terms[:keep], key=lambda term: term[3])
-    body = " ".join(f"`{term[4]}`" for term in listed)
+    listed = sorted(terms[:keep], key=lambda term: term[2])
+    body = " ".join(f"`{term[3]}`" for term in listed)
     if keep < len(terms):
         body = f"{body} {LEFT_OUT.format(len(terms) - keep)}".strip()
         cost += _LEFT_OUT_TOKENS
