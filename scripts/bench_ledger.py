@@ -8,9 +8,10 @@ value is still in what the model would be shown (the ledger plus the intact tail
     once    one extraction of everything before the tail
     nested  a growth every `--step` messages, each carrying the previous ledger forward
 
-The split and the cadence approximate the history splice at a 2,048-token window (an
-extraction target of `--target` tokens, a tail of `--tail`); the real pipeline with a real
-model is `overspill eval`. Tune seeds (below 1000) and held-out seeds are reported apart.
+The tail is split off as the history splice does (`split_history`); the sizes and the
+cadence approximate a 2,048-token window (an extraction target of `--target` tokens, a tail
+of `--tail`); the real pipeline with a real model is `overspill eval`. Tune seeds (below
+1000) and held-out seeds are reported apart.
 
     .venv/bin/python scripts/bench_ledger.py                      # fillers 24 and 60
     .venv/bin/python scripts/bench_ledger.py --fillers 60 --seeds 1-8,1000-1007
@@ -29,20 +30,16 @@ from kernel.tokens import count_messages
 from kernel.types import Message
 from middleware.condensing.ledger import assemble, dedupe_facts, fact_lines, parse_extraction
 from middleware.condensing.prompt import render_transcript
+from middleware.condensing.split import split_history
+from proxy.eval_cli import parse_seeds
 from proxy.evaluation.conversations import HELD_OUT_FROM, Conversation, generate
 from proxy.evaluation.probes import PROBE_KINDS
 
 
 def tail_start(messages: Sequence[Message], tail: int) -> int:
-    """Where the intact tail starts: the newest messages within `tail` tokens, a tool
-    result never first."""
-    used, start = 0, len(messages)
-    while start > 1 and used + count_messages([messages[start - 1]]) <= tail:
-        start -= 1
-        used += count_messages([messages[start]])
-    while 0 < start < len(messages) and messages[start].get("role") == "tool":
-        start += 1
-    return start
+    """Where the intact tail starts, as the history splice splits (whole tool units)."""
+    counts = [count_messages([message]) for message in messages]
+    return split_history(messages, counts, tail_budget=tail).historical_end
 
 
 def once(conversation: Conversation, target: int, tail: int) -> str:
@@ -67,15 +64,6 @@ def nested(conversation: Conversation, target: int, tail: int, step: int) -> tup
     return f"{previous}\n{render_transcript(messages[done:])}", growths
 
 
-def seeds_of(text: str) -> list[int]:
-    """`1-8,1000-1007` as a list."""
-    out: list[int] = []
-    for part in text.split(","):
-        low, _, high = part.partition("-")
-        out += range(int(low), int(high or low) + 1)
-    return out
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", default="1-8,1000-1007")
@@ -87,7 +75,7 @@ def main() -> None:
     for fillers in (int(f) for f in args.fillers.split(",")):
         kept: dict[tuple[str, str, str], list[bool]] = defaultdict(list)
         growths: list[int] = []
-        for seed in seeds_of(args.seeds):
+        for seed in parse_seeds(args.seeds):
             conversation = generate(seed, fillers=fillers)
             seed_set = "held-out" if seed >= HELD_OUT_FROM else "tune"
             shown_nested, grown = nested(conversation, args.target, args.tail, args.step)
