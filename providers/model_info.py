@@ -61,15 +61,17 @@ def _known(info: dict[str, Any]) -> Known:
     )
 
 
-def known_window(model: str) -> int | None:
-    """litellm's `max_input_tokens` for a litellm model string (`anthropic/claude-...`)."""
+def _entries(model: str) -> list[Known]:
+    """The map's entries for a litellm model string: as written, then without its provider
+    (`anthropic/claude-...` → `claude-...`)."""
     table = _model_map()
     _, _, bare = model.partition("/")
-    for key in (model, bare):
-        info = table.get(key) if key else None
-        if info is not None and info.window is not None:
-            return info.window
-    return None
+    return [table[key] for key in (model, bare) if key and key in table]
+
+
+def known_window(model: str) -> int | None:
+    """litellm's `max_input_tokens` for a litellm model string (`anthropic/claude-...`)."""
+    return next((info.window for info in _entries(model) if info.window is not None), None)
 
 
 def context_window(entry: ModelEntry) -> int | None:
@@ -104,8 +106,8 @@ def self_hosted(entry: ModelEntry) -> bool:
     time): a self-hosted provider, or an `api_base` on this machine, a private network, or a
     bare service name (`http://llama:8080`). A priced model in litellm's map never is."""
     params = entry.litellm_params
-    info = _model_map().get(params.model) or _model_map().get(params.model.partition("/")[2])
-    if info is not None and info.priced:
+    found = _entries(params.model)
+    if found and found[0].priced:
         return False
     if params.provider in SELF_HOSTED_PROVIDERS:
         return True
