@@ -44,8 +44,8 @@ def units(messages: Sequence[Mapping[str, Any]]) -> list[tuple[int, int]]:
     index = 0
     while index < len(messages):
         end = index + 1
-        if messages[index].get("role") == "assistant" and messages[index].get("tool_calls"):
-            while end < len(messages) and messages[end].get("role") in ("tool", "function"):
+        if _calls_tools(messages[index]):
+            while end < len(messages) and messages[end].get("role") in _RESULT_ROLES:
                 end += 1
         groups.append((index, end))
         index = end
