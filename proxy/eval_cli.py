@@ -25,7 +25,6 @@ from typing import IO, Any, TypeVar
 from kernel.config import ConfigError, ModelEntry, Settings, load_config
 from kernel.store import DiskHistoryStore
 from kernel.tokens import count_messages
-from kernel.types import Message
 from middleware.condensing.budget import budget_for
 from proxy.evaluation.conditions import CONDITIONS, ConditionName
 from proxy.evaluation.conversations import DEFAULT_FILLERS, HELD_OUT_FROM, generate
@@ -215,10 +214,6 @@ def with_window(settings: Settings, model: str, window: int) -> Settings:
     return settings.model_copy(update={"model_list": entries})
 
 
-def _count(messages: Sequence[Message]) -> int:
-    return count_messages(messages)
-
-
 def _setup(
     entry: ModelEntry, window: int, *, run: str, answer_tokens: int = ANSWER_TOKENS
 ) -> Setup:
@@ -226,7 +221,7 @@ def _setup(
     probe = budget_for(entry, window, {"max_tokens": answer_tokens}).prompt_limit - QUESTION_ROOM
     summary_tokens = min(SUMMARY_TOKENS, window // 4)
     summary = budget_for(entry, window, {"max_tokens": summary_tokens}).prompt_limit
-    return Setup(probe, summary, _count, run, answer_tokens, summary_tokens)
+    return Setup(probe, summary, count_messages, run, answer_tokens, summary_tokens)
 
 
 async def _play(
