@@ -46,34 +46,27 @@ MIB = 1024 * 1024
 IDLE_SECONDS = 3.0
 WINDOW = 4096
 
-CONFIGS = {
-    "openai": """
+_WIRE_MODELS = """
 model_list:
   - model_name: wire
     litellm_params: {{model: openai/mock, api_base: "{base}/v1", api_key: none}}
     context: {{window: {window}}}
   - model_name: wire-large
     litellm_params: {{model: openai/mock-large, api_base: "{base}/v1", api_key: none}}
-general_settings:
-  store: {{path: "{store}"}}
-  max_body_bytes: 4000000
-""",
-    "litellm": """
-model_list:
-  - model_name: wire
-    litellm_params: {{model: openai/mock, api_base: "{base}/v1", api_key: none}}
-    context: {{window: {window}}}
-  - model_name: wire-large
-    litellm_params: {{model: openai/mock-large, api_base: "{base}/v1", api_key: none}}
-  - model_name: claude
+"""
+_LITELLM_MODEL = """  - model_name: claude
     litellm_params:
       model: anthropic/claude-3-5-sonnet-20241022
       api_base: "{base}"
       api_key: none
-general_settings:
+"""
+_SETTINGS = """general_settings:
   store: {{path: "{store}"}}
   max_body_bytes: 4000000
-""",
+"""
+CONFIGS = {  # the same, but for one litellm-path model
+    "openai": _WIRE_MODELS + _SETTINGS,
+    "litellm": _WIRE_MODELS + _LITELLM_MODEL + _SETTINGS,
 }
 
 
