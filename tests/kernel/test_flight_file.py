@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def holder(tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
     """Another process holding conversation c1's flight on the store in tmp_path/store."""
-    (tmp_path / "store").mkdir()
+    (tmp_path / "store").mkdir(exist_ok=True)
     child = subprocess.Popen(
         [sys.executable, "-m", "tests.flight_holder", str(tmp_path / "store"), "t", "c1"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT,
@@ -33,25 +33,20 @@ def holder(tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
 
 
 async def test_another_process_holding_a_flight_is_seen_as_busy(
-    tmp_path: Path, holder: subprocess.Popen[str]
+    holder: subprocess.Popen[str], store: DiskHistoryStore
 ) -> None:
     """A flight held by another worker is busy here; other conversations are not."""
-    store = DiskHistoryStore(tmp_path / "store")
-    try:
-        assert await store.flight_busy("t", "c1")
-        assert not await store.flight_busy("t", "c2")
-        assert not await store.flight_busy("u", "c1")
-    finally:
-        await store.aclose()
+    assert await store.flight_busy("t", "c1")
+    assert not await store.flight_busy("t", "c2")
+    assert not await store.flight_busy("u", "c1")
 
 
 async def test_a_waiter_enters_when_the_other_process_lets_go(
-    tmp_path: Path, holder: subprocess.Popen[str]
+    holder: subprocess.Popen[str], store: DiskHistoryStore
 ) -> None:
     """single_flight waits while another process holds the key and enters once it is free."""
     assert holder.stdin is not None
     assert holder.stdout is not None
-    store = DiskHistoryStore(tmp_path / "store")
     refused = asyncio.Event()
     attempts: list[bool] = []
     take = store._flight_file._try
@@ -63,31 +58,25 @@ async def test_a_waiter_enters_when_the_other_process_lets_go(
         return taken
 
     store._flight_file._try = counted  # type: ignore[method-assign]
-    try:
-        waiter = asyncio.create_task(_enter(store))
-        await asyncio.wait_for(refused.wait(), timeout=30)
-        assert not waiter.done()  # refused three times while the other process holds it
-        holder.stdin.write("go\n")
-        holder.stdin.flush()
-        assert holder.stdout.readline() == "released\n"
-        await asyncio.wait_for(waiter, timeout=30)
-        assert not await store.flight_busy("t", "c1")
-    finally:
-        await store.aclose()
+    waiter = asyncio.create_task(_enter(store))
+    await asyncio.wait_for(refused.wait(), timeout=30)
+    assert not waiter.done()  # refused three times while the other process holds it
+    holder.stdin.write("go\n")
+    holder.stdin.flush()
+    assert holder.stdout.readline() == "released\n"
+    await asyncio.wait_for(waiter, timeout=30)
+    assert not await store.flight_busy("t", "c1")
 
 
 async def test_a_killed_holder_leaves_no_stale_flight(
-    tmp_path: Path, holder: subprocess.Popen[str]
+    holder: subprocess.Popen[str], store: DiskHistoryStore
 ) -> None:
     """SIGKILL on the holding worker frees its flight at once: nothing to expire or clean."""
+    assert await store.flight_busy("t", "c1")
     holder.kill()
     holder.wait()
-    store = DiskHistoryStore(tmp_path / "store")
-    try:
-        assert not await store.flight_busy("t", "c1")
-        await asyncio.wait_for(_enter(store), timeout=30)
-    finally:
-        await store.aclose()
+    assert not await store.flight_busy("t", "c1")
+    await asyncio.wait_for(_enter(store), timeout=30)
 
 
 async def _enter(store: DiskHistoryStore) -> None:
@@ -95,16 +84,12 @@ async def _enter(store: DiskHistoryStore) -> None:
         pass
 
 
-async def test_a_probe_leaves_this_process_s_own_flight_held(tmp_path: Path) -> None:
+async def test_a_probe_leaves_this_process_s_own_flight_held(store: DiskHistoryStore) -> None:
     """Asking whether a key is busy while this process holds it neither frees nor blocks it."""
-    store = DiskHistoryStore(tmp_path / "store")
-    try:
-        async with store.single_flight("t", "c1"):
-            assert await store.flight_busy("t", "c1")
-            assert await store.flight_busy("t", "c1")
-        assert not await store.flight_busy("t", "c1")
-    finally:
-        await store.aclose()
+    async with store.single_flight("t", "c1"):
+        assert await store.flight_busy("t", "c1")
+        assert await store.flight_busy("t", "c1")
+    assert not await store.flight_busy("t", "c1")
 
 
 def test_keys_map_to_distinct_bytes() -> None:
