@@ -386,6 +386,9 @@ class GeneralSettings(_Frozen):
     wait for its head and first event, and each gap between two events after it (a stream that
     keeps sending events is never cut). No retries hide inside it."""
     connect_timeout: float = Field(default=10.0, gt=0)
+    upstream_client: Literal["aiohttp", "httpx"] = "aiohttp"
+    """The HTTP client of the OpenAI-wire fast path: aiohttp (the lighter per request) or httpx
+    (SOCKS proxies; a smaller peak memory under many large concurrent answers)."""
     max_response_bytes: int = Field(default=DEFAULT_MAX_RESPONSE_BYTES, gt=0)
     """The largest upstream answer overspill reads: a JSON answer whole, a stream's each event.
     Reading stops at the limit (502 upstream_response_too_large); nothing beyond it is buffered."""

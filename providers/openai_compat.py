@@ -12,11 +12,11 @@ answer (HTML, empty, JSON cut short) is a 502: checked on its first and last byt
 
 from __future__ import annotations
 
+import base64
 from collections.abc import AsyncIterator
 from time import monotonic
 from typing import Any
-
-import httpx
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from kernel import tracing
 from kernel.config import DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT, ModelEntry
@@ -25,13 +25,14 @@ from kernel.types import ChatRequest, ChatResponse, RequestContext
 from providers.deadline import Deadline
 from providers.failures import classify_failure, error_message, parse_body
 from providers.guard import EventCutter, bad_response, json_object, sse_shaped, too_large
+from providers.transport import Reply, TransportError, TransportTimeout, Upstream
 
 DEFAULT_API_BASE = "https://api.openai.com/v1"
 _PASSED_HEADER_PREFIX = b"x-ratelimit-"
 
 
 class OpenAICompatProvider:
-    """Sends chat requests to `{api_base}/chat/completions` with a shared httpx client.
+    """Sends chat requests to `{api_base}/chat/completions` with the shared upstream client.
 
     `timeout` bounds a JSON call whole (connect, send, wait, read); for a stream it bounds the
     wait for the head and first event, then each gap between two events. Nothing is retried.
@@ -40,7 +41,7 @@ class OpenAICompatProvider:
     def __init__(
         self,
         entry: ModelEntry,
-        client: httpx.AsyncClient,
+        client: Upstream,
         *,
         request_timeout: float = DEFAULT_TIMEOUT,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
@@ -49,54 +50,52 @@ class OpenAICompatProvider:
         self.name = params.provider
         self.client = client
         self.model = params.upstream_model
-        self.url = (params.api_base or DEFAULT_API_BASE).rstrip("/") + "/chat/completions"
+        base = (params.api_base or DEFAULT_API_BASE).rstrip("/") + "/chat/completions"
+        self.url, basic = _without_userinfo(base)
         self.timeout = params.timeout or request_timeout
         self.stream_timeout = params.stream_timeout or self.timeout
         self.http_timeouts = (params.timeout, params.stream_timeout or params.timeout)
-        """httpx's own per-phase timeouts when the model sets them, else the client's default."""
+        """The client's per-phase timeouts when the model sets them, else the client's default."""
         self.max_bytes = max_response_bytes
         self.headers = _headers(entry)
+        if basic is not None:  # as httpx did: the URL's user and password win over the key
+            self.headers["authorization"] = basic
 
     async def complete(self, request: ChatRequest, ctx: RequestContext) -> ChatResponse:
         """Forward the request; raise an error from the tree when the upstream fails."""
         body = request.render(self.model)
         seconds = self.stream_timeout if request.stream else self.timeout
-        explicit = self.http_timeouts[request.stream]
-        upstream = self.client.build_request(
-            "POST",
-            self.url,
-            content=body,
-            headers=self.headers if tracing.tracer is None else _traced(self.headers),
-            timeout=explicit if explicit is not None else httpx.USE_CLIENT_DEFAULT,
-        )
-        response: httpx.Response | None = None
+        headers = self.headers if tracing.tracer is None else _traced(self.headers)
+        response: Reply | None = None
         try:
             with Deadline(seconds):
-                response = await self.client.send(upstream, stream=True)
+                response = await self.client.post(
+                    self.url, body, headers, self.http_timeouts[request.stream]
+                )
                 if request.stream:
                     return await self._prime(response)
                 return await self._json(response)
         except BaseException as exc:
             if response is not None:
                 await response.aclose()
-            if isinstance(exc, TimeoutError | httpx.TimeoutException):
+            if isinstance(exc, TimeoutError | TransportTimeout):
                 what = "stream's first event" if request.stream else "answer"
                 raise self._timeout(seconds, what) from exc
-            if isinstance(exc, httpx.HTTPError):
+            if isinstance(exc, TransportError):
                 raise self._transport_error(exc) from exc
             raise
 
     async def aclose(self) -> None:
         """The shared client is closed by its owner (the app)."""
 
-    async def _read(self, response: httpx.Response) -> bytes:
+    async def _read(self, response: Reply) -> bytes:
         """The whole body, read no further than `max_bytes`."""
-        declared = response.headers.get("content-length")
+        declared = response.header("content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
             raise too_large(self.name, self.max_bytes, event=False)
         chunks: list[bytes] = []
         size = 0
-        async for chunk in response.aiter_bytes():
+        async for chunk in response.chunks():
             size += len(chunk)
             if size > self.max_bytes:
                 raise too_large(self.name, self.max_bytes, event=False)
@@ -104,28 +103,28 @@ class OpenAICompatProvider:
         await response.aclose()
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
-    async def _json(self, response: httpx.Response) -> ChatResponse:
+    async def _json(self, response: Reply) -> ChatResponse:
         content = await self._read(response)
-        status = response.status_code
+        status = response.status
         if status >= 400 or _error_at_top(content):
-            raise self._failure(status, content, response.headers)
+            raise self._failure(status, content, response)
         if not json_object(content):
             why = "an empty answer" if not content else "expected a JSON chat completion"
             raise self._bad(response, content, why)
-        return ChatResponse(body=content, headers=_passed_headers(response))
+        return ChatResponse(body=content, headers=response.headers_starting(_PASSED_HEADER_PREFIX))
 
-    def _bad(self, response: httpx.Response, content: bytes, why: str) -> OverspillError:
-        ctype = response.headers.get("content-type")
-        return bad_response(self.name, response.status_code, ctype, len(content), content, why)
+    def _bad(self, response: Reply, content: bytes, why: str) -> OverspillError:
+        ctype = response.header("content-type")
+        return bad_response(self.name, response.status, ctype, len(content), content, why)
 
-    async def _prime(self, response: httpx.Response) -> ChatResponse:
-        if response.status_code >= 400:
+    async def _prime(self, response: Reply) -> ChatResponse:
+        if response.status >= 400:
             content = await self._read(response)
-            raise self._failure(response.status_code, content, response.headers)
-        if "text/html" in response.headers.get("content-type", ""):
+            raise self._failure(response.status, content, response)
+        if "text/html" in (response.header("content-type") or ""):
             raise self._bad(response, await self._read(response), "an HTML page")
         cutter = EventCutter(self.max_bytes, self.name)
-        chunks = response.aiter_raw()
+        chunks = response.chunks()
         first = b""
         async for chunk in chunks:
             first = cutter.feed(chunk)
@@ -134,27 +133,28 @@ class OpenAICompatProvider:
         if not first:  # the body ended before one whole event
             rest = cutter.rest()
             if _error_at_top(rest):
-                raise self._failure(response.status_code, rest, response.headers)
+                raise self._failure(response.status, rest, response)
             why = "the stream ended before its first whole event"
             if not rest.strip():
                 why = "the stream ended without sending any event"
             raise self._bad(response, rest, why)
         if not sse_shaped(first):
             if _error_at_top(first):
-                raise self._failure(response.status_code, first, response.headers)
+                raise self._failure(response.status, first, response)
             raise self._bad(response, first, "expected server-sent events")
         error = _first_event_error(first)
         if error is not None:
-            raise self._failure(response.status_code, error, response.headers)
+            raise self._failure(response.status, error, response)
         return ChatResponse(
-            stream=self._relay(first, chunks, response, cutter), headers=_passed_headers(response)
+            stream=self._relay(first, chunks, response, cutter),
+            headers=response.headers_starting(_PASSED_HEADER_PREFIX),
         )
 
     async def _relay(
         self,
         first: bytes,
         chunks: AsyncIterator[bytes],
-        response: httpx.Response,
+        response: Reply,
         cutter: EventCutter,
     ) -> AsyncIterator[bytes]:
         """Whole events only (an unfinished one is held), each gap bounded by stream_timeout."""
@@ -172,8 +172,8 @@ class OpenAICompatProvider:
                     since = now
                     yield events
                     previous, last = last, events
-        except httpx.HTTPError as exc:
-            if isinstance(exc, httpx.TimeoutException):
+        except TransportError as exc:
+            if isinstance(exc, TransportTimeout):
                 raise self._timeout(gap, "next event") from exc
             raise self._transport_error(exc, mid_stream=True) from exc
         finally:
@@ -193,16 +193,14 @@ class OpenAICompatProvider:
                 f"upstream {self.name} ended the stream before [DONE]", provider=self.name
             )
 
-    def _failure(
-        self, status: int, content: bytes | object, headers: httpx.Headers
-    ) -> OverspillError:
+    def _failure(self, status: int, content: bytes | object, response: Reply) -> OverspillError:
         body = parse_body(content) if isinstance(content, bytes) else content
         return classify_failure(
             status=status,
             message=error_message(body, f"HTTP {status}"),
             body=body,
             provider=self.name,
-            retry_after=headers.get("retry-after"),
+            retry_after=response.header("retry-after"),
         )
 
     def _timeout(self, seconds: float, what: str) -> UpstreamTimeout:
@@ -212,8 +210,8 @@ class OpenAICompatProvider:
             provider=self.name,
         )
 
-    def _transport_error(self, exc: httpx.HTTPError, *, mid_stream: bool = False) -> UpstreamError:
-        what = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    def _transport_error(self, exc: TransportError, *, mid_stream: bool = False) -> UpstreamError:
+        what = str(exc)
         if mid_stream:
             return UpstreamError(
                 f"upstream {self.name} broke the stream: the connection was closed or reset "
@@ -239,18 +237,21 @@ def _headers(entry: ModelEntry) -> dict[str, str]:
     return headers
 
 
+def _without_userinfo(url: str) -> tuple[str, str | None]:
+    """The URL without `user:password@`, and those as a Basic authorization header value."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url, None
+    host = parts.netloc.rpartition("@")[2]
+    pair = f"{unquote(parts.username or '')}:{unquote(parts.password or '')}"
+    basic = "Basic " + base64.b64encode(pair.encode()).decode("ascii")
+    return urlunsplit(parts._replace(netloc=host)), basic
+
+
 def _traced(headers: dict[str, str]) -> dict[str, str]:
     """The deployment's headers and the current upstream-call span's `traceparent`."""
     assert tracing.tracer is not None
     return {**headers, **tracing.tracer.headers()}
-
-
-def _passed_headers(response: httpx.Response) -> dict[str, str]:
-    return {
-        key.decode("latin-1"): value.decode("latin-1")
-        for key, value in response.headers.raw
-        if key.lower().startswith(_PASSED_HEADER_PREFIX)
-    }
 
 
 def _error_at_top(content: bytes) -> bool:

@@ -44,6 +44,7 @@ from providers.model_info import self_hosted
 from providers.ollama import OllamaWindows, native
 from providers.openai_compat import OpenAICompatProvider
 from providers.router import Router
+from providers.transport import HttpxUpstream, Upstream, upstream_client
 from providers.windows import ModelWindows
 from proxy import logs
 from proxy.stores import open_store
@@ -202,7 +203,7 @@ def build_system(
     *,
     registry: Mapping[str, LayerFactory] = LAYERS,
     providers: Mapping[str, Sequence[Provider]] | None = None,
-    client: httpx.AsyncClient | None = None,
+    client: httpx.AsyncClient | Upstream | None = None,
     store: HistoryStore | None = None,
     ollama: OllamaWindows | None = None,
 ) -> System:
@@ -210,7 +211,7 @@ def build_system(
     settings = native_ollama(settings)
     redaction.install(redaction.Redactor(redaction.secrets_of(settings)))
     owned: list[Any] = []
-    http = client or _own(owned, _http_client(settings))
+    http = _upstream(client) if client is not None else _own(owned, _http_client(settings))
     if providers is None:
         groups, unavailable = build_providers(settings, http)
     else:
@@ -309,7 +310,7 @@ def completion_of(response: ChatResponse) -> Completion:
 
 
 def build_providers(
-    settings: Settings, client: httpx.AsyncClient
+    settings: Settings, client: Upstream
 ) -> tuple[dict[str, list[Provider]], dict[str, str]]:
     """A provider per usable deployment, and why each unusable model cannot be used."""
     groups: dict[str, list[Provider]] = {}
@@ -329,7 +330,7 @@ def build_providers(
     return groups, unavailable
 
 
-def _provider(entry: ModelEntry, settings: Settings, client: httpx.AsyncClient) -> Provider:
+def _provider(entry: ModelEntry, settings: Settings, client: Upstream) -> Provider:
     timeout = settings.general_settings.request_timeout
     limit = settings.general_settings.max_response_bytes
     if entry.uses_passthrough():
@@ -365,12 +366,16 @@ def native_ollama(settings: Settings) -> Settings:
     return settings.model_copy(update={"model_list": tuple(entries)}) if changed else settings
 
 
-def _http_client(settings: Settings) -> httpx.AsyncClient:
+def _http_client(settings: Settings) -> Upstream:
     general = settings.general_settings
-    return httpx.AsyncClient(
-        timeout=httpx.Timeout(general.request_timeout, connect=general.connect_timeout),
-        limits=httpx.Limits(max_connections=1000, max_keepalive_connections=200),
+    return upstream_client(
+        general.upstream_client, general.request_timeout, general.connect_timeout
     )
+
+
+def _upstream(client: httpx.AsyncClient | Upstream) -> Upstream:
+    """A client a caller gave (tests give an httpx client with a mock transport)."""
+    return HttpxUpstream(client) if isinstance(client, httpx.AsyncClient) else client
 
 
 def _own(owned: list[Any], resource: Any) -> Any:

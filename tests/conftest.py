@@ -98,6 +98,7 @@ async def store(tmp_path: Path) -> AsyncIterator[DiskHistoryStore]:
 async def app_client(store: DiskHistoryStore) -> AsyncIterator[AppClient]:
     """Builds an in-process client for an app with injected providers/layers."""
     clients: list[httpx.AsyncClient] = []
+    upstream = httpx.AsyncClient()  # httpx: respx answers for the upstream in these tests
 
     def make(
         providers: Mapping[str, Sequence[Provider]] | None = None,
@@ -111,6 +112,7 @@ async def app_client(store: DiskHistoryStore) -> AsyncIterator[AppClient]:
                 settings or settings_from(),
                 providers=providers,
                 registry=registry or LAYERS,
+                client=upstream,
                 store=store,
             )
         )
@@ -126,6 +128,7 @@ async def app_client(store: DiskHistoryStore) -> AsyncIterator[AppClient]:
     yield make
     for client in clients:
         await client.aclose()
+    await upstream.aclose()
 
 
 @contextlib.asynccontextmanager

@@ -30,7 +30,7 @@ FAULTS = (
     "stall",  # a stream: the head and three events (some text), then silence
     "trickle",  # a stream: three events, then the rest one byte at a time, `drip_seconds` apart
     "reset",  # reads the request, resets the connection (RST) without answering
-    "reset-mid-stream",  # a stream: the head and three events, then a reset
+    "reset-mid-stream",  # a chunked stream (as servers send one): three events, then a reset
     "cut-stream",  # a stream: the head and three events, then a clean close (no end event)
     "cut-event",  # a stream: the head, three events and half of a fourth, then a clean close
     "malformed",  # 200 application/json whose body is cut short
@@ -179,6 +179,12 @@ class FaultyUpstream:
             await self._head(writer, 200, "text/event-stream", None)
             await self._stop.wait()
             return
+        if fault == "reset-mid-stream":  # chunked, as real servers stream: the reset shows
+            await self._head(writer, 200, "text/event-stream", None, _CHUNKED)
+            data = b"".join(events[:3])
+            await self._write(conn, writer, b"%x\r\n%s\r\n" % (len(data), data))
+            _reset(writer)
+            return
         await self._head(writer, 200, "text/event-stream", None)
         if fault == "drip":
             await self._drip(conn, writer, b"".join(events))
@@ -192,9 +198,6 @@ class FaultyUpstream:
         elif fault == "stall":
             await self._write(conn, writer, b"".join(events[:3]))
             await self._stop.wait()
-        elif fault == "reset-mid-stream":
-            await self._write(conn, writer, b"".join(events[:3]))
-            _reset(writer)
         elif fault == "cut-stream":
             await self._write(conn, writer, b"".join(events[:3]))
         elif fault == "cut-event":
@@ -247,6 +250,9 @@ class FaultyUpstream:
         for index in range(len(data)):
             await self._write(conn, writer, data[index : index + 1])
             await asyncio.sleep(self.drip_seconds)
+
+
+_CHUNKED = {"transfer-encoding": "chunked"}
 
 
 def _reset(writer: asyncio.StreamWriter) -> None:

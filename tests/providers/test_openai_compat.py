@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from collections.abc import AsyncIterator
 
 import httpx
@@ -19,6 +20,7 @@ from kernel.errors import (
 from kernel.types import ChatRequest, RequestContext
 from providers.fake import completion, sse_events
 from providers.openai_compat import OpenAICompatProvider
+from providers.transport import HttpxUpstream
 from proxy.http import parse_chat_request
 from tests.conftest import settings_from
 
@@ -41,7 +43,7 @@ async def provider() -> AsyncIterator[OpenAICompatProvider]:
         "      {model: openai/smollm2, api_base: 'http://upstream.test/v1', api_key: sk-upstream}\n"
     )
     async with httpx.AsyncClient() as client:
-        yield OpenAICompatProvider(settings.model_list[0], client)
+        yield OpenAICompatProvider(settings.model_list[0], HttpxUpstream(client))
 
 
 def chat_request(stream: bool = False) -> ChatRequest:
@@ -207,3 +209,19 @@ async def test_stream_cut_before_done_raises_at_the_end(provider: OpenAICompatPr
     with pytest.raises(UpstreamError, match=r"before \[DONE\]"):
         await drain(response.stream)
     assert b"".join(seen) == events
+
+
+@respx.mock
+async def test_credentials_in_api_base_become_basic_auth() -> None:
+    """`http://user:pass@host/v1` sends Basic auth for them, and no credentials in the URL."""
+    settings = settings_from(
+        "model_list:\n  - model_name: local\n    litellm_params:\n"
+        "      {model: openai/m, api_base: 'http://al%40ice:p%3Ass@upstream.test/v1', api_key: k}\n"
+    )
+    route = respx.post(URL).respond(200, json=completion("hello"))
+    async with httpx.AsyncClient() as client:
+        provider = OpenAICompatProvider(settings.model_list[0], HttpxUpstream(client))
+        await provider.complete(chat_request(), CTX)
+    sent = route.calls.last.request
+    assert sent.url == URL
+    assert sent.headers["authorization"] == "Basic " + base64.b64encode(b"al@ice:p:ss").decode()

@@ -28,6 +28,7 @@ from providers.failures import classify_failure
 from providers.fake import ScriptedProvider, json_response, sse_events
 from providers.litellm import LitellmProvider
 from providers.openai_compat import OpenAICompatProvider
+from providers.transport import HttpxUpstream
 from proxy import tracing as otel
 from tests.conftest import BASIC_CONFIG, AppClient, settings_from
 from tests.proxy.test_metrics import (
@@ -314,7 +315,7 @@ async def test_upstream_calls_carry_their_span_as_traceparent(
         "      {model: openai/m, api_base: 'http://up.test/v1', api_key: sk-up, extra_headers: {x-team: a}}\n"
     )
     http = httpx.AsyncClient(transport=httpx.MockTransport(upstream))
-    passthrough = OpenAICompatProvider(settings.model_list[0], http)
+    passthrough = OpenAICompatProvider(settings.model_list[0], HttpxUpstream(http))
     with respx.mock:
         respx.post("http://up.test/v1/chat/completions").mock(side_effect=upstream)
         litellm_path = LitellmProvider(settings.model_list[0])
