@@ -34,6 +34,14 @@ def cpu_ms_per_request(results: dict[str, Any]) -> dict[tuple[Any, ...], float]:
     return _median_by(rows, ("target", "mode", "body", "conc"), "cpu_ms")
 
 
+REFERENCES = ("passthrough", "passthrough-aiohttp", "litellm")
+"""The targets a figure of ours is divided by, when the run has them."""
+
+
+def _ratio(value: float, base: float | None) -> str:
+    return f"{value / base if base else float('nan'):>22.3f}"
+
+
 def main(path: str = "var/bench/results.json", ours: str = "overspill") -> int:
     """Print the table; exit 1 when the file lacks our target."""
     results = json.loads(Path(path).read_text())
@@ -42,25 +50,18 @@ def main(path: str = "var/bench/results.json", ours: str = "overspill") -> int:
     if not any(key[0] == ours for key in cpu):
         print(f"{path}: no target named {ours!r}", file=sys.stderr)
         return 1
-    print(f"{'scenario':<18}{'cpu ms/req':>11}{'x passthrough':>15}{'x litellm':>11}")
+    references = [r for r in REFERENCES if any(key[0] == r for key in cpu)]
+    head = "".join(f"{'x ' + r:>22}" for r in references)
+    print(f"{'scenario':<18}{'cpu ms/req':>11}{head}")
     for (target, mode, body, conc), value in sorted(cpu.items()):
-        if target != ours:
-            continue
-        base = cpu.get(("passthrough", mode, body, conc))
-        lite = cpu.get(("litellm", mode, body, conc))
-        print(
-            f"{mode} {body} c{conc:<8}{value:>11.3f}{value / base if base else float('nan'):>15.2f}"
-            f"{value / lite if lite else float('nan'):>11.3f}"
-        )
-    print(f"\n{'scenario':<18}{'p50 ms':>11}{'x passthrough':>15}{'x litellm':>11}")
+        if target == ours:
+            ratios = [_ratio(value, cpu.get((r, mode, body, conc))) for r in references]
+            print(f"{mode} {body} c{conc:<8}{value:>11.3f}" + "".join(ratios))
+    print(f"\n{'scenario':<18}{'p50 ms':>11}{head}")
     for (target, mode, body), value in sorted(p50.items()):
-        if target != ours:
-            continue
-        base, lite = p50.get(("passthrough", mode, body)), p50.get(("litellm", mode, body))
-        print(
-            f"{mode} {body:<13}{value:>11.2f}{value / base if base else float('nan'):>15.2f}"
-            f"{value / lite if lite else float('nan'):>11.3f}"
-        )
+        if target == ours:
+            ratios = [_ratio(value, p50.get((r, mode, body))) for r in references]
+            print(f"{mode} {body:<13}{value:>11.2f}" + "".join(ratios))
     rss = {t["name"]: (t.get("idle_rss_mb"), t.get("final_rss_mb")) for t in results["targets"]}
     print("\nRSS MB (idle, after the run):", {name: rss[name] for name in sorted(rss)})
     return 0
