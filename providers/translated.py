@@ -59,6 +59,9 @@ class Wire:
     JSON into a litellm stream chunk."""
     end: str
     """The `type` of the event a complete stream ends with."""
+    text: Callable[[dict[str, Any]], str | None]
+    """An event's text when the parser would make nothing else of it (most events of a
+    stream): written without the parser's objects. None: the parser reads the event."""
 
 
 def _anthropic_events(json_mode: bool, litellm_params: dict[str, Any]) -> Any:
@@ -70,9 +73,25 @@ def _anthropic_events(json_mode: bool, litellm_params: dict[str, Any]) -> Any:
     )
 
 
+def _anthropic_text(event: dict[str, Any]) -> str | None:
+    """A `text_delta`'s text: litellm's parser returns it as the chunk's content and changes
+    none of its own state for it (`ModelResponseIterator._content_block_delta_helper`)."""
+    if event.get("type") != "content_block_delta":
+        return None
+    delta = event.get("delta")
+    if not isinstance(delta, dict) or delta.get("type") != "text_delta":
+        return None
+    text = delta.get("text")
+    return text if isinstance(text, str) else None
+
+
 WIRES: dict[str, Wire] = {
     "anthropic": Wire(
-        "/v1/messages", "https://api.anthropic.com", _anthropic_events, end="message_stop"
+        "/v1/messages",
+        "https://api.anthropic.com",
+        _anthropic_events,
+        end="message_stop",
+        text=_anthropic_text,
     ),
 }
 """Providers served here; every other one goes through litellm.acompletion."""
@@ -442,6 +461,8 @@ class _Relay:
         self.provider = provider
         self.parser = provider.wire.events(state.json_mode, state.litellm_params)
         self.end = provider.wire.end
+        self.text = provider.wire.text
+        self.json_mode = state.json_mode
         self.finished = False
         self.role_sent = False
         self.include_usage = include_usage
@@ -474,6 +495,11 @@ class _Relay:
             if kind == self.end:
                 self.finished = True
                 continue
+            text = self.text(parsed) if not self.json_mode else None
+            if text is not None:
+                if text:
+                    out.append(self.chunk({"content": text}, None))
+                continue
             chunk = self.parser.chunk_parser(chunk=parsed)
             rendered = self.render(chunk)
             if rendered is not None:
@@ -500,6 +526,10 @@ class _Relay:
         finish = choice.finish_reason or None
         if not delta and finish is None:
             return None
+        return self.chunk(delta, finish)
+
+    def chunk(self, delta: dict[str, Any], finish: str | None) -> bytes:
+        """An OpenAI chunk event (the first one carries the role)."""
         if not self.role_sent:
             delta = {"role": "assistant", **delta}
             self.role_sent = True

@@ -325,3 +325,26 @@ async def test_answer_litellm_cannot_read_is_a_bad_response(provider: Translated
     respx.post(URL).respond(200, json={"unexpected": True})
     with pytest.raises(UpstreamBadResponse, match="not the API's response"):
         await provider.complete(parse_chat_request(chat()), CTX)
+
+
+@respx.mock
+async def test_streamed_tool_call_keeps_litellms_translation(provider: TranslatedProvider) -> None:
+    """A tool_use block streams as OpenAI tool_calls deltas (the parser's work), ending tool_calls."""
+    start = {**ANSWER, "content": [], "stop_reason": None, "usage": {"input_tokens": 12, "output_tokens": 1}}  # fmt: skip
+    body = [
+        event("message_start", {"type": "message_start", "message": start}),
+        event("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {}}}),
+        event("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": '{"city": '}}),
+        event("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": '"Paris"}'}}),
+        event("content_block_stop", {"type": "content_block_stop", "index": 0}),
+        event("message_delta", {"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": None}, "usage": {"output_tokens": 9}}),
+        event("message_stop", {"type": "message_stop"}),
+    ]  # fmt: skip
+    respx.post(URL).respond(200, stream=Pieces(body), headers=SSE)
+    chunks = await chunks_of(await provider.complete(parse_chat_request(chat(stream=True)), CTX))
+    parsed = [c for c in chunks if isinstance(c, dict)]
+    calls = [call for c in parsed for call in c["choices"][0]["delta"].get("tool_calls") or []]  # type: ignore[index]
+    assert calls[0]["id"] == "toolu_1"
+    assert calls[0]["function"]["name"] == "get_weather"
+    assert "".join(c["function"].get("arguments") or "" for c in calls) == '{"city": "Paris"}'
+    assert parsed[-1]["choices"][0]["finish_reason"] == "tool_calls"  # type: ignore[index]
