@@ -143,7 +143,9 @@ def test_providers_without_a_wire_keep_litellm(client: httpx.AsyncClient) -> Non
     assert isinstance(build_provider(extra, client), LitellmProvider)
 
 
-@pytest.mark.parametrize("field", ["num_retries", "fallbacks", "cache", "timeout", "api_base"])
+@pytest.mark.parametrize(
+    "field", ["num_retries", "fallbacks", "cache", "timeout", "api_base", "drop_params"]
+)
 async def test_litellm_settings_cannot_come_from_a_request(
     provider: TranslatedProvider, field: str
 ) -> None:
