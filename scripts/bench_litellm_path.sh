@@ -73,4 +73,6 @@ out="$dir/run-$(date +%Y%m%d-%H%M%S)"
 "$BENCH/run_gateway_bench.sh" "${targets[@]}" --out "$out" "$@"
 cp "$out/summary.md" "$out/results.json" "$dir/"
 echo "summary: $dir/summary.md"
+ticks=$(awk '{print $14 + $15}' "/proc/$mock/stat")
+echo "the Anthropic mock used $(( ticks / $(getconf CLK_TCK) )) s of CPU over the whole run (on CPU ${GEN_CPUS:-0})"
 "$python" scripts/litellm_path_ratios.py "$dir/results.json"
