@@ -6,7 +6,8 @@
 # at a moderate rate, JSON and SSE x small and large bodies. Also measured in the same run: the
 # OpenAI-wire fast path against the harness's own mock, for reference
 # (LITELLM_PATH_OPENAI=0 leaves it out). OVERSPILL_BEFORE=<dir with an older checkout> adds
-# that build as the target `before`. Extra arguments go to the harness (e.g. --quick, --conc 16).
+# that build as the target `before`; OVERSPILL_SRC=<dir> measures another checkout than this
+# one as `overspill` (e.g. `git archive HEAD | tar -x -C dir`, so editing meanwhile is safe). Extra arguments go to the harness (e.g. --quick, --conc 16).
 # Ends by printing every overspill target's CPU per request and p50 as a ratio to LiteLLM's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -62,12 +63,13 @@ serve() {  # $1: target name, $2: source checkout, $3: config
     echo "$1=cmd:env -C $2 $python -m proxy serve --config $3 --host {host} --port {port}"
 }
 targets=(--target "litellm=cmd:{venv}/bin/litellm --config $dir/litellm-anthropic.yaml --host {host} --port {port}")
-targets+=(--target "$(serve overspill "$PWD" "$dir/overspill-anthropic.yaml")")
+src=${OVERSPILL_SRC:-$PWD}
+targets+=(--target "$(serve overspill "$src" "$dir/overspill-anthropic.yaml")")
 if [ -n "${OVERSPILL_BEFORE:-}" ]; then
     targets+=(--target "$(serve before "$OVERSPILL_BEFORE" "$dir/overspill-anthropic.yaml")")
 fi
 if [ "${LITELLM_PATH_OPENAI:-1}" != 0 ]; then
-    targets+=(--target "$(serve openai-wire "$PWD" "$dir/overspill-openai.yaml")")
+    targets+=(--target "$(serve openai-wire "$src" "$dir/overspill-openai.yaml")")
 fi
 out="$dir/run-$(date +%Y%m%d-%H%M%S)"
 "$BENCH/run_gateway_bench.sh" "${targets[@]}" --out "$out" "$@"
