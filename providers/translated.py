@@ -17,6 +17,7 @@ apply) keep `LitellmProvider`: `build_provider` chooses.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -96,6 +97,10 @@ WIRES: dict[str, Wire] = {
 }
 """Providers served here; every other one goes through litellm.acompletion."""
 
+_MEMO_KEY_BYTES = 2048
+_MEMO_ENTRIES = 256
+"""The parameter mappings one deployment remembers (small parameter sets only)."""
+
 APPLIED_SETTINGS = frozenset({"extra_headers", "max_retries", "num_retries"})
 """Deployment settings this path applies (no retries ever; extra headers sent as given)."""
 
@@ -170,6 +175,8 @@ class TranslatedProvider:
         """httpx's own per-phase timeouts when the model sets them, else the client's default."""
         self.max_bytes = max_response_bytes
         self.drop_params = drop_params or None
+        self.memo: dict[bytes, bytes] = {}
+        """Parameters (JSON) → litellm's mapping of them (JSON); see `mapped`."""
         extra_headers = params.extras().get("extra_headers")
         self.extra_headers = (
             {str(k): str(v) for k, v in extra_headers.items()}
@@ -195,14 +202,7 @@ class TranslatedProvider:
                     "deployment settings come from overspill's config.yaml only",
                     param=key,
                 )
-        optional = get_optional_params(
-            model=self.model,
-            custom_llm_provider=self.name,
-            messages=messages,
-            drop_params=self.drop_params,
-            stream=request.stream,
-            **body,
-        )
+        optional = self.mapped(body, request.stream)
         optional.pop("stream", None)
         json_mode = bool(optional.pop("json_mode", False))
         litellm_params: dict[str, Any] = {"api_base": self.api_base}
@@ -229,6 +229,28 @@ class TranslatedProvider:
             headers.update(tracing.tracer.headers())
         state = _Answer(messages, optional, litellm_params, data, json_mode)
         return self.url, headers, orjson.dumps(data), state
+
+    def mapped(self, params: dict[str, Any], stream: bool) -> dict[str, Any]:
+        """The request's parameters in the provider's terms (litellm's `get_optional_params`,
+        `drop_params` applied). They depend on the parameters and the model only, not on the
+        messages, and most requests of a deployment repeat the same few: each small set is
+        mapped once (a bounded memo of the results' JSON, read back as new objects)."""
+        key = orjson.dumps([params, stream], option=orjson.OPT_SORT_KEYS)
+        known = self.memo.get(key)
+        if known is not None:
+            mapped: dict[str, Any] = orjson.loads(known)
+            return mapped
+        mapped = get_optional_params(
+            model=self.model,
+            custom_llm_provider=self.name,
+            drop_params=self.drop_params,
+            stream=stream,
+            **params,
+        )
+        if len(key) <= _MEMO_KEY_BYTES and len(self.memo) < _MEMO_ENTRIES:
+            with contextlib.suppress(orjson.JSONEncodeError):  # not JSON: mapped each time
+                self.memo[key] = orjson.dumps(mapped)
+        return mapped
 
     def translate_answer(self, response: httpx.Response, content: bytes, state: _Answer) -> bytes:
         """An upstream JSON answer as a chat.completion's bytes."""

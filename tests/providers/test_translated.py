@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
+from typing import Any
 
 import httpx
 import orjson
@@ -350,3 +351,20 @@ async def test_streamed_tool_call_keeps_litellms_translation(provider: Translate
     assert calls[0]["function"]["name"] == "get_weather"
     assert "".join(c["function"].get("arguments") or "" for c in calls) == '{"city": "Paris"}'
     assert parsed[-1]["choices"][0]["finish_reason"] == "tool_calls"  # type: ignore[index]
+
+
+def test_parameter_mapping_is_remembered_as_new_objects(provider: TranslatedProvider) -> None:
+    """A repeated parameter set is mapped once; each request still gets objects of its own."""
+    params = {"max_tokens": 5, "temperature": 0.2, "stop": ["\n"], "x_vendor": {"a": 1}}
+
+    def fresh() -> dict[str, Any]:
+        return dict(orjson.loads(orjson.dumps(params)))  # as each request parses its body
+
+    first = provider.mapped(fresh(), False)
+    first["x_vendor"]["a"] = 2
+    first["stop_sequences"].append("changed")
+    again = provider.mapped(fresh(), False)
+    assert again == {"max_tokens": 5, "temperature": 0.2, "stop_sequences": ["\n"], "x_vendor": {"a": 1}}  # fmt: skip
+    assert len(provider.memo) == 1
+    assert provider.mapped(fresh(), True) is not again
+    assert len(provider.memo) == 2
