@@ -18,7 +18,8 @@ from kernel.types import ChatRequest, ChatResponse, Provider, RequestContext
 FREEZE_AFTER_IMPORT = False
 """Set by the serving process (proxy/server.py), which freezes its startup objects: a deferred
 module's objects (litellm: ~200k) are never garbage either, and rescanning them in every full
-collection cost ~14% of a 200-message Anthropic request's CPU at 16 concurrent requests."""
+collection cost ~14% of a 200-message Anthropic request's CPU at 16 concurrent requests.
+What requests in flight hold at that moment is frozen with it, once per process."""
 
 
 def _import(module: str) -> None:
