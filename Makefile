@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12
 
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: run test lint types unit reliability install model redis bench clean
+.PHONY: run test lint types unit reliability install model redis bench bench-litellm clean
 
 run: install model   ## start the local model and overspill on :4000 with config.yaml
 	scripts/run-local.sh
@@ -47,6 +47,9 @@ model:   ## build llama-server and fetch SmolLM2 (cached in ~/.cache/overspill)
 
 bench: install   ## gateway overhead: direct, litellm, passthrough, overspill (writes var/bench/)
 	scripts/bench.sh $(ARGS)
+
+bench-litellm: install   ## an anthropic/ model: overspill against the LiteLLM proxy (var/bench-litellm/)
+	scripts/bench_litellm_path.sh $(ARGS)
 
 clean:
 	rm -rf $(VENV) var .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -183,15 +183,18 @@ class Exchange:
             provider=self.name,
         )
 
-    def failure(self, status: int, content: bytes | object, response: Reply) -> OverspillError:
-        """An upstream's error answer, classified (overflow, rate limit, auth, ...)."""
+    def failure(
+        self, status: int | None, content: bytes | object, response: Reply | None
+    ) -> OverspillError:
+        """An upstream's error answer (or a stream's error event: no status, no head),
+        classified: overflow, rate limit, auth, ..."""
         body = parse_body(content) if isinstance(content, bytes) else content
         return classify_failure(
             status=status,
             message=error_message(body, f"HTTP {status}"),
             body=body,
             provider=self.name,
-            retry_after=response.header("retry-after"),
+            retry_after=response.header("retry-after") if response is not None else None,
         )
 
     def bad(self, response: Reply, content: bytes, why: str) -> OverspillError:
@@ -219,6 +222,6 @@ class Exchange:
 
 
 def error_at_top(content: bytes) -> bool:
-    """Whether a 200 JSON body is really an error (`{"error": ...}`)."""
-    head = content[:32].lstrip()
-    return head.startswith((b'{"error"', b'{ "error"'))
+    """Whether a body is an error object: `{"error": ...}`, or Anthropic's `{"type": "error"`."""
+    head = content[:40].lstrip()
+    return head.startswith((b'{"error"', b'{ "error"', b'{"type":"error"', b'{"type": "error"'))

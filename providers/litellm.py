@@ -61,7 +61,7 @@ LITELLM_SETTINGS = (
     )
     - OPENAI_CHAT_PARAMS
     - {"model", "messages", "stream", "kwargs"}
-)
+) | {"drop_params", "additional_drop_params"}  # litellm_settings / config only
 """Names litellm reads as its own settings: a request may not set them."""
 
 GUARDED_PROVIDERS: dict[str, tuple[bytes, ...]] = {

@@ -10,6 +10,7 @@ from typing import NoReturn
 from kernel.config import ConfigError, LoadedConfig, load_config
 from kernel.store import StoreError
 from middleware.pipeline import MiddlewareError
+from providers import deferred
 from proxy import logs, tracing
 from proxy.app import create_app
 from proxy.cli import CONFIG_ENV, EXIT_BAD_CONFIG
@@ -37,6 +38,7 @@ def app_from_env() -> LiveApp:
     except (StoreError, MiddlewareError) as exc:
         _refuse(path, [str(exc)])
     gc.freeze()  # startup objects (config, modules) are never garbage: stop rescanning them
+    deferred.FREEZE_AFTER_IMPORT = True  # nor are the modules a first request imports (litellm)
     _ready(loaded)
     return app
 

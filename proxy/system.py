@@ -339,18 +339,19 @@ def _provider(entry: ModelEntry, settings: Settings, client: Upstream) -> Provid
         )
 
     def build() -> Provider:
-        from providers.litellm import LitellmProvider  # imported by now, off the event loop
+        from providers.translated import build_provider  # imported by now, off the event loop
 
         logs.adopt_litellm_loggers()
-        return LitellmProvider(
+        return build_provider(
             entry,
+            client,
             drop_params=settings.drop_params,
             request_timeout=timeout,
             max_response_bytes=limit,
         )
 
     # litellm's import costs seconds and over 100 MB: paid on the model's first request only
-    return DeferredProvider(entry.litellm_params.provider, "providers.litellm", build)
+    return DeferredProvider(entry.litellm_params.provider, "providers.translated", build)
 
 
 def native_ollama(settings: Settings) -> Settings:

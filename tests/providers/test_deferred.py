@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import gc
+
+import pytest
 
 from kernel.types import ChatRequest, ChatResponse, Provider, RequestContext
+from providers import deferred
 from providers.deferred import DeferredProvider
 from providers.fake import ScriptedProvider, json_response
 
@@ -63,3 +67,21 @@ async def test_closing_an_unused_provider_builds_nothing() -> None:
     assert answer.body == json_response("x").body
     await used.aclose()
     assert made[0].closed
+
+
+async def test_the_serving_process_freezes_what_the_first_request_imports(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With FREEZE_AFTER_IMPORT (set by `overspill serve`), the import is followed by
+    gc.freeze(); without it (tests, library use), nothing is frozen."""
+    frozen: list[bool] = []
+    monkeypatch.setattr(gc, "freeze", lambda: frozen.append(True))
+
+    def build() -> Provider:
+        return ScriptedProvider([json_response("a"), json_response("b")])
+
+    await DeferredProvider("p", "json", build).complete(_request(), CTX)
+    assert frozen == []
+    monkeypatch.setattr(deferred, "FREEZE_AFTER_IMPORT", True)
+    await DeferredProvider("p", "json", build).complete(_request(), CTX)
+    assert frozen == [True]

@@ -68,7 +68,8 @@ async def test_answer_comes_back_in_openai_shape(provider: LitellmProvider) -> N
 
 
 @pytest.mark.parametrize(
-    "field", ["num_retries", "fallbacks", "context_window_fallback_dict", "cache", "timeout"]
+    "field",
+    ["num_retries", "fallbacks", "context_window_fallback_dict", "cache", "timeout", "drop_params"],
 )
 def test_litellm_settings_cannot_come_from_a_request(provider: LitellmProvider, field: str) -> None:
     """A body field litellm would read as its own setting is refused, naming it."""

@@ -28,6 +28,7 @@ from providers.failures import classify_failure
 from providers.fake import ScriptedProvider, json_response, sse_events
 from providers.litellm import LitellmProvider
 from providers.openai_compat import OpenAICompatProvider
+from providers.translated import TranslatedProvider
 from providers.transport import HttpxUpstream
 from proxy import tracing as otel
 from tests.conftest import BASIC_CONFIG, AppClient, settings_from
@@ -338,3 +339,39 @@ async def test_upstream_calls_carry_their_span_as_traceparent(
     for call, headers in zip(calls, seen, strict=True):
         assert headers["traceparent"] == f"00-{TRACE_ID}-{call.context.span_id:016x}-01"
         assert headers["x-team"] == "a"
+
+
+async def test_translated_calls_carry_their_span_as_traceparent(
+    app_client: AppClient, spans: InMemorySpanExporter
+) -> None:
+    """The translated path (an anthropic/ model) sends the upstream-call span's `traceparent`
+    beside the deployment's extra_headers."""
+    seen: list[httpx.Headers] = []
+    answer = {
+        "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-x",
+        "content": [{"type": "text", "text": "hi"}], "stop_reason": "end_turn",
+        "usage": {"input_tokens": 3, "output_tokens": 1},
+    }  # fmt: skip
+
+    def upstream(request: httpx.Request) -> httpx.Response:
+        seen.append(request.headers)
+        return httpx.Response(200, json=answer)
+
+    settings = settings_from(
+        "model_list:\n  - model_name: claude\n    litellm_params:\n"
+        "      {model: anthropic/claude-x, api_base: 'http://up.test', api_key: sk-up, extra_headers: {x-team: a}}\n"
+    )
+    http = httpx.AsyncClient(transport=httpx.MockTransport(upstream))
+    translated = TranslatedProvider(settings.model_list[0], HttpxUpstream(http))
+    client = app_client({"local": [translated]})
+    answered = await client.post(
+        "/v1/chat/completions",
+        json=CHAT,
+        headers={"traceparent": f"00-{TRACE_ID}-{PARENT_ID}-01"},
+    )
+    await http.aclose()
+    assert answered.status_code == 200, answered.text
+    (call,) = named(spans, "chat local")
+    (headers,) = seen
+    assert headers["traceparent"] == f"00-{TRACE_ID}-{call.context.span_id:016x}-01"
+    assert headers["x-team"] == "a"

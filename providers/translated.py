@@ -1,0 +1,484 @@
+"""litellm for translation only: overspill's own transport, pooling and stream relay.
+
+`litellm.acompletion` costs milliseconds of CPU per request beyond the provider's wire format:
+its logging object, a cost calculation per answer, model-map lookups, and a stream wrapper
+that builds several pydantic objects per event. For a provider whose translation litellm
+keeps in a config object (`ProviderConfigManager.get_provider_chat_config`), this provider
+uses only that: the OpenAI parameters mapped (`get_optional_params`, which also applies
+`drop_params`), the headers (`validate_environment`), the body (`transform_request`), the
+answer (`transform_response`), and each stream event (the provider's chunk parser). The HTTP
+call is the app's shared client (one pool with the byte passthrough), the stream is relayed
+event by event with the same guard as the passthrough (whole events, a cut stream is an error
+event, not a silent end), and failures go through `providers.failures` once.
+
+Providers with no entry in `WIRES` (or a deployment with litellm settings this path does not
+apply) keep `LitellmProvider`: `build_provider` chooses.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import orjson
+from litellm.llms.anthropic.chat.handler import ModelResponseIterator as AnthropicEvents
+from litellm.llms.anthropic.chat.transformation import ANTHROPIC_TOOL_NAME_REVERSE_MAP_KEY
+from litellm.types.utils import LlmProviders, ModelResponse
+from litellm.utils import ProviderConfigManager, get_optional_params
+
+from kernel import tracing
+from kernel.config import DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT, ModelEntry
+from kernel.errors import (
+    ForbiddenParameter,
+    OverspillError,
+    UpstreamBadResponse,
+    too_deep,
+)
+from kernel.types import ChatRequest, ChatResponse, Provider, RequestContext
+from providers.exchange import Exchange
+from providers.failures import classify_failure
+from providers.litellm import LITELLM_SETTINGS, LitellmProvider, _message
+from providers.transport import Reply, Upstream
+
+
+@dataclass(frozen=True)
+class Wire:
+    """What litellm's config for a provider leaves to its own handler: the URL, the events."""
+
+    path: str
+    """Appended to api_base unless it already ends with it."""
+    default_base: str
+    events: Callable[[bool, dict[str, Any]], Any]
+    """(json_mode, litellm_params) → an object whose `chunk_parser(dict)` turns one event's
+    JSON into a litellm stream chunk."""
+    end: str
+    """The `type` of the event a complete stream ends with."""
+    text: Callable[[dict[str, Any]], str | None]
+    """An event's text when the parser would make nothing else of it (most events of a
+    stream): written without the parser's objects. None: the parser reads the event."""
+
+
+def _anthropic_events(json_mode: bool, litellm_params: dict[str, Any]) -> Any:
+    return AnthropicEvents(
+        streaming_response=None,
+        sync_stream=False,
+        json_mode=json_mode,
+        tool_name_reverse_map=litellm_params.get(ANTHROPIC_TOOL_NAME_REVERSE_MAP_KEY),
+    )
+
+
+def _anthropic_text(event: dict[str, Any]) -> str | None:
+    """A `text_delta`'s text: litellm's parser returns it as the chunk's content and changes
+    none of its own state for it (`ModelResponseIterator._content_block_delta_helper`)."""
+    if event.get("type") != "content_block_delta":
+        return None
+    delta = event.get("delta")
+    if not isinstance(delta, dict) or delta.get("type") != "text_delta":
+        return None
+    text = delta.get("text")
+    return text if isinstance(text, str) else None
+
+
+WIRES: dict[str, Wire] = {
+    "anthropic": Wire(
+        "/v1/messages",
+        "https://api.anthropic.com",
+        _anthropic_events,
+        end="message_stop",
+        text=_anthropic_text,
+    ),
+}
+"""Providers served here; every other one goes through litellm.acompletion."""
+
+_MEMO_KEY_BYTES = 2048
+_MEMO_ENTRIES = 256
+"""The parameter mappings one deployment remembers (small parameter sets only)."""
+
+APPLIED_SETTINGS = frozenset({"extra_headers", "max_retries", "num_retries"})
+"""Deployment settings this path applies (no retries ever; extra headers sent as given)."""
+
+
+def build_provider(
+    entry: ModelEntry,
+    client: Upstream,
+    *,
+    drop_params: bool = False,
+    request_timeout: float = DEFAULT_TIMEOUT,
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+) -> Provider:
+    """The translated provider when litellm's config covers the deployment, else litellm's."""
+    params = entry.litellm_params
+    if params.provider in WIRES and set(params.extras()) <= APPLIED_SETTINGS:
+        return TranslatedProvider(
+            entry,
+            client,
+            drop_params=drop_params,
+            request_timeout=request_timeout,
+            max_response_bytes=max_response_bytes,
+        )
+    return LitellmProvider(
+        entry,
+        drop_params=drop_params,
+        request_timeout=request_timeout,
+        max_response_bytes=max_response_bytes,
+    )
+
+
+class _NoLogging:
+    """What litellm's transformations call on its logging object: nothing is logged here."""
+
+    model_call_details: dict[str, Any] = {}  # noqa: RUF012  # litellm reads it, never writes
+
+    def post_call(self, *args: Any, **kwargs: Any) -> None:
+        """litellm's hook after a call: overspill logs its own requests."""
+
+
+_NO_LOGGING = _NoLogging()
+
+
+class TranslatedProvider:
+    """One deployment: litellm translates, overspill sends, reads and relays."""
+
+    def __init__(
+        self,
+        entry: ModelEntry,
+        client: Upstream,
+        *,
+        drop_params: bool = False,
+        request_timeout: float = DEFAULT_TIMEOUT,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+    ) -> None:
+        params = entry.litellm_params
+        self.name = params.provider
+        self.wire = WIRES[self.name]
+        self.model = params.upstream_model
+        config = ProviderConfigManager.get_provider_chat_config(
+            model=self.model, provider=LlmProviders(self.name)
+        )
+        assert config is not None, f"litellm has no chat config for {self.name}"
+        self.config = config
+        base = (params.api_base or self.wire.default_base).rstrip("/")
+        url = base if base.endswith(self.wire.path) else base + self.wire.path
+        timeout = params.timeout or request_timeout
+        self.exchange = Exchange(
+            self.name,
+            url,
+            client,
+            timeout=timeout,
+            stream_timeout=params.stream_timeout or timeout,
+            phases=(params.timeout, params.stream_timeout or params.timeout),
+            max_bytes=max_response_bytes,
+        )
+        self.api_base = params.api_base
+        self.api_key = params.api_key.get_secret_value() if params.api_key is not None else None
+        self.drop_params = drop_params or None
+        self.memo: dict[bytes, bytes] = {}
+        """Parameters (JSON) → litellm's mapping of them (JSON); see `mapped`."""
+        extra_headers = params.extras().get("extra_headers")
+        self.extra_headers = (
+            {str(k): str(v) for k, v in extra_headers.items()}
+            if isinstance(extra_headers, dict)
+            else {}
+        )
+
+    async def aclose(self) -> None:
+        """The shared client is closed by its owner (the app)."""
+
+    # -- translation (litellm) --------------------------------------------------------------
+
+    def translate_request(self, request: ChatRequest) -> tuple[str, dict[str, str], bytes, Any]:
+        """(url, headers, body, state for the answer's translation) for one request."""
+        body = _fresh_body(request)
+        messages = body.pop("messages")
+        body.pop("model", None)
+        body.pop("stream", None)
+        for key in body:
+            if key in LITELLM_SETTINGS:
+                raise ForbiddenParameter(
+                    f"{key!r} is a litellm setting and cannot be set by a request; "
+                    "deployment settings come from overspill's config.yaml only",
+                    param=key,
+                )
+        optional = self.mapped(body, request.stream)
+        optional.pop("stream", None)
+        json_mode = bool(optional.pop("json_mode", False))
+        litellm_params: dict[str, Any] = {"api_base": self.api_base}
+        headers = self.config.validate_environment(
+            headers=dict(self.extra_headers),
+            model=self.model,
+            messages=messages,
+            optional_params=optional,
+            litellm_params=litellm_params,
+            api_key=self.api_key,
+            api_base=self.api_base,
+        )
+        data = self.config.transform_request(
+            model=self.model,
+            messages=messages,
+            optional_params=optional,
+            litellm_params=litellm_params,
+            headers=headers,
+        )
+        if request.stream:
+            data["stream"] = True
+        headers["accept-encoding"] = "identity"
+        if tracing.tracer is not None:  # the upstream-call span's traceparent goes along
+            headers.update(tracing.tracer.headers())
+        state = _Answer(messages, optional, litellm_params, data, json_mode)
+        return self.exchange.url, headers, orjson.dumps(data), state
+
+    def mapped(self, params: dict[str, Any], stream: bool) -> dict[str, Any]:
+        """The request's parameters in the provider's terms (litellm's `get_optional_params`,
+        `drop_params` applied). They depend on the parameters and the model only, not on the
+        messages, and most requests of a deployment repeat the same few: each small set is
+        mapped once (a bounded memo of the results' JSON, read back as new objects)."""
+        key = orjson.dumps([params, stream], option=orjson.OPT_SORT_KEYS)
+        known = self.memo.get(key)
+        if known is not None:
+            mapped: dict[str, Any] = orjson.loads(known)
+            return mapped
+        mapped = get_optional_params(
+            model=self.model,
+            custom_llm_provider=self.name,
+            drop_params=self.drop_params,
+            stream=stream,
+            **params,
+        )
+        if len(key) <= _MEMO_KEY_BYTES and len(self.memo) < _MEMO_ENTRIES:
+            with contextlib.suppress(orjson.JSONEncodeError):  # not JSON: mapped each time
+                self.memo[key] = orjson.dumps(mapped)
+        return mapped
+
+    def translate_answer(self, response: Reply, content: bytes, state: _Answer) -> bytes:
+        """An upstream JSON answer as a chat.completion's bytes."""
+        headers = response.headers_starting(b"")
+        raw = httpx.Response(response.status, headers=headers, content=content)  # litellm's type
+        try:
+            result = self.config.transform_response(
+                model=self.model,
+                raw_response=raw,
+                model_response=ModelResponse(),
+                logging_obj=_NO_LOGGING,  # type: ignore[arg-type]  # what it calls, and no more
+                request_data=state.data,
+                messages=state.messages,
+                optional_params=state.optional,
+                litellm_params=state.litellm_params,
+                encoding=None,
+                api_key=self.api_key,
+                json_mode=state.json_mode,
+            )
+        except Exception as exc:  # litellm's parse of a body that is not the API's answer
+            why = f"litellm could not read it: {type(exc).__name__}"
+            raise self.exchange.bad(response, content, why) from exc
+        return orjson.dumps(_plain(result))
+
+    # -- the call (overspill) ---------------------------------------------------------------
+
+    async def complete(self, request: ChatRequest, ctx: RequestContext) -> ChatResponse:
+        """Translate, send, and read (JSON) or prime (stream) the answer within the deadline."""
+        try:
+            _, headers, body, state = self.translate_request(request)
+        except Exception as exc:
+            raise self._untranslatable(exc) from exc
+
+        async def answer(response: Reply) -> ChatResponse:
+            if request.stream:
+                return await self._stream(response, state, request)
+            content = await self.exchange.json_answer(response, "expected a JSON answer")
+            return ChatResponse(body=self.translate_answer(response, content, state))
+
+        response: ChatResponse = await self.exchange.call(body, headers, request.stream, answer)
+        return response
+
+    async def _stream(self, response: Reply, state: _Answer, request: ChatRequest) -> ChatResponse:
+        """Primed: an error before the first whole event, or as that event, is the call's."""
+        first, chunks, cutter = await self.exchange.first_events(response)
+        relay = _Relay(self, state, _include_usage(request), response.status)
+        head = relay.feed(first)  # an error event raises here
+        return ChatResponse(stream=self.exchange.relay(head, chunks, response, cutter, relay))
+
+    # -- errors -----------------------------------------------------------------------------
+
+    def _untranslatable(self, exc: Exception) -> OverspillError:
+        """A request litellm refused to write in the provider's API (as litellm said why)."""
+        if isinstance(exc, OverspillError):
+            return exc
+        status = getattr(exc, "status_code", None)
+        said = _message(exc, None)
+        if not isinstance(status, int) or not 400 <= status < 500:
+            status = 400  # litellm's own ValueError/KeyError on the request's content
+            said = f"the request cannot be written in {self.name}'s API: {said}"
+        return classify_failure(status=status, message=said, provider=self.name)
+
+
+@dataclass
+class _Answer:
+    """What translating the answer needs from translating the request."""
+
+    messages: list[Any]
+    optional: dict[str, Any]
+    litellm_params: dict[str, Any]
+    data: dict[str, Any]
+    json_mode: bool
+
+
+class _Relay:
+    """One stream's events, translated by litellm's parser, written as OpenAI chunk events."""
+
+    def __init__(
+        self, provider: TranslatedProvider, state: _Answer, include_usage: bool, status: int
+    ) -> None:
+        self.provider = provider
+        self.status = status
+        self.parser = provider.wire.events(state.json_mode, state.litellm_params)
+        self.last_kind = provider.wire.end
+        self.text = provider.wire.text
+        self.json_mode = state.json_mode
+        self.finished = False
+        self.role_sent = False
+        self.include_usage = include_usage
+        self.last_usage: Any = None
+        self.id = "chatcmpl-" + self.parser.response_id.removeprefix("chatcmpl-")
+        self.created = int(time.time())
+        self.model = provider.model
+
+    def feed(self, data: bytes) -> bytes:
+        """The OpenAI events for whole upstream events (b"" when none carries anything)."""
+        out: list[bytes] = []
+        for event in data.replace(b"\r\n", b"\n").split(b"\n\n"):
+            payload = _data(event)
+            if payload is None:
+                continue
+            try:
+                parsed = orjson.loads(payload)
+            except orjson.JSONDecodeError as exc:
+                raise UpstreamBadResponse(
+                    f"upstream {self.provider.name} sent a stream event that is not JSON "
+                    f"({len(payload)} bytes starting {payload[:40]!r})",
+                    provider=self.provider.name,
+                    upstream_status=self.status,
+                ) from exc
+            kind = parsed.get("type") if isinstance(parsed, dict) else None
+            if kind == "ping":
+                continue
+            if kind == "error" or (isinstance(parsed, dict) and "error" in parsed and not kind):
+                raise self.provider.exchange.failure(None, parsed, None)
+            if kind == self.last_kind:
+                self.finished = True
+                continue
+            text = self.text(parsed) if not self.json_mode else None
+            if text is not None:
+                if text:
+                    out.append(self.chunk({"content": text}, None))
+                continue
+            chunk = self.parser.chunk_parser(chunk=parsed)
+            rendered = self.render(chunk)
+            if rendered is not None:
+                out.append(rendered)
+        return b"".join(out)
+
+    def render(self, chunk: Any) -> bytes | None:
+        """One litellm stream chunk as an OpenAI `chat.completion.chunk` event, or None."""
+        if chunk.usage is not None:
+            self.last_usage = chunk.usage
+        choice = chunk.choices[0] if chunk.choices else None
+        if choice is None:
+            return None
+        delta: dict[str, Any] = {}
+        source = choice.delta
+        for key in ("content", "reasoning_content"):
+            value = getattr(source, key, None)
+            if value:
+                delta[key] = value
+        for key in ("tool_calls", "thinking_blocks", "provider_specific_fields"):
+            value = getattr(source, key, None)
+            if value:
+                delta[key] = _plain(value)
+        finish = choice.finish_reason or None
+        if not delta and finish is None:
+            return None
+        return self.chunk(delta, finish)
+
+    def chunk(self, delta: dict[str, Any], finish: str | None) -> bytes:
+        """An OpenAI chunk event (the first one carries the role)."""
+        if not self.role_sent:
+            delta = {"role": "assistant", **delta}
+            self.role_sent = True
+        return _sse(
+            {
+                "id": self.id,
+                "object": "chat.completion.chunk",
+                "created": self.created,
+                "model": self.model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            }
+        )
+
+    def end(self, rest: bytes) -> bytes:
+        """After the end event: the usage event when asked for, and `[DONE]`."""
+        if rest.strip():
+            raise self.provider.exchange.cut_event(rest)
+        if not self.finished:
+            raise UpstreamBadResponse(
+                f"upstream {self.provider.name} ended the stream before its end event "
+                f"({self.last_kind})",
+                provider=self.provider.name,
+            )
+        return self.usage() + b"data: [DONE]\n\n"
+
+    def usage(self) -> bytes:
+        """The usage event OpenAI sends last when the request asked for it (else nothing)."""
+        if not self.include_usage or self.last_usage is None:
+            return b""
+        return _sse(
+            {
+                "id": self.id,
+                "object": "chat.completion.chunk",
+                "created": self.created,
+                "model": self.model,
+                "choices": [],
+                "usage": _plain(self.last_usage),
+            }
+        )
+
+
+def _plain(value: Any) -> Any:
+    """litellm's pydantic objects (or lists of them) as plain JSON values."""
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
+    dump = getattr(value, "model_dump", None)
+    return dump(exclude_none=True) if dump is not None else value
+
+
+def _sse(payload: dict[str, Any]) -> bytes:
+    return b"data: " + orjson.dumps(payload) + b"\n\n"
+
+
+def _data(event: bytes) -> bytes | None:
+    """The `data:` payload of one SSE event (its data lines joined), or None."""
+    lines = [line for line in event.split(b"\n") if line.startswith(b"data:")]
+    if not lines:
+        return None
+    return b"\n".join(line[5:].strip() for line in lines)
+
+
+def _fresh_body(request: ChatRequest) -> dict[str, Any]:
+    """The request's body as new objects litellm may change in place (it does: Anthropic's
+    system messages are moved out of the list): one parse of the client's bytes when they
+    still apply, else one write and parse."""
+    try:
+        raw = request.raw if request.raw is not None else orjson.dumps(request.upstream_body(""))
+    except orjson.JSONEncodeError as exc:  # parsed (up to 1024 levels), cannot be written
+        raise too_deep("the request body") from exc
+    body = orjson.loads(raw)
+    assert isinstance(body, dict)
+    return body
+
+
+def _include_usage(request: ChatRequest) -> bool:
+    options = request.body.get("stream_options")
+    return isinstance(options, dict) and options.get("include_usage") is True

@@ -1,0 +1,371 @@
+"""The translated path (Anthropic): litellm's translation over overspill's own HTTP call."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+import pytest_asyncio
+import respx
+
+from kernel.errors import (
+    ContextWindowExceeded,
+    ForbiddenParameter,
+    UpstreamBadResponse,
+    UpstreamError,
+    UpstreamRateLimited,
+    UpstreamRejected,
+    UpstreamTooLarge,
+)
+from kernel.types import ChatResponse, RequestContext
+from providers.litellm import LitellmProvider
+from providers.translated import TranslatedProvider, build_provider
+from providers.transport import HttpxUpstream, Upstream
+from proxy.http import parse_chat_request
+from tests.conftest import settings_from
+
+URL = "https://api.anthropic.com/v1/messages"
+ANSWER = {
+    "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+    "content": [{"type": "text", "text": "Paris"}], "stop_reason": "end_turn",
+    "stop_sequence": None, "usage": {"input_tokens": 12, "output_tokens": 3},
+}  # fmt: skip
+CTX = RequestContext("rid", "tenant")
+SSE = {"content-type": "text/event-stream"}
+
+
+def _config(model: str = "anthropic/claude-sonnet-4-5", extra: str = "") -> str:
+    return (
+        "model_list:\n  - model_name: claude\n    litellm_params:\n"
+        f"      {{model: {model}, api_key: sk-ant-config{extra}}}\n"
+    )
+
+
+@pytest_asyncio.fixture
+async def client() -> AsyncIterator[Upstream]:
+    """The shared upstream client the app would pass (httpx: respx answers for the upstream)."""
+    async with httpx.AsyncClient() as made:
+        yield HttpxUpstream(made)
+
+
+@pytest.fixture
+def provider(client: Upstream) -> TranslatedProvider:
+    built = build_provider(settings_from(_config()).model_list[0], client, max_response_bytes=4096)
+    assert isinstance(built, TranslatedProvider)
+    return built
+
+
+def chat(**fields: object) -> bytes:
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}]
+    return orjson.dumps({"model": "claude", "messages": messages, **fields})
+
+
+def event(name: str, payload: Mapping[str, object]) -> bytes:
+    return b"event: " + name.encode() + b"\ndata: " + orjson.dumps(payload) + b"\n\n"
+
+
+def events(*pieces: str, end: bool = True) -> list[bytes]:
+    """Anthropic's event sequence for a text answer (`end=False`: cut before message_stop)."""
+    start = {**ANSWER, "content": [], "stop_reason": None, "usage": {"input_tokens": 12, "output_tokens": 1}}  # fmt: skip
+    out = [
+        event("message_start", {"type": "message_start", "message": start}),
+        event("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+        event("ping", {"type": "ping"}),
+    ]  # fmt: skip
+    for piece in pieces:
+        delta = {"type": "text_delta", "text": piece}
+        out.append(event("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}))  # fmt: skip
+    out.append(event("content_block_stop", {"type": "content_block_stop", "index": 0}))
+    if end:
+        out.append(event("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None}, "usage": {"output_tokens": 2}}))  # fmt: skip
+        out.append(event("message_stop", {"type": "message_stop"}))
+    return out
+
+
+class Pieces(httpx.AsyncByteStream):
+    """A body arriving as separate reads, one per item."""
+
+    def __init__(self, items: list[bytes]) -> None:
+        self.items = items
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for item in self.items:
+            yield item
+
+
+async def chunks_of(response: ChatResponse) -> list[dict[str, object] | str]:
+    """The stream's events, parsed (`[DONE]` as the string)."""
+    assert response.stream is not None
+    out = b"".join([chunk async for chunk in response.stream])
+    payloads = [part[6:] for part in out.split(b"\n\n") if part.startswith(b"data: ")]
+    return [p.decode() if p == b"[DONE]" else orjson.loads(p) for p in payloads]
+
+
+@respx.mock
+async def test_answer_comes_back_in_openai_shape(provider: TranslatedProvider) -> None:
+    """An Anthropic answer is a chat.completion with usage; the request went out translated."""
+    route = respx.post(URL).respond(200, json=ANSWER)
+    request = parse_chat_request(chat(max_tokens=5, x_vendor=1))
+    response = await provider.complete(request, CTX)
+    payload = orjson.loads(response.body or b"")
+    assert payload["object"] == "chat.completion"
+    assert payload["choices"][0]["message"]["content"] == "Paris"
+    assert payload["choices"][0]["finish_reason"] == "stop"
+    assert payload["usage"]["prompt_tokens"] == 12
+    sent = route.calls.last.request
+    assert sent.headers["x-api-key"] == "sk-ant-config"
+    assert "anthropic-version" in sent.headers
+    body = orjson.loads(sent.content)
+    assert body["model"] == "claude-sonnet-4-5"
+    assert body["x_vendor"] == 1
+    assert body["max_tokens"] == 5
+    assert body["system"][0]["text"] == "Be brief."
+    assert [m["role"] for m in body["messages"]] == ["user"]
+    assert request.messages[0] == {"role": "system", "content": "Be brief."}, "left as it was"
+
+
+@respx.mock
+async def test_api_base_gets_the_messages_path_once(client: Upstream) -> None:
+    """api_base is the server's root or already the endpoint; both reach /v1/messages."""
+    for base in ("http://mock.test", "http://mock.test/v1/messages"):
+        entry = settings_from(_config(extra=f", api_base: '{base}'")).model_list[0]
+        built = build_provider(entry, client)
+        assert isinstance(built, TranslatedProvider)
+        assert built.exchange.url == "http://mock.test/v1/messages"
+
+
+def test_providers_without_a_wire_keep_litellm(client: Upstream) -> None:
+    """A provider not served here, or a deployment with other litellm settings, uses litellm."""
+    gemini = settings_from(_config("gemini/gemini-2.5-flash")).model_list[0]
+    assert isinstance(build_provider(gemini, client), LitellmProvider)
+    extra = settings_from(_config(extra=", aws_region_name: eu-west-1")).model_list[0]
+    assert isinstance(build_provider(extra, client), LitellmProvider)
+
+
+@pytest.mark.parametrize(
+    "field", ["num_retries", "fallbacks", "cache", "timeout", "api_base", "drop_params"]
+)
+async def test_litellm_settings_cannot_come_from_a_request(
+    provider: TranslatedProvider, field: str
+) -> None:
+    """A body field litellm would read as its own setting is refused, naming it."""
+    with pytest.raises(ForbiddenParameter) as caught:
+        await provider.complete(parse_chat_request(chat(**{field: 1})), CTX)
+    assert caught.value.param == field
+
+
+async def test_unsupported_parameter_is_the_clients_error(provider: TranslatedProvider) -> None:
+    """An OpenAI parameter Anthropic lacks is a 400 naming it, unless drop_params is on."""
+    with pytest.raises(UpstreamRejected) as caught:
+        await provider.complete(parse_chat_request(chat(logit_bias={"1": 2})), CTX)
+    assert "logit_bias" in caught.value.message
+
+
+@respx.mock
+async def test_drop_params_drops_what_anthropic_lacks(client: Upstream) -> None:
+    """With drop_params, the unsupported parameter is left out of the upstream request."""
+    entry = settings_from(_config()).model_list[0]
+    dropping = build_provider(entry, client, drop_params=True)
+    route = respx.post(URL).respond(200, json=ANSWER)
+    await dropping.complete(parse_chat_request(chat(logit_bias={"1": 2})), CTX)
+    assert "logit_bias" not in orjson.loads(route.calls.last.request.content)
+
+
+@respx.mock
+async def test_anthropic_overflow_is_classified(provider: TranslatedProvider) -> None:
+    """Anthropic's "prompt is too long" is ContextWindowExceeded with both sizes."""
+    error = {
+        "type": "error",
+        "error": {
+            "type": "invalid_request_error",
+            "message": "prompt is too long: 208310 tokens > 200000 maximum",
+        },
+    }
+    respx.post(URL).respond(400, json=error)
+    with pytest.raises(ContextWindowExceeded) as caught:
+        await provider.complete(parse_chat_request(chat()), CTX)
+    assert caught.value.message == "prompt is too long: 208310 tokens > 200000 maximum"
+    assert (caught.value.requested, caught.value.limit, caught.value.provider) == (
+        208310,
+        200000,
+        "anthropic",
+    )
+
+
+@respx.mock
+async def test_token_rate_limit_is_not_an_overflow(provider: TranslatedProvider) -> None:
+    """A per-minute token limit is a 429 with Retry-After, never an overflow."""
+    error = {
+        "type": "error",
+        "error": {
+            "type": "rate_limit_error",
+            "message": "Number of request tokens has exceeded your per-minute rate limit",
+        },
+    }
+    respx.post(URL).respond(429, json=error, headers={"retry-after": "12"})
+    with pytest.raises(UpstreamRateLimited) as caught:
+        await provider.complete(parse_chat_request(chat(stream=True)), CTX)
+    assert caught.value.headers() == {"retry-after": "12"}
+
+
+@respx.mock
+async def test_output_cap_is_a_rejection_not_an_overflow(provider: TranslatedProvider) -> None:
+    """max_tokens over the model's output cap is the upstream's 400, not an overflow."""
+    error = {
+        "type": "error",
+        "error": {
+            "type": "invalid_request_error",
+            "message": "max_tokens: 100000 > 64000, which is the maximum allowed number of output tokens for claude-sonnet-4-5",
+        },
+    }
+    respx.post(URL).respond(400, json=error)
+    with pytest.raises(UpstreamRejected) as caught:
+        await provider.complete(parse_chat_request(chat(max_tokens=100000)), CTX)
+    assert "maximum allowed number of output tokens" in caught.value.message
+
+
+@respx.mock
+async def test_answer_over_the_limit_is_refused(provider: TranslatedProvider) -> None:
+    """A JSON answer over max_response_bytes is UpstreamTooLarge, not read whole."""
+    respx.post(URL).respond(200, json={**ANSWER, "padding": "x" * 5000})
+    with pytest.raises(UpstreamTooLarge):
+        await provider.complete(parse_chat_request(chat()), CTX)
+
+
+@respx.mock
+async def test_stream_is_sse_in_openai_chunks(provider: TranslatedProvider) -> None:
+    """A streamed answer becomes OpenAI chunk events: the role first, the text, stop, [DONE]."""
+    route = respx.post(URL).respond(200, stream=httpx.ByteStream(b"".join(events("Par", "is"))), headers=SSE)  # fmt: skip
+    response = await provider.complete(parse_chat_request(chat(stream=True)), CTX)
+    chunks = await chunks_of(response)
+    assert chunks[-1] == "[DONE]"
+    parsed = [c for c in chunks if isinstance(c, dict)]
+    assert all(c["object"] == "chat.completion.chunk" for c in parsed)
+    assert len({c["id"] for c in parsed}) == 1
+    deltas = [c["choices"][0]["delta"] for c in parsed]  # type: ignore[index]
+    assert deltas[0]["role"] == "assistant"
+    assert "".join(d.get("content") or "" for d in deltas) == "Paris"
+    assert parsed[-1]["choices"][0]["finish_reason"] == "stop"  # type: ignore[index]
+    assert orjson.loads(route.calls.last.request.content)["stream"] is True
+
+
+@respx.mock
+async def test_stream_usage_comes_when_asked(provider: TranslatedProvider) -> None:
+    """stream_options.include_usage adds OpenAI's last usage chunk (no choices)."""
+    respx.post(URL).respond(200, stream=httpx.ByteStream(b"".join(events("Hi"))), headers=SSE)
+    request = chat(stream=True, stream_options={"include_usage": True})
+    chunks = await chunks_of(await provider.complete(parse_chat_request(request), CTX))
+    last = chunks[-2]
+    assert isinstance(last, dict)
+    assert last["choices"] == []
+    assert last["usage"]["prompt_tokens"] == 12  # type: ignore[index]
+    assert last["usage"]["completion_tokens"] == 2  # type: ignore[index]
+
+
+@pytest.mark.reliability("streams")
+@respx.mock
+async def test_stream_cut_before_its_end_is_an_error(provider: TranslatedProvider) -> None:
+    """A stream that stops before message_stop ends with an error, never looks complete."""
+    respx.post(URL).respond(200, stream=Pieces(events("Par", end=False)), headers=SSE)
+    response = await provider.complete(parse_chat_request(chat(stream=True)), CTX)
+    assert response.stream is not None
+    seen: list[bytes] = []
+
+    async def read(stream: AsyncIterator[bytes]) -> None:
+        async for chunk in stream:
+            seen.append(chunk)
+
+    with pytest.raises(UpstreamBadResponse, match="before its end event"):
+        await read(response.stream)
+    assert b"Par" in b"".join(seen)
+
+
+@pytest.mark.reliability("streams")
+@respx.mock
+async def test_error_event_first_is_the_calls_error(provider: TranslatedProvider) -> None:
+    """An `event: error` before any text is raised before the response head."""
+    error = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    respx.post(URL).respond(200, stream=httpx.ByteStream(event("error", error)), headers=SSE)
+    with pytest.raises(UpstreamError, match="Overloaded"):
+        await provider.complete(parse_chat_request(chat(stream=True)), CTX)
+
+
+@pytest.mark.reliability("streams")
+@respx.mock
+async def test_error_event_mid_stream_ends_it_with_the_error(provider: TranslatedProvider) -> None:
+    """An error event after some text ends the stream with that error (classified)."""
+    error = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    body = Pieces([*events("Par", end=False), event("error", error)])
+    respx.post(URL).respond(200, stream=body, headers=SSE)
+    response = await provider.complete(parse_chat_request(chat(stream=True)), CTX)
+    assert response.stream is not None
+    with pytest.raises(UpstreamError, match="Overloaded"):
+        async for _ in response.stream:
+            pass
+
+
+@pytest.mark.reliability("upstream-bodies")
+@respx.mock
+async def test_stream_event_that_is_not_json_is_a_bad_response(
+    provider: TranslatedProvider,
+) -> None:
+    """An event whose data is not JSON is UpstreamBadResponse, not litellm's exception."""
+    body = Pieces([*events("Par", end=False), b"event: content_block_delta\ndata: {oops\n\n"])
+    respx.post(URL).respond(200, stream=body, headers=SSE)
+    response = await provider.complete(parse_chat_request(chat(stream=True)), CTX)
+    assert response.stream is not None
+    with pytest.raises(UpstreamBadResponse, match="not JSON"):
+        async for _ in response.stream:
+            pass
+
+
+@pytest.mark.reliability("upstream-bodies")
+@respx.mock
+async def test_answer_litellm_cannot_read_is_a_bad_response(provider: TranslatedProvider) -> None:
+    """A JSON object that is not a Messages answer is UpstreamBadResponse (a 502)."""
+    respx.post(URL).respond(200, json={"unexpected": True})
+    with pytest.raises(UpstreamBadResponse, match="not the API's response"):
+        await provider.complete(parse_chat_request(chat()), CTX)
+
+
+@respx.mock
+async def test_streamed_tool_call_keeps_litellms_translation(provider: TranslatedProvider) -> None:
+    """A tool_use block streams as OpenAI tool_calls deltas (the parser's work), ending tool_calls."""
+    start = {**ANSWER, "content": [], "stop_reason": None, "usage": {"input_tokens": 12, "output_tokens": 1}}  # fmt: skip
+    body = [
+        event("message_start", {"type": "message_start", "message": start}),
+        event("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {}}}),
+        event("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": '{"city": '}}),
+        event("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": '"Paris"}'}}),
+        event("content_block_stop", {"type": "content_block_stop", "index": 0}),
+        event("message_delta", {"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": None}, "usage": {"output_tokens": 9}}),
+        event("message_stop", {"type": "message_stop"}),
+    ]  # fmt: skip
+    respx.post(URL).respond(200, stream=Pieces(body), headers=SSE)
+    chunks = await chunks_of(await provider.complete(parse_chat_request(chat(stream=True)), CTX))
+    parsed = [c for c in chunks if isinstance(c, dict)]
+    calls = [call for c in parsed for call in c["choices"][0]["delta"].get("tool_calls") or []]  # type: ignore[index]
+    assert calls[0]["id"] == "toolu_1"
+    assert calls[0]["function"]["name"] == "get_weather"
+    assert "".join(c["function"].get("arguments") or "" for c in calls) == '{"city": "Paris"}'
+    assert parsed[-1]["choices"][0]["finish_reason"] == "tool_calls"  # type: ignore[index]
+
+
+def test_parameter_mapping_is_remembered_as_new_objects(provider: TranslatedProvider) -> None:
+    """A repeated parameter set is mapped once; each request still gets objects of its own."""
+    params = {"max_tokens": 5, "temperature": 0.2, "stop": ["\n"], "x_vendor": {"a": 1}}
+
+    def fresh() -> dict[str, Any]:
+        return dict(orjson.loads(orjson.dumps(params)))  # as each request parses its body
+
+    first = provider.mapped(fresh(), False)
+    first["x_vendor"]["a"] = 2
+    first["stop_sequences"].append("changed")
+    again = provider.mapped(fresh(), False)
+    assert again == {"max_tokens": 5, "temperature": 0.2, "stop_sequences": ["\n"], "x_vendor": {"a": 1}}  # fmt: skip
+    assert len(provider.memo) == 1
+    assert provider.mapped(fresh(), True) is not again
+    assert len(provider.memo) == 2
