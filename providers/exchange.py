@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from time import monotonic
 from typing import Protocol
 
+from kernel.config import ModelEntry
 from kernel.errors import OverspillError, UpstreamBadResponse, UpstreamError, UpstreamTimeout
 from kernel.types import ChatResponse
 from providers.deadline import Deadline
@@ -59,6 +60,24 @@ class Exchange:
         self.stream_timeout = stream_timeout
         self.phases = phases
         self.max_bytes = max_bytes
+
+    @classmethod
+    def of(
+        cls, entry: ModelEntry, url: str, client: Upstream, request_timeout: float, max_bytes: int
+    ) -> Exchange:
+        """A deployment's exchange: its `timeout` / `stream_timeout` when set (each also the
+        client's per-phase timeout then), else `request_timeout` as the deadline."""
+        params = entry.litellm_params
+        timeout = params.timeout or request_timeout
+        return cls(
+            params.provider,
+            url,
+            client,
+            timeout=timeout,
+            stream_timeout=params.stream_timeout or timeout,
+            phases=(params.timeout, params.stream_timeout or params.timeout),
+            max_bytes=max_bytes,
+        )
 
     async def call(
         self,

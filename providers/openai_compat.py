@@ -49,16 +49,7 @@ class OpenAICompatProvider:
         url, basic = _without_userinfo(
             (params.api_base or DEFAULT_API_BASE).rstrip("/") + "/chat/completions"
         )
-        timeout = params.timeout or request_timeout
-        self.exchange = Exchange(
-            self.name,
-            url,
-            client,
-            timeout=timeout,
-            stream_timeout=params.stream_timeout or timeout,
-            phases=(params.timeout, params.stream_timeout or params.timeout),
-            max_bytes=max_response_bytes,
-        )
+        self.exchange = Exchange.of(entry, url, client, request_timeout, max_response_bytes)
         self.headers = _headers(entry)
         if basic is not None:  # as httpx did: the URL's user and password win over the key
             self.headers["authorization"] = basic

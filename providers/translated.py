@@ -163,16 +163,7 @@ class TranslatedProvider:
         self.config = config
         base = (params.api_base or self.wire.default_base).rstrip("/")
         url = base if base.endswith(self.wire.path) else base + self.wire.path
-        timeout = params.timeout or request_timeout
-        self.exchange = Exchange(
-            self.name,
-            url,
-            client,
-            timeout=timeout,
-            stream_timeout=params.stream_timeout or timeout,
-            phases=(params.timeout, params.stream_timeout or params.timeout),
-            max_bytes=max_response_bytes,
-        )
+        self.exchange = Exchange.of(entry, url, client, request_timeout, max_response_bytes)
         self.api_base = params.api_base
         self.api_key = params.api_key.get_secret_value() if params.api_key is not None else None
         self.drop_params = drop_params or None
