@@ -17,27 +17,9 @@
 # (in `dev`). The summary is copied to var/bench/servers-summary.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BENCH=${BENCH_DIR:-../shared/bench}
-[ -x "$BENCH/run_gateway_bench.sh" ] || { echo "no gateway bench at $BENCH (set BENCH_DIR)" >&2; exit 1; }
-export LITELLM_MASTER_KEY=${LITELLM_MASTER_KEY:-sk-bench-$(date +%s)}
-mkdir -p var/bench
-config="$PWD/var/bench/overspill-bench.yaml"
-python="$PWD/.venv/bin/python"
+source scripts/bench_common.sh
 granian="$PWD/.venv/bin/granian"
 [ -x "$granian" ] || { echo "granian is not installed: pip install -e '.[granian]'" >&2; exit 1; }
-cat > "$config" <<YAML
-model_list:
-  - model_name: mock-model
-    litellm_params:
-      model: openai/mock-model
-      api_base: os.environ/UPSTREAM_BASE
-      api_key: sk-mock
-      timeout: 60
-general_settings:
-  master_key: os.environ/LITELLM_MASTER_KEY
-  store: {path: $PWD/var/bench/store}
-middleware: [documents, history_splice, overflow_recovery, ollama_window]
-YAML
 gr_opts="--interface asgi --loop uvloop --http 1 --no-ws --workers 1 --runtime-threads 1 --no-access-log --log-level warning --host {host} --port {port}"
 # The passthrough runs in the bench's own venv, with its granian if it has one (else ours).
 pt_granian="${GWBENCH_VENV:-/tmp/gwbench-venv}/bin/granian"
