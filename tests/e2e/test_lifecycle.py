@@ -89,7 +89,7 @@ def open_stream(url: str, streams: HeldStreams) -> tuple[Iterator[str], str]:
     )
     pieces = (chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
     first = next(pieces)
-    assert streams.first_sent.is_set()
+    assert streams.first_sent.wait(DEADLINE_SECONDS), "the upstream sent its first chunk"
     return pieces, first
 
 
