@@ -181,8 +181,8 @@ class TranslatedProvider:
 
     # -- translation (litellm) --------------------------------------------------------------
 
-    def translate_request(self, request: ChatRequest) -> tuple[str, dict[str, str], bytes, Any]:
-        """(url, headers, body, state for the answer's translation) for one request."""
+    def translate_request(self, request: ChatRequest) -> tuple[dict[str, str], bytes, _Answer]:
+        """(headers, body, state for the answer's translation) for one request."""
         body = _fresh_body(request)
         messages = body.pop("messages")
         body.pop("model", None)
@@ -220,7 +220,7 @@ class TranslatedProvider:
         if tracing.tracer is not None:  # the upstream-call span's traceparent goes along
             headers.update(tracing.tracer.headers())
         state = _Answer(messages, optional, litellm_params, data, json_mode)
-        return self.exchange.url, headers, orjson.dumps(data), state
+        return headers, orjson.dumps(data), state
 
     def mapped(self, params: dict[str, Any], stream: bool) -> dict[str, Any]:
         """The request's parameters in the provider's terms (litellm's `get_optional_params`,
@@ -272,7 +272,7 @@ class TranslatedProvider:
     async def complete(self, request: ChatRequest, ctx: RequestContext) -> ChatResponse:
         """Translate, send, and read (JSON) or prime (stream) the answer within the deadline."""
         try:
-            _, headers, body, state = self.translate_request(request)
+            headers, body, state = self.translate_request(request)
         except Exception as exc:
             raise self._untranslatable(exc) from exc
 
@@ -282,8 +282,7 @@ class TranslatedProvider:
             content = await self.exchange.json_answer(response, "expected a JSON answer")
             return ChatResponse(body=self.translate_answer(response, content, state))
 
-        response: ChatResponse = await self.exchange.call(body, headers, request.stream, answer)
-        return response
+        return await self.exchange.call(body, headers, request.stream, answer)
 
     async def _stream(self, response: Reply, state: _Answer, request: ChatRequest) -> ChatResponse:
         """Primed: an error before the first whole event, or as that event, is the call's."""
