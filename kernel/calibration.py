@@ -18,6 +18,9 @@ MIN_TOKENS = 256
 """Smaller prompts teach nothing: the chat template's fixed tokens would dominate their ratio."""
 WEIGHT = 0.3
 """How far one new sample moves the average."""
+TOLERANCE = 0.01
+"""A sample this close (relative) to the current correction would move it by at most a third
+of that: it is not recorded, so a model whose count is steady costs no store write a request."""
 
 
 def sample(estimated: int, reported: int | None) -> float | None:
@@ -25,6 +28,11 @@ def sample(estimated: int, reported: int | None) -> float | None:
     if reported is None or estimated < MIN_TOKENS or reported <= 0:
         return None
     return min(MAX_RATIO, max(MIN_RATIO, reported / estimated))
+
+
+def teaches(found: float, current: float) -> bool:
+    """Whether a sample differs enough from the current correction to be recorded."""
+    return abs(found - current) > TOLERANCE * current
 
 
 def ratio(newest_first: Sequence[float], weight: float = WEIGHT) -> float:

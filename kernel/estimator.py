@@ -4,7 +4,10 @@ Counting is tiktoken's (kernel/tokens.py): exact for OpenAI models, an estimate 
 Each model's message counts are cached once for the whole process (a long conversation is
 resent whole on every turn, so only new messages are tokenized). The correction between our
 count and the upstream's own (`usage.prompt_tokens`) is learned per configured model name
-from samples kept in the store (kernel/calibration.py), so replicas and restarts agree.
+from samples kept in the store (kernel/calibration.py), so replicas and restarts agree. A
+sample within `calibration.TOLERANCE` of the correction this process last read for the model
+is not written: it would not move the estimate, and a store write each request is the
+costliest part of a turn that needs no other help.
 
 A store that cannot be read or written never fails a request: the estimate goes uncorrected
 and the failure is logged.
@@ -43,6 +46,8 @@ class Estimator:
     def __init__(self, log: CalibrationLog) -> None:
         self.log = log
         self._counters: dict[str, TokenCounter] = {}
+        self._read: dict[str, float] = {}
+        """Per model name, the correction last read from the store (dropped by a write)."""
 
     def counter(self, entry: ModelEntry) -> TokenCounter:
         """The cached per-message counter for a deployment's model (its tokenizer)."""
@@ -72,12 +77,17 @@ class Estimator:
         except StoreError as exc:
             log.error("calibration unavailable; estimates uncorrected", extra={"error": str(exc)})
             return 1.0
-        return calibration.ratio(samples)
+        found = self._read[entry.model_name] = calibration.ratio(samples)
+        return found
 
     async def observe(self, entry: ModelEntry, counted: int, reported: int | None) -> None:
         """Learn from the upstream's count of a prompt we counted `counted` raw tokens for."""
         found = calibration.sample(counted, reported)
         if found is None:
+            return
+        current = self._read.pop(entry.model_name, None)
+        if current is not None and not calibration.teaches(found, current):
+            self._read[entry.model_name] = current
             return
         try:
             await self.log.add_calibration(entry.model_name, found)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kernel.calibration import MAX_RATIO, MIN_RATIO, ratio, sample
+from kernel.calibration import MAX_RATIO, MIN_RATIO, ratio, sample, teaches
 
 
 def test_unknown_models_are_not_corrected() -> None:
@@ -36,3 +36,10 @@ def test_wild_counts_are_bounded() -> None:
 def test_the_ratio_stays_within_the_samples(samples: list[float]) -> None:
     """The moving average never leaves the range of its samples."""
     assert min(samples) - 1e-9 <= ratio(samples) <= max(samples) + 1e-9
+
+
+def test_a_sample_teaches_only_when_it_differs_from_the_correction() -> None:
+    """Within 1% of the current correction a sample is not worth recording."""
+    assert not teaches(1.205, 1.2)
+    assert teaches(1.22, 1.2)
+    assert teaches(0.9, 1.0)
