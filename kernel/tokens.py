@@ -217,15 +217,24 @@ def _message_key(message: Mapping[str, Any]) -> bytes | None:
     return hashlib.blake2b(data, digest_size=16).digest()
 
 
+MAX_ENTRIES = 32_768
+"""Message counts a TokenCounter keeps by default (see its docstring)."""
+
+
 class TokenCounter:
     """Counts messages for one model, remembering each message's count in a bounded LRU.
 
     A long conversation is resent whole on every turn; with the cache only new messages are
     tokenized. Keys are a 128-bit digest of the message's canonical JSON, so equal messages
     share an entry. Safe to share between threads.
+
+    An entry costs ~150 bytes, so the default bound (32,768 messages: a few hundred long
+    conversations' worth, beside what kernel/recall.py keeps per conversation) holds ~5 MB
+    when full; 100,000 held ~15 MB, which a busy process reached only after minutes of load
+    and then read as growth.
     """
 
-    def __init__(self, model: str = "", max_entries: int = 100_000) -> None:
+    def __init__(self, model: str = "", max_entries: int = MAX_ENTRIES) -> None:
         """Create a counter for ``model`` holding at most ``max_entries`` message counts."""
         if max_entries < 1:
             raise ValueError(f"max_entries must be at least 1, got {max_entries}")

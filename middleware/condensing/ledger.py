@@ -135,13 +135,14 @@ def ledger_tokens(facts: Sequence[FactLine], model: str = "") -> int:
     return sum(count_text(fact.render(), model) + 1 for fact in facts)
 
 
-@functools.lru_cache(maxsize=2048)
+@functools.lru_cache(maxsize=1024)
 def key_spans(text: str) -> tuple[str, ...]:
     """The terms a fact hangs on, as written, in order and without case-blind repeats:
     anything with a digit, code identifiers, runs of capitalised names, then capitalised
     words inside a sentence, since a lone name is a fact too (cached: a ledger's
     lines come back at every growth; each entry keeps its fact's text, ~1.5 KB, so the
-    cache holds the lines of a few busy conversations' ledgers, not every fact ever seen)."""
+    cache holds the lines of a few busy conversations' ledgers, ~2 MB, not every fact
+    ever seen)."""
     digits = [m.span() for m in DIGIT_TOKEN.finditer(text)]
     found = [text[start:end].strip(".,:;-/") for start, end in digits]
     found += [  # an identifier, not a part of a term with a digit (a path before `:46`)
@@ -414,7 +415,7 @@ def _cost(fact: FactLine, model: str) -> int:
     return count_text(fact.render(), model) + 1
 
 
-@functools.lru_cache(maxsize=16384)
+@functools.lru_cache(maxsize=4096)
 def term_weight(span: str) -> int:
     """How much a key term identifies on its own: a code mixing letters and digits 3, an
     identifier, a name or a number of three digits or more 2, anything else 1."""
@@ -425,7 +426,7 @@ def term_weight(span: str) -> int:
     return 2 if letters or digits >= 3 else 1
 
 
-@functools.lru_cache(maxsize=16384)
+@functools.lru_cache(maxsize=4096)
 def _term_cost(span: str, model: str) -> int:
     """Tokens one key term costs on a merged line (a space and its backticks)."""
     return count_text(f" `{span}`", model)
