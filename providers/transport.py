@@ -10,8 +10,11 @@ never sees either library's exceptions.
 
 from __future__ import annotations
 
+from base64 import b64encode
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Protocol
+from urllib.parse import unquote, urlsplit
+from urllib.request import getproxies, proxy_bypass
 
 if TYPE_CHECKING:
     import aiohttp
@@ -65,6 +68,7 @@ class AiohttpUpstream:
         self._connect_timeout = connect_timeout
         self._session: aiohttp.ClientSession | None = None
         self._timeouts: dict[float | None, aiohttp.ClientTimeout] = {}
+        self._proxies: dict[tuple[str, str], EnvProxy] = {}
 
     def _open(self) -> aiohttp.ClientSession:
         import aiohttp
@@ -73,7 +77,9 @@ class AiohttpUpstream:
         self._session = aiohttp.ClientSession(
             connector=connector,
             timeout=self._timeout(None),
-            trust_env=True,  # HTTP(S)_PROXY, NO_PROXY, as httpx does by default
+            # Not `trust_env`: with it aiohttp looks up ~/.netrc and the proxy variables in
+            # a worker thread on every request (two thread hops, ~0.3 ms of latency on a
+            # busy core); the proxy is looked up once per upstream instead (`_proxy`).
             skip_auto_headers=("User-Agent",),
         )
         return self._session
@@ -95,18 +101,67 @@ class AiohttpUpstream:
         import aiohttp
 
         session = self._session or self._open()
+        proxy = self._proxy(url)
+        tunnel = None
+        if proxy.headers is not None:  # credentials: on the CONNECT, else on the request
+            if url.startswith("https:"):
+                tunnel = proxy.headers
+            else:
+                headers = {**headers, **proxy.headers}
         try:
             response = await session.post(
-                url, data=body, headers=headers, timeout=self._timeout(phases)
+                url,
+                data=body,
+                headers=headers,
+                timeout=self._timeout(phases),
+                proxy=proxy.url,
+                proxy_headers=tunnel,
             )
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise _aiohttp_error(exc) from exc
         return _AiohttpReply(response)
 
+    def _proxy(self, url: str) -> EnvProxy:
+        parts = urlsplit(url)
+        key = (parts.scheme, parts.netloc)
+        found = self._proxies.get(key)
+        if found is None:
+            found = self._proxies[key] = env_proxy(url)
+        return found
+
     async def aclose(self) -> None:
         if self._session is not None:
             await self._session.close()
             self._session = None
+
+
+class EnvProxy:
+    """The proxy an upstream URL goes through (`url` None: direct), credentials apart."""
+
+    __slots__ = ("headers", "url")
+
+    def __init__(self, url: str | None = None, headers: dict[str, str] | None = None) -> None:
+        self.url = url
+        self.headers = headers
+        """`Proxy-Authorization` when the proxy URL carried credentials."""
+
+
+def env_proxy(url: str) -> EnvProxy:
+    """The proxy the environment names for `url`, read as httpx reads it: `HTTP_PROXY` /
+    `HTTPS_PROXY` by the URL's scheme (either case), unless `NO_PROXY` exempts its host;
+    a proxy URL's `user:password@` becomes the proxy's Basic credentials."""
+    parts = urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    proxy = getproxies().get(parts.scheme)
+    if not host or not proxy or proxy_bypass(host):
+        return EnvProxy()
+    found = urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+    headers = None
+    if found.username is not None:
+        pair = f"{unquote(found.username)}:{unquote(found.password or '')}"
+        headers = {"Proxy-Authorization": "Basic " + b64encode(pair.encode()).decode()}
+    address = found.netloc.rpartition("@")[2]
+    return EnvProxy(f"{found.scheme}://{address}{found.path}", headers)
 
 
 class _AiohttpReply:

@@ -175,3 +175,75 @@ async def test_a_connection_is_reused_only_after_a_whole_body(client: Upstream) 
             assert b"".join([part async for part in reply.chunks()]) == b"ok"
             await reply.aclose()
         assert connections == 1
+
+
+async def _ok(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}")
+    await writer.drain()
+
+
+@pytest.mark.parametrize("name", ["aiohttp", "httpx"])
+async def test_the_proxy_the_environment_names_is_used_with_its_credentials(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """HTTP_PROXY routes the request through that proxy, its user:password sent as Basic."""
+    async with Server(_ok) as proxy:
+        address = proxy.url.split("/")[2]
+        monkeypatch.setenv("HTTP_PROXY", f"http://bob:s%40cret@{address}")
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        made = upstream_client(name, 5.0, 5.0)
+        try:
+            reply = await made.post("http://upstream.test/v1/chat/completions", b"{}", {}, None)
+            assert reply.status == 200
+            await reply.aclose()
+        finally:
+            await made.aclose()
+    head = proxy.heads[0].decode().lower()
+    assert head.startswith("post http://upstream.test/v1/chat/completions ")
+    assert "proxy-authorization: basic ym9ionnay3jlda==" in head  # bob:s@cret
+
+
+@pytest.mark.parametrize("name", ["aiohttp", "httpx"])
+async def test_no_proxy_sends_that_host_directly(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A host NO_PROXY names is reached directly even when HTTP_PROXY is set."""
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{free_port()}")
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    async with Server(_ok) as server:
+        made = upstream_client(name, 5.0, 5.0)
+        try:
+            reply = await made.post(server.url, b"{}", {}, None)
+            assert reply.status == 200
+            await reply.aclose()
+        finally:
+            await made.aclose()
+    assert server.heads[0].startswith(b"POST /v1/chat/completions ")
+
+
+@pytest.mark.parametrize("name", ["aiohttp", "httpx"])
+async def test_an_https_upstream_is_tunnelled_with_the_proxy_credentials(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """For an https upstream the proxy gets a CONNECT carrying the credentials (this proxy
+    then answers no TLS: a TransportError, never the credentials sent to the upstream)."""
+
+    async def no_tls(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(b"HTTP/1.1 200 Connection established\r\n\r\nnot tls")
+        await writer.drain()
+
+    async with Server(no_tls) as proxy:
+        address = proxy.url.split("/")[2]
+        monkeypatch.setenv("HTTPS_PROXY", f"http://bob:s%40cret@{address}")
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        made = upstream_client(name, 5.0, 5.0)
+        try:
+            with pytest.raises(TransportError):
+                await made.post("https://upstream.test/v1/chat/completions", b"{}", {}, None)
+        finally:
+            await made.aclose()
+    head = proxy.heads[0].decode().lower()
+    assert head.startswith("connect upstream.test:443 ")
+    assert "proxy-authorization: basic ym9ionnay3jlda==" in head
