@@ -15,7 +15,9 @@ chat request's latency on each model (the litellm model's first request may pay 
 import) and the RSS after it. With `--load-minutes N`, a mixed load follows (JSON and SSE,
 small and ~200 KB bodies, long conversations that go through history_splice and the
 overflow recovery, and the litellm model when configured), and the RSS after its first
-minute is compared with the RSS at its end. Figures only: the machine may be busy, so read
+minute is compared with the RSS at its end, each split into the heap (`RssAnon`) and mapped
+files (`RssFile`: the code, and the store's SQLite file, which diskcache memory-maps, so a
+store that fills with conversations shows there). Figures only: the machine may be busy, so read
 ratios within one run.
 
     .venv/bin/python scripts/bench_memory.py [--configs openai,litellm] [--load-minutes 10]
@@ -81,6 +83,18 @@ def memory(pid: int) -> tuple[int, int]:
             if line.startswith(("Private_Clean:", "Private_Dirty:")):
                 uss += int(line.split()[1]) * 1024
     return rss, uss
+
+
+def resident(pid: int) -> dict[str, int]:
+    """The RSS by kind, in bytes: `anon` (the heap: objects, buffers), `file` (mapped files:
+    code, and the store's SQLite file, which diskcache maps) and `shmem`."""
+    kinds = {"RssAnon:": "anon", "RssFile:": "file", "RssShmem:": "shmem"}
+    found = dict.fromkeys(kinds.values(), 0)
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        name = line.split(":", 1)[0] + ":"
+        if name in kinds:
+            found[kinds[name]] = int(line.split()[1]) * 1024
+    return found
 
 
 def free_port() -> int:
@@ -242,15 +256,20 @@ async def load(name: str, url: str, pid: int, minutes: float, clients: int) -> N
         elapsed = time.monotonic() - start
         if first_minute is None and elapsed >= min(60.0, minutes * 60):
             first_minute = memory(pid)[0]
+            first_kinds = resident(pid)
         if elapsed >= 60 * (len(samples) + 1):
             samples.append(memory(pid)[0])
     await asyncio.gather(*tasks)
     end = memory(pid)[0]
+    end_kinds = resident(pid)
     assert first_minute is not None
     requests = sum(work.statuses.values())
     print(f"{'':<8} load {minutes:g} min, {clients} clients, {requests} requests: "
           f"RSS after 1 min {first_minute / MIB:6.1f} MiB, at the end {end / MIB:6.1f} MiB, "
           f"ratio {end / first_minute:5.3f}")  # fmt: skip
+    print(f"{'':<8} of which after 1 min / at the end (MiB): " + ", ".join(
+        f"{kind} {first_kinds[kind] / MIB:.1f} / {end_kinds[kind] / MIB:.1f}" for kind in end_kinds
+    ))  # fmt: skip
     print(f"{'':<8} RSS each minute (MiB): "
           + " ".join(f"{value / MIB:.0f}" for value in samples))  # fmt: skip
     print(f"{'':<8} answers: " + ", ".join(f"{k}: {v}" for k, v in sorted(work.statuses.items())))
