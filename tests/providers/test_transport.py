@@ -182,17 +182,23 @@ async def _ok(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     await writer.drain()
 
 
+def _through(proxy: Server, variable: str, name: str, monkeypatch: pytest.MonkeyPatch) -> Upstream:
+    """A new client of kind `name`, with `variable` naming `proxy` (as bob:s@cret) and no
+    NO_PROXY (the variables are read when the client is made or first sends)."""
+    address = proxy.url.split("/")[2]
+    monkeypatch.setenv(variable, f"http://bob:s%40cret@{address}")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    return upstream_client(name, 5.0, 5.0)
+
+
 @pytest.mark.parametrize("name", ["aiohttp", "httpx"])
 async def test_the_proxy_the_environment_names_is_used_with_its_credentials(
     name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """HTTP_PROXY routes the request through that proxy, its user:password sent as Basic."""
     async with Server(_ok) as proxy:
-        address = proxy.url.split("/")[2]
-        monkeypatch.setenv("HTTP_PROXY", f"http://bob:s%40cret@{address}")
-        monkeypatch.delenv("NO_PROXY", raising=False)
-        monkeypatch.delenv("no_proxy", raising=False)
-        made = upstream_client(name, 5.0, 5.0)
+        made = _through(proxy, "HTTP_PROXY", name, monkeypatch)
         try:
             reply = await made.post("http://upstream.test/v1/chat/completions", b"{}", {}, None)
             assert reply.status == 200
@@ -234,11 +240,7 @@ async def test_an_https_upstream_is_tunnelled_with_the_proxy_credentials(
         await writer.drain()
 
     async with Server(no_tls) as proxy:
-        address = proxy.url.split("/")[2]
-        monkeypatch.setenv("HTTPS_PROXY", f"http://bob:s%40cret@{address}")
-        monkeypatch.delenv("NO_PROXY", raising=False)
-        monkeypatch.delenv("no_proxy", raising=False)
-        made = upstream_client(name, 5.0, 5.0)
+        made = _through(proxy, "HTTPS_PROXY", name, monkeypatch)
         try:
             with pytest.raises(TransportError):
                 await made.post("https://upstream.test/v1/chat/completions", b"{}", {}, None)
