@@ -93,6 +93,11 @@ CALIBRATION = "c:"
 _PING_KEY = "ping"
 _INLINE_MAX_BYTES = 1 << 20
 _SQLITE_TIMEOUT_SECONDS = 10.0
+SQLITE_CACHE_PAGES = 1024
+"""SQLite's page cache per connection (4 KiB pages: 4 MiB). diskcache's default, 8,192
+pages, is 32 MiB per connection (the event loop's and the writer's), which a store that
+keeps filling with conversations reached over minutes of load as resident memory; reads
+go through diskcache's memory map of the file anyway."""
 FLIGHT_FILE = "flights.lock"
 """The file in the store's directory whose record locks are the cross-process flights."""
 _T = TypeVar("_T")
@@ -216,6 +221,7 @@ class DiskHistoryStore:
                 eviction_policy="least-recently-stored",
                 size_limit=size_limit_bytes,
                 disk_min_file_size=_INLINE_MAX_BYTES,
+                sqlite_cache_size=SQLITE_CACHE_PAGES,
             )
         except (OSError, sqlite3.Error, diskcache.Timeout) as exc:
             raise StoreError(f"cannot open the history store at {self.path}: {exc}") from exc

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from kernel.config import StoreSettings, parse_config
 from kernel.estimator import Estimator
-from kernel.store import DiskHistoryStore, HistoryEntry, StoreError
+from kernel.store import SQLITE_CACHE_PAGES, DiskHistoryStore, HistoryEntry, StoreError
 from proxy.stores import open_store
 from tests.kernel.store_contract import CONTRACT, Check, contract_id, make_batches, make_entry
 
@@ -185,6 +185,13 @@ async def test_batches_and_calibration_survive_reopening(tmp_path: Path) -> None
         assert await Estimator(second).scale(entry) == 1.25
     finally:
         await second.aclose()
+
+
+async def test_sqlite_keeps_a_small_page_cache(store: DiskHistoryStore) -> None:
+    """SQLite is told to cache 4 MiB of pages, not diskcache's 32 MiB per connection."""
+    await store.put(make_entry())
+    pages = store._cache._sql("PRAGMA cache_size").fetchone()[0]
+    assert pages == SQLITE_CACHE_PAGES == 1024
 
 
 async def test_calibration_samples_expire_with_the_ttl(store: DiskHistoryStore) -> None:
