@@ -91,6 +91,8 @@ LAYOUT_TOKENS = 24
 """Tokens the layout (headers, bullets) adds around the notes and the quoted facts."""
 LEDGER_SHARE = 0.6
 """The quoted facts' share of an extraction's target, at most."""
+MERGED_SHARE = 0.25
+"""The most of the quoted facts' room the merged line's terms may claim from quoted lines."""
 MIN_NOTES_TOKENS = 32
 MAX_SELECT_EXACT = 300
 
@@ -406,9 +408,11 @@ def assemble(notes: str, facts: Sequence[FactLine], target_tokens: int, model: s
 
     Quoted lines make room for the merged line's key terms: a long line kept while key terms
     are left out is the worse trade, so the selection is redone with that room reserved.
-    Only the terms of facts above `LISTING_SCORE` claim room that way: a listing's hundreds
-    of paths and test names must not push out every quoted line; they fill what is left,
-    and the merged line says how many did not fit.
+    Only the terms of facts above `LISTING_SCORE` claim room that way, and at most
+    `MERGED_SHARE` of it: a listing's hundreds of paths and test names must not push out
+    every quoted line, nor may bare terms (which a small model cannot answer from, having no
+    sentence around them) take the room of the sentences; they fill what is left, and the
+    merged line says how many did not fit.
     """
     facts, live = settled(facts)
     room = target_tokens - count_text(layout(notes, ()), model) - LAYOUT_TOKENS // 2
@@ -419,7 +423,8 @@ def assemble(notes: str, facts: Sequence[FactLine], target_tokens: int, model: s
         chosen = select_facts(live, notes, budget, model) if budget > 0 else []
         used = sum(_cost(fact, model) for fact in chosen)
         whole = merged_line(ranked, chosen, notes, None, model)
-        short = (used + whole[1] - room) if whole is not None else 0
+        claim = min(whole[1], int(room * MERGED_SHARE)) if whole is not None else 0
+        short = used + claim - room
         if short > 0 and chosen:
             reserve += max(short, room // 10, 1)
             continue

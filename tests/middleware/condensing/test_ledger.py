@@ -14,6 +14,7 @@ from middleware.condensing.ledger import (
     FACTS_HEADER,
     LISTING,
     LISTING_SCORE,
+    MERGED_SHARE,
     SETTINGS,
     FactLine,
     assemble,
@@ -49,16 +50,23 @@ def test_term_weight_ranks_codes_over_bare_small_numbers() -> None:
 
 
 def test_facts_that_do_not_fit_are_merged_into_one_visible_line() -> None:
-    """Under pressure dropped lines leave their codes on a merged line that counts them."""
+    """Under pressure dropped lines leave their codes on a merged line that counts them; the
+    codes it cannot list it counts, and it never takes more than its share of the room from
+    the quoted sentences."""
     facts = facts_about(30)
-    text = assemble("", facts, 260)
-    assert count_text(text) <= 260
-    match = MERGED.search(text)
-    assert match is not None
-    kept = sum(f.render() in text for f in facts)
-    assert int(match.group(1)) == len(facts) - kept
-    for i in range(30):
-        assert f"QZ-{7000 + i}" in text
+    for target in (260, 500):
+        text = assemble("", facts, target)
+        assert count_text(text) <= target
+        match = MERGED.search(text)
+        assert match is not None
+        kept = sum(f.render() in text for f in facts)
+        assert int(match.group(1)) == len(facts) - kept
+        listed = sum(f"QZ-{7000 + i}" in text for i in range(30))
+        assert listed == 30 or "more key terms left out: no room" in text
+        quoted = sum(count_text(f.render()) + 1 for f in facts if f.render() in text)
+        assert quoted >= (1 - MERGED_SHARE) * target - 40
+    roomy = assemble("", facts, 500)
+    assert all(f"QZ-{7000 + i}" in roomy for i in range(30))
 
 
 def test_a_merged_line_parses_back_and_keeps_its_count_when_merged_again() -> None:
