@@ -69,6 +69,10 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--conditions", default=",".join(CONDITIONS), help="comma-separated")
     parser.add_argument("--kinds", default=",".join(PROBE_KINDS), help="probe kinds to ask")
     parser.add_argument("--out", default="eval-results.jsonl", help="JSON lines, one per probe")
+    parser.add_argument(
+        "--keep-shown", action="store_true",
+        help="each row also holds what the model was shown (to read why an answer missed)",
+    )  # fmt: skip
     parser.add_argument("--chart", help="also draw recall to this PNG (needs overspill[eval])")
     parser.add_argument("--url", help="evaluate a running overspill, e.g. http://127.0.0.1:4000")
     parser.add_argument("--key", default=os.environ.get("OVERSPILL_MASTER_KEY"))
@@ -180,7 +184,10 @@ async def _evaluate(args: argparse.Namespace, plan: Plan, sink: IO[bytes]) -> li
             found = await system.windows.of(target.entry)
             if found is None:
                 raise LookupError(f"--window: the window of {model!r} is unknown; give it")
-            setup = _setup(target.entry, found.tokens, run="eval", answer_tokens=args.answer_tokens)
+            setup = _setup(
+                target.entry, found.tokens, run="eval",
+                answer_tokens=args.answer_tokens, keep_shown=args.keep_shown,
+            )  # fmt: skip
             return await _play(target, plan, setup, args.fillers, sink)
         finally:
             await system.aclose()
@@ -197,7 +204,9 @@ async def _remote(args: argparse.Namespace, plan: Plan, sink: IO[bytes]) -> list
         {"model_name": args.model, "litellm_params": {"model": f"openai/{args.model}"}}
     )
     run = f"eval-{uuid.uuid4().hex[:8]}"
-    setup = _setup(entry, args.window, run=run, answer_tokens=args.answer_tokens)
+    setup = _setup(
+        entry, args.window, run=run, answer_tokens=args.answer_tokens, keep_shown=args.keep_shown
+    )
     async with httpx.AsyncClient(base_url=args.url.rstrip("/"), timeout=600) as client:
         target = Remote(client, args.model, args.key)
         return await _play(target, plan, setup, args.fillers, sink)
@@ -215,13 +224,20 @@ def with_window(settings: Settings, model: str, window: int) -> Settings:
 
 
 def _setup(
-    entry: ModelEntry, window: int, *, run: str, answer_tokens: int = ANSWER_TOKENS
+    entry: ModelEntry,
+    window: int,
+    *,
+    run: str,
+    answer_tokens: int = ANSWER_TOKENS,
+    keep_shown: bool = False,
 ) -> Setup:
     """The budgets the baselines keep to, from the model's window."""
     probe = budget_for(entry, window, {"max_tokens": answer_tokens}).prompt_limit - QUESTION_ROOM
     summary_tokens = min(SUMMARY_TOKENS, window // 4)
     summary = budget_for(entry, window, {"max_tokens": summary_tokens}).prompt_limit
-    return Setup(probe, summary, count_messages, run, answer_tokens, summary_tokens)
+    return Setup(
+        probe, summary, count_messages, run, answer_tokens, summary_tokens, keep_shown
+    )  # fmt: skip
 
 
 async def _play(

@@ -3,7 +3,10 @@
 The notes an extraction holds come from a model; the quoted-facts ledger beside them does
 not. This replays the evaluation's generated conversations (proxy/evaluation/conversations.py)
 through the ledger's rules with empty notes and reports, per probe kind, how often the right
-value is still in what the model would be shown (the ledger plus the intact tail):
+value is still in what the model would be shown (the ledger plus the intact tail), and how
+often it is in a quoted line while no line holds a stale value alone (a corrected value, a
+rejected option, a finished step): what a small model can answer from, since a bare term on
+the merged line has no sentence around it:
 
     once    one extraction of everything before the tail
     nested  a growth every `--step` messages, each carrying the previous ledger forward
@@ -33,7 +36,7 @@ from middleware.condensing.prompt import render_transcript
 from middleware.condensing.split import split_history
 from proxy.eval_cli import parse_seeds
 from proxy.evaluation.conversations import HELD_OUT_FROM, Conversation, generate
-from proxy.evaluation.probes import PROBE_KINDS
+from proxy.evaluation.probes import PROBE_KINDS, Probe, contains_any
 
 
 def tail_start(messages: Sequence[Message], tail: int) -> int:
@@ -64,6 +67,19 @@ def nested(conversation: Conversation, target: int, tail: int, step: int) -> tup
     return f"{previous}\n{render_transcript(messages[done:])}", growths
 
 
+def quoted_text(shown: str) -> str:
+    """What is shown without the merged line (bare key terms, no sentence around them)."""
+    return "\n".join(line for line in shown.splitlines() if not line.startswith("- merged("))
+
+
+def stale_alone(quoted: str, probe: Probe) -> bool:
+    """Whether a quoted line holds a stale value without a right one (a correction that
+    names the old value beside the new one is fine)."""
+    return any(
+        contains_any(line, probe.stale) and not probe.present(line) for line in quoted.splitlines()
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", default="1-8,1000-1007")
@@ -73,7 +89,7 @@ def main() -> None:
     parser.add_argument("--step", type=int, default=12)
     args = parser.parse_args()
     for fillers in (int(f) for f in args.fillers.split(",")):
-        kept: dict[tuple[str, str, str], list[bool]] = defaultdict(list)
+        kept: dict[tuple[str, str, str], list[tuple[bool, bool]]] = defaultdict(list)
         growths: list[int] = []
         for seed in parse_seeds(args.seeds):
             conversation = generate(seed, fillers=fillers)
@@ -82,12 +98,14 @@ def main() -> None:
             growths.append(grown)
             for mode, shown in (("once", once(conversation, args.target, args.tail)),
                                 ("nested", shown_nested)):  # fmt: skip
-                low = shown.lower()
+                quoted = quoted_text(shown)
                 for probe in conversation.probes:
-                    right = any(value.lower() in low for value in probe.accept)
-                    kept[(seed_set, mode, probe.kind)].append(right)
-        print(f"\nfillers {fillers}: right value present (ledger + tail), "
-              f"growths {min(growths)}-{max(growths)}")  # fmt: skip
+                    right = probe.present(shown)
+                    clean = probe.present(quoted) and not stale_alone(quoted, probe)
+                    kept[(seed_set, mode, probe.kind)].append((right, clean))
+        span = f"{min(growths)}-{max(growths)}"
+        print(f"\nfillers {fillers}: right value present (ledger + tail) / quoted in a line,"
+              f" no stale value alone in a line; growths {span}")  # fmt: skip
         sets = [s for s in ("tune", "held-out") if any(k[0] == s for k in kept)]
         columns = [(s, m) for s in sets for m in ("once", "nested")]
         print(f"{'':<16}" + "".join(f"{s + ' ' + m:>18}" for s, m in columns))
@@ -95,7 +113,9 @@ def main() -> None:
             cells = []
             for seed_set, mode in columns:
                 found = kept[(seed_set, mode, kind)]
-                cells.append(f"{sum(found)}/{len(found)}")
+                present = sum(right for right, _ in found)
+                answerable = sum(clean for _, clean in found)
+                cells.append(f"{present}/{len(found)} {answerable}/{len(found)}")
             print(f"{kind:<16}" + "".join(f"{cell:>18}" for cell in cells))
 
 

@@ -39,6 +39,7 @@ from kernel.types import Complete, Completion, Message
 from middleware.condensing.chunking import Chunk, chunk_text
 from middleware.condensing.cutting import cut_tail
 from middleware.condensing.ledger import (
+    NOTES_SCORE,
     FactLine,
     assemble,
     dedupe_facts,
@@ -74,8 +75,9 @@ MIN_CHUNK_TOKENS = 320
 MAX_MERGE_PASSES = 8
 MAP_CONCURRENCY = 4
 WORDS_PER_TOKEN = 0.7
-CARRIED_NOTE_SCORE = 6
-"""An earlier note line carried into the ledger ranks with a user's plain fact."""
+CARRIED_NOTE_SCORE = NOTES_SCORE
+"""An earlier note line carried into the ledger is a model's paraphrase: it ranks below what
+anyone stated (a small model's notes are often a guess; the quoted lines are the words)."""
 _T = TypeVar("_T")
 
 

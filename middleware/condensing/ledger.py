@@ -16,6 +16,11 @@ or a kept line already hold them. Only when even the key terms do not fit does t
 list fewer of them, and it then says how many terms were left out. So for every fact that came
 in, its key terms are in the output, or a visible count on the merged line includes it.
 
+A user's statement a later one corrects is not quoted beside its correction (a small model
+picks either side of the two): it goes like any line that does not fit, and the correction
+holds its old value (``corrections``). An assistant's line that only repeats values the user
+or a tool stated ranks with a listing's.
+
 The ledger's rules and the extraction's layout are part of a cached extraction's validity:
 bump ``extraction_prompt.PROMPT_VERSION`` whenever they change.
 """
@@ -30,6 +35,7 @@ from dataclasses import dataclass
 
 from kernel.tokens import count_text
 from kernel.types import Message
+from middleware.condensing.corrections import Line, settle
 from middleware.condensing.cutting import cut_tail
 from middleware.condensing.prompt import (
     DIGIT_TOKEN,
@@ -57,6 +63,7 @@ __all__ = [
     "parse_extraction",
     "select_facts",
     "sentences",
+    "settled",
 ]
 
 FACTS_HEADER = "Quoted facts (verbatim from earlier turns):"
@@ -74,6 +81,8 @@ SETTINGS = "settings"
 SETTING_SCORE = 3
 """A setting read from a file is a value the conversation may ask about: above a listing's
 rows and templates, below what anyone stated."""
+NOTES_SCORE = SETTING_SCORE
+"""A note line carried from earlier notes (role ``notes``): with a setting, below statements."""
 _SETTING = re.compile(r"^[A-Za-z_][\w.-]*\s*[=:]\s*\S")
 LISTING_ROWS = 3
 """Lines of one shape in one tool result that make it a listing."""
@@ -82,6 +91,8 @@ LAYOUT_TOKENS = 24
 """Tokens the layout (headers, bullets) adds around the notes and the quoted facts."""
 LEDGER_SHARE = 0.6
 """The quoted facts' share of an extraction's target, at most."""
+MERGED_SHARE = 0.25
+"""The most of the quoted facts' room the merged line's terms may claim from quoted lines."""
 MIN_NOTES_TOKENS = 32
 MAX_SELECT_EXACT = 300
 
@@ -97,8 +108,9 @@ _DATE_WORD = re.compile(
 )
 _DECISION = re.compile(
     r"\b(?:decided|decision|agreed|chose|chosen|prefer\w*|always|never|must|don'?t|do not|"
-    r"deadline|remember|my name|call me|we(?:'ll| will) use|switch(?:ed)? to|todo|"
-    r"next step|open task|password|budget|code is|id is|called|"
+    r"deadline|remember|my name|call me|(?:we|i)(?:'ll| will) use|switch(?:ed)? to|todo|"
+    r"next step|open task|password|budget|code is|id is|(?:is|are|was) called|named|"
+    r"suggest\w*|recommend\w*|picked|go(?:ing)? with|settled on|"
     r"edited|written|created|deleted|renamed|fixed|(?:edit|write|create|delete|rename)_\w+)\b",
     re.IGNORECASE,
 )
@@ -197,9 +209,11 @@ def fact_score(sentence: str, role: str, focus_words: frozenset[str] = frozenset
     The user's and tools' sentences count from signal 1, the assistant's from signal 3 (what
     it said is mostly reconstructible, but not the values it made up or the files it edited).
     The user's rank first (nothing can recover them), then the tools' (a tool can be asked
-    again), then the assistant's; a question's role counts half; a sentence sharing a word
+    again), then the assistant's; a question gets no role bonus (it states nothing); a
+    sentence sharing a word
     with the focus ranks 2 higher. A listing's line (role ``tool listing``) scores
-    `LISTING_SCORE` and a merged line one more, whatever they hold.
+    `LISTING_SCORE` and a merged line one more, whatever they hold; a carried note line
+    (role ``notes``) scores `NOTES_SCORE` when it bears a fact.
     """
     if role.endswith(LISTING):
         return LISTING_SCORE
@@ -208,13 +222,15 @@ def fact_score(sentence: str, role: str, focus_words: frozenset[str] = frozenset
     if _MERGED_ROLE.match(role):
         return LISTING_SCORE + 1  # its terms are re-listed if it goes: above a listing's
     signal = fact_signal(sentence)
+    if role == "notes":
+        return NOTES_SCORE if signal >= MIN_ASSISTANT_SIGNAL else 0
     who = role.split("(")[0]
     if signal < (1 if who in ("user", "tool") else MIN_ASSISTANT_SIGNAL):
         return 0
     focused = bool(focus_words and focus_words & content_words(sentence))
     bonus = USER_BONUS if who == "user" else TOOL_BONUS if who == "tool" else 0
     if sentence.rstrip().endswith("?"):
-        bonus //= 2  # what was asked matters less than what was stated
+        bonus = 0  # a question states nothing: it ranks with the assistant's lines
     return signal + bonus + (2 if focused else 0)
 
 
@@ -255,7 +271,9 @@ def is_listing(lines: Sequence[str]) -> bool:
 
 
 def fact_lines(messages: Sequence[Message], focus: str | None = None) -> list[FactLine]:
-    """The fact ledger: every fact-bearing sentence of the messages, verbatim, in order.
+    """The fact ledger: every fact-bearing sentence of the messages, verbatim, in order; a
+    user's short message (`MAX_LINE_CHARS`) is one line, scored by its best sentence, so a
+    correction or a finished step keeps the sentence that says what replaced it.
 
     A listing's lines are quoted as ``tool listing`` and score `LISTING_SCORE`: each holds
     little on its own and hundreds of them would crowd out every other fact; they are quoted
@@ -266,6 +284,11 @@ def fact_lines(messages: Sequence[Message], focus: str | None = None) -> list[Fa
     for message in messages:
         role = speaker(message)
         found_in = sentences(content_text(message))
+        if role == "user" and len(found_in) > 1 and sum(map(len, found_in)) <= MAX_LINE_CHARS:
+            score = max(fact_score(sentence, role, focus_words) for sentence in found_in)
+            if score > 0:  # one short message, one line: "done X. Next is Y" stays together
+                found.append(FactLine(role, " ".join(found_in), score))
+            continue
         listing = role.startswith("tool") and is_listing(found_in)
         for sentence in found_in:
             said = role
@@ -386,19 +409,23 @@ def assemble(notes: str, facts: Sequence[FactLine], target_tokens: int, model: s
 
     Quoted lines make room for the merged line's key terms: a long line kept while key terms
     are left out is the worse trade, so the selection is redone with that room reserved.
-    Only the terms of facts above `LISTING_SCORE` claim room that way: a listing's hundreds
-    of paths and test names must not push out every quoted line; they fill what is left,
-    and the merged line says how many did not fit.
+    Only the terms of facts above `LISTING_SCORE` claim room that way, and at most
+    `MERGED_SHARE` of it: a listing's hundreds of paths and test names must not push out
+    every quoted line, nor may bare terms (which a small model cannot answer from, having no
+    sentence around them) take the room of the sentences; they fill what is left, and the
+    merged line says how many did not fit.
     """
+    facts, live = settled(facts)
     room = target_tokens - count_text(layout(notes, ()), model) - LAYOUT_TOKENS // 2
     ranked = [fact for fact in facts if fact.score > LISTING_SCORE]
     reserve = 0
     while True:
         budget = room - reserve
-        chosen = select_facts(facts, notes, budget, model) if budget > 0 else []
+        chosen = select_facts(live, notes, budget, model) if budget > 0 else []
         used = sum(_cost(fact, model) for fact in chosen)
         whole = merged_line(ranked, chosen, notes, None, model)
-        short = (used + whole[1] - room) if whole is not None else 0
+        claim = min(whole[1], int(room * MERGED_SHARE)) if whole is not None else 0
+        short = used + claim - room
         if short > 0 and chosen:
             reserve += max(short, room // 10, 1)
             continue
@@ -408,6 +435,21 @@ def assemble(notes: str, facts: Sequence[FactLine], target_tokens: int, model: s
         if over <= 0 or not chosen:
             return cut_tail(text, target_tokens, model)
         reserve += over
+
+
+def settled(facts: Sequence[FactLine]) -> tuple[list[FactLine], list[FactLine]]:
+    """(all, live): the facts with echoes scored `LISTING_SCORE`, and those of them no later
+    statement replaced (``corrections``): a replaced line is never quoted beside its
+    correction, and is counted on the merged line like any line not quoted."""
+    lines = [Line(fact.role, fact.text, key_spans(fact.text)) for fact in facts]
+    found = settle(lines)
+    every = [
+        FactLine(fact.role, fact.text, min(fact.score, LISTING_SCORE))
+        if i in found.echoes
+        else fact
+        for i, fact in enumerate(facts)
+    ]
+    return every, [fact for i, fact in enumerate(every) if i not in found.replaced]
 
 
 def _cost(fact: FactLine, model: str) -> int:

@@ -1,8 +1,9 @@
 """The extraction prompts (versioned), the transcript they quote, and their answers' cleaning.
 
-The model's answers are checked here: repeated lines and in-line loops are cut, lines
-echoing the prompt's own wording dropped, and note lines naming a number the source never had
-or made mostly of words it never used (a small model's elaboration) removed. The fact ledger
+The model's answers are checked here: repeated lines, a third line of one template and
+in-line loops are cut, lines echoing the prompt's own wording dropped, and note lines naming
+a number the source never had or made mostly of words it never used (a small model's
+elaboration) removed. The fact ledger
 that follows the notes is ``fact_ledger``; cutting to a token budget is ``cutting``.
 
 ``PROMPT_VERSION`` is part of a cached extraction's validity: bump it whenever a prompt, the
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from difflib import SequenceMatcher
 
 from kernel.types import Message
 
@@ -32,10 +34,13 @@ __all__ = [
     "speaker",
 ]
 
-PROMPT_VERSION = "x4"
+PROMPT_VERSION = "x6"
 NOTES_HEADER = "Notes:"
 MIN_GROUNDED = 0.5  # share of a note line's words the source must contain
 _LOOP_NGRAM = 8
+TEMPLATE_MIN_WORDS = 4
+TEMPLATE_LIKENESS = 0.7
+"""Share of words in order that makes two note lines one template (word-level ratio)."""
 
 _SYSTEM = (
     "You take notes on conversations for an assistant who will continue them without seeing "
@@ -193,20 +198,45 @@ def _cut_loop(line: str) -> str:
 
 
 def clean_output(text: str, *, truncated: bool = False) -> str:
-    """A model's notes without repeated lines, in-line loops, header echo or a cut last line."""
+    """A model's notes without repeated lines (nor a third of one template), in-line loops,
+    header echo or a cut last line."""
     lines = text.strip().removeprefix(NOTES_HEADER).splitlines()
     if truncated and len(lines) > 1:
         lines = lines[:-1]
     seen: set[str] = set()
     kept: list[str] = []
+    shapes: list[list[str]] = []
     for raw in lines:
         line = _cut_loop(raw.rstrip())
         norm = " ".join(line.lower().split())
-        if norm and (norm in seen or _is_echo(norm)):
+        if norm and (norm in seen or _is_echo(norm) or _third_of_a_kind(norm, shapes)):
             continue
         seen.add(norm)
         kept.append(line)
+        shapes.append(_words(norm))
     return drop_empty_headings("\n".join(kept)).strip()
+
+
+def _words(norm: str) -> list[str]:
+    return re.findall(r"\w+", norm)
+
+
+def _third_of_a_kind(norm: str, kept: Sequence[list[str]]) -> bool:
+    """Whether a line is the third of one template: nearly the same words as two lines
+    already kept ("Run the tests for the X module" again and again: a small model looping
+    over a pattern of the conversation, not a note)."""
+    words = _words(norm)
+    if len(words) < TEMPLATE_MIN_WORDS:
+        return False
+    alike = 0
+    for other in kept:
+        if len(other) >= TEMPLATE_MIN_WORDS:
+            matcher = SequenceMatcher(None, words, other, autojunk=False)
+            if matcher.ratio() >= TEMPLATE_LIKENESS:
+                alike += 1
+                if alike >= 2:
+                    return True
+    return False
 
 
 _ECHO_HAYSTACK = " ".join(INSTRUCTIONS.lower().split())

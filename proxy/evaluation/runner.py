@@ -66,6 +66,8 @@ class Row:
     growths: int | None = None
     """Extractions grown for this conversation (the overspill conditions)."""
     detail: str = ""
+    shown: str | None = None
+    """What the model was shown before the question (only when the run keeps it)."""
 
     def as_dict(self) -> dict[str, Any]:
         """The row as a JSON object."""
@@ -114,6 +116,8 @@ class Setup:
     """max_tokens of every probe and replayed turn."""
     summary_tokens: int = SUMMARY_TOKENS
     """max_tokens of the naive summary's call."""
+    keep_shown: bool = False
+    """Whether each row carries what the model was shown (to read why an answer missed)."""
 
 
 def _ask_user(probe: Probe) -> Message:
@@ -136,7 +140,7 @@ async def _condition(
     messages = conversation.messages
     if condition in TRANSFORMS:
         shown = TRANSFORMS[condition](messages, setup.budget, setup.count)
-        return await _ask_each(target, conversation, condition, shown, setup.answer_tokens)
+        return await _ask_each(target, conversation, condition, shown, setup)
     if condition == "summary":
         prompt = summary_prompt(messages, setup.summary_room, setup.count)
         if prompt is None:
@@ -146,7 +150,7 @@ async def _condition(
         except OverspillError as error:
             return _all(conversation, condition, _status(error), error.message)
         shown = with_summary(messages, summary)
-        return await _ask_each(target, conversation, condition, shown, setup.answer_tokens)
+        return await _ask_each(target, conversation, condition, shown, setup)
     return await _through_overspill(target, conversation, condition, setup)
 
 
@@ -155,16 +159,17 @@ async def _ask_each(
     conversation: Conversation,
     condition: ConditionName,
     shown: Sequence[Message] | None,
-    tokens: int,
+    setup: Setup,
 ) -> list[Row]:
     """Each probe asked after `shown` (None: the condition could not fit the window)."""
     if shown is None:
         return _all(conversation, condition, "overflow", "does not fit the window")
     text = text_of(shown)
+    kept = text if setup.keep_shown else None
     rows = []
     for probe in conversation.probes:
         try:
-            answer = await target.ask([*shown, _ask_user(probe)], max_tokens=tokens)
+            answer = await target.ask([*shown, _ask_user(probe)], max_tokens=setup.answer_tokens)
         except OverspillError as error:
             rows.append(_row(conversation, condition, probe, _status(error), detail=error.message))
             continue
@@ -172,6 +177,7 @@ async def _ask_each(
             _row(
                 conversation, condition, probe, "ok",
                 answer=answer, correct=probe.score(answer), present=probe.present(text),
+                shown=kept,
             )
         )  # fmt: skip
     return rows
@@ -219,6 +225,7 @@ async def _through_overspill(
             _row(
                 conversation, condition, probe, "ok", answer=outcome.text,
                 correct=probe.score(outcome.text), present=present, growths=growths,
+                shown=outcome.shown if setup.keep_shown else None,
             )
         )  # fmt: skip
     return rows

@@ -348,6 +348,30 @@ def test_the_cli_writes_json_lines_and_prints_a_table(
     assert all(name in printed for name in ("full", "overspill-once", "drop-oldest"))
 
 
+@respx.mock
+def test_keep_shown_puts_what_the_model_was_shown_in_each_row(tmp_path: Path) -> None:
+    """With --keep-shown a row holds what the model saw before the question (the stand-in
+    and the tail under overspill, the kept messages under a baseline); without it, nothing."""
+    respx.post("http://upstream.test/v1/chat/completions").mock(side_effect=_upstream)
+    config = tmp_path / "config.yaml"
+    config.write_text(CONFIG + "general_settings: {upstream_client: httpx}\n")
+    runs = {}
+    for flag in ([], ["--keep-shown"]):
+        out = tmp_path / f"rows{len(flag)}.jsonl"
+        status = main(
+            ["eval", "--config", str(config), "--seeds", "1", "--fillers", "12",
+             "--conditions", "overspill-once,drop-oldest", "--kinds", "user_fact",
+             "--out", str(out), *flag]
+        )  # fmt: skip
+        assert status == 0
+        runs[bool(flag)] = [orjson.loads(line) for line in out.read_bytes().splitlines()]
+    assert all(row["shown"] is None for row in runs[False])
+    shown = {row["condition"]: row["shown"] for row in runs[True]}
+    assert "Quoted facts" in shown["overspill-once"]
+    assert "Quoted facts" not in shown["drop-oldest"]
+    assert shown["drop-oldest"].startswith("system: ")
+
+
 def test_the_chart_is_a_png_of_recall(tmp_path: Path) -> None:
     """The chart is drawn from the rows: a PNG file, whatever conditions ran."""
     from proxy.evaluation.runner import Row

@@ -466,7 +466,7 @@ async def test_a_looping_answer_is_cleaned_before_use() -> None:
 async def test_an_over_long_answer_is_cut_to_budget_with_a_marker() -> None:
     """Notes longer than their budget are cut visibly and the result fits."""
     words = ["public", "staging", "main", "internal", "manager", "project", "database"]
-    long_notes = "\n".join(f"- the {a} and the {b} of the release" for a in words for b in words)
+    long_notes = "\n".join(f"- {a} {b} release" for a in words for b in words)
     complete = Scripted(fixed(long_notes))
     messages = conversation(40, filler_repeat=2)
     result = await extract_history(
@@ -710,3 +710,25 @@ def test_the_cut_rung_keeps_head_tail_and_facts_without_a_model() -> None:
     assert "tokens omitted" in result.text
     assert count_text(result.text) <= 300
     assert FACTS_HEADER in result.text
+
+
+def test_a_third_line_of_one_template_is_no_note() -> None:
+    """A small model repeating one pattern of the conversation ("Run the tests for the X
+    module") keeps two such lines; lines that only share a few words all stay."""
+    notes = "\n".join(
+        [
+            *(
+                f"- Run the tests for the {m} module, please."
+                for m in ("quota", "bucket", "cursor")
+            ),
+            "- port 8443 is for staging",
+            "- port 9000 is for production",
+            "- port 9100 is for metrics",
+        ]
+    )
+    kept = clean_output(notes).splitlines()
+    assert [line for line in kept if line.startswith("- Run")] == [
+        "- Run the tests for the quota module, please.",
+        "- Run the tests for the bucket module, please.",
+    ]
+    assert len(kept) == 5

@@ -8,11 +8,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kernel.tokens import count_text
+from kernel.types import Message
 from middleware.condensing.extraction import carried_notes
 from middleware.condensing.ledger import (
     FACTS_HEADER,
     LISTING,
     LISTING_SCORE,
+    MERGED_SHARE,
     SETTINGS,
     FactLine,
     assemble,
@@ -48,16 +50,23 @@ def test_term_weight_ranks_codes_over_bare_small_numbers() -> None:
 
 
 def test_facts_that_do_not_fit_are_merged_into_one_visible_line() -> None:
-    """Under pressure dropped lines leave their codes on a merged line that counts them."""
+    """Under pressure dropped lines leave their codes on a merged line that counts them; the
+    codes it cannot list it counts, and it never takes more than its share of the room from
+    the quoted sentences."""
     facts = facts_about(30)
-    text = assemble("", facts, 260)
-    assert count_text(text) <= 260
-    match = MERGED.search(text)
-    assert match is not None
-    kept = sum(f.render() in text for f in facts)
-    assert int(match.group(1)) == len(facts) - kept
-    for i in range(30):
-        assert f"QZ-{7000 + i}" in text
+    for target in (260, 500):
+        text = assemble("", facts, target)
+        assert count_text(text) <= target
+        match = MERGED.search(text)
+        assert match is not None
+        kept = sum(f.render() in text for f in facts)
+        assert int(match.group(1)) == len(facts) - kept
+        listed = sum(f"QZ-{7000 + i}" in text for i in range(30))
+        assert listed == 30 or "more key terms left out: no room" in text
+        quoted = sum(count_text(f.render()) + 1 for f in facts if f.render() in text)
+        assert quoted >= (1 - MERGED_SHARE) * target - 40
+    roomy = assemble("", facts, 500)
+    assert all(f"QZ-{7000 + i}" in roomy for i in range(30))
 
 
 def test_a_merged_line_parses_back_and_keeps_its_count_when_merged_again() -> None:
@@ -223,3 +232,53 @@ def test_a_covered_line_of_a_higher_score_outlives_the_line_that_covers_it() -> 
     echo = FactLine("assistant", "Opening src/billing/session_ocelot.py now.", 4)
     chosen = select_facts([user, echo], "", count_text(user.render()) + 2)
     assert chosen == [user]
+
+
+def test_a_read_only_tool_call_is_no_fact_and_an_edit_is() -> None:
+    """A search or a test run the assistant called holds nothing a tool cannot give again; an
+    edit call names the file it changed."""
+    calls: list[Message] = [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"function": {"name": name, "arguments": arguments}}
+                for name, arguments in [
+                    ("search_code", '{"pattern": "quota"}'),
+                    ("run_command", '{"command": "pytest tests/test_quota.py -v"}'),
+                    ("edit_file", '{"path": "src/billing/anchor_walrus.py"}'),
+                ]
+            ],
+        }
+    ]
+    (edit,) = fact_lines(calls)
+    assert "edit_file" in edit.text
+
+
+def test_a_question_ranks_below_what_anyone_stated() -> None:
+    """The user's question with a number ranks below a setting read and an assistant's pick."""
+    (question,) = fact_lines([{"role": "user", "content": "What does an HTTP 404 mean?"}])
+    setting = FactLine(f"tool {SETTINGS}", "pool_size = 8751", 3)
+    picked = "I'll use port 24642 for the mock server."
+    (pick,) = fact_lines([{"role": "assistant", "content": picked}])
+    assert LISTING_SCORE < question.score < setting.score < pick.score
+
+
+def test_a_short_user_message_is_one_line() -> None:
+    """A message like "That step is done: we did X. The next step now is Y." stays one line, so the done step
+    is never quoted apart from what replaced it; a long message is split into sentences."""
+    said = "That step is done: we did test_otter_ibis. The next step now is to run mig_4410."
+    (line,) = fact_lines([{"role": "user", "content": said}])
+    assert line.text == said
+    long = " ".join(f"Box {i} holds code QZ-{7000 + i}." for i in range(20))
+    assert len(fact_lines([{"role": "user", "content": long}])) == 20
+
+
+def test_a_carried_note_ranks_below_every_statement_and_keeps_that_when_parsed_back() -> None:
+    """An earlier note line carried into the ledger (a model's paraphrase) ranks below the
+    assistant's own words, also at the next growth."""
+    (note,) = carried_notes("- 16 passed in 4s for module quota_report", "")
+    (pick,) = fact_lines([{"role": "assistant", "content": "I'll use port 24642 for the mock."}])
+    assert LISTING_SCORE < note.score < pick.score
+    _, parsed = parse_extraction(assemble("", [note, pick], 200))
+    assert [fact.score for fact in parsed] == [note.score, pick.score]

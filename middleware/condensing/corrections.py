@@ -1,0 +1,129 @@
+"""Corrections: which stated values a later statement replaced, and which lines only echo.
+
+A user who corrects a value ("Correction: the upload limit is 380 MB, not 550 MB", "the
+on-call engineer this week is now Tomasz Novak") leaves two statements of one subject in the
+history. Quoted side by side, a small model picks either; the ledger keeps only the current
+one. A statement's *subjects* are, for each value it states (a key term), the words of the
+clause that leads to it, up to its verb "is"/"are" when it has one: "the maximum upload
+size" for "the maximum upload size is 380 MB". A later user statement replaces an earlier
+one when
+
+- both are the user's, the later one is no question,
+- they share a subject with a different value,
+- the later one reads as a correction (a word such as correction, actually, update, now,
+  instead, changed, no longer, not; or it names the earlier value), and
+- every other value of the earlier one is in the later one (nothing else is lost).
+
+Two statements of one subject without such a word ("The timeout is 30s." then "The timeout
+is 60s for writes.") are both kept: the ledger cannot tell a correction from a second fact.
+
+An *echo* is a line that is not the user's or a tool's and whose values all appear in earlier
+user or tool lines (an assistant's "Noted: next we run X"): it adds nothing, and when its
+values are all replaced ones it would bring a stale value back, so it goes with them.
+
+Pure: lines come in as (role, text, key spans), in conversation order.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+__all__ = ["Line", "Settled", "settle", "subjects"]
+
+_CLAUSE_BREAK = re.compile(r"[,;:()\[\]!?]|\s[-\u2013\u2014]\s|\.\s")
+_VERB = re.compile(r"\b(?:is|are|was|were|will be|becomes)\b", re.IGNORECASE)
+_CORRECTION = re.compile(
+    r"\b(?:correction|corrected|correcting|actually|update|updated|instead|changed?|now|"
+    r"no longer|not|rather|misread|mistake|wrong)\b",
+    re.IGNORECASE,
+)
+_WORD = re.compile(r"[a-z]{3,}")
+_FILLER = frozenset(
+    {"the", "and", "now", "our", "its", "still", "also", "actually", "really", "just", "then"}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    """One ledger line: who said it, its text, its key terms."""
+
+    role: str
+    text: str
+    keys: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """Indices of the lines a later statement replaced, and of the lines that only echo."""
+
+    replaced: frozenset[int]
+    echoes: frozenset[int]
+
+
+def subjects(text: str, keys: Sequence[str]) -> list[tuple[frozenset[str], str]]:
+    """(subject words, value) for each key term of `text`: the words of the clause before
+    the value, cut at its verb (``is``) when it has one; empty subjects are left out."""
+    found = []
+    lowered = text.lower()
+    for key in keys:
+        at = lowered.find(key.lower())
+        if at < 0:
+            continue
+        clause = _CLAUSE_BREAK.split(text[:at])[-1]
+        verb = _VERB.search(clause)
+        if verb is not None:
+            clause = clause[: verb.start()]
+        words = frozenset(_WORD.findall(clause.lower())) - _FILLER
+        if words:
+            found.append((words, key.lower()))
+    return found
+
+
+def _who(role: str) -> str:
+    return role.split("(")[0].split(" ")[0]
+
+
+def _replaced_value(later: Line, earlier: Line) -> str | None:
+    """The value of the user's `earlier` statement that the user's `later` one corrects
+    (lower-cased), or None when it corrects none."""
+    if later.text.rstrip().endswith("?"):
+        return None
+    later_keys = {key.lower() for key in later.keys}
+    named_old = bool({key.lower() for key in earlier.keys} & later_keys)
+    if not (named_old or _CORRECTION.search(later.text)):
+        return None
+    new = subjects(later.text, later.keys)
+    for words, old in subjects(earlier.text, earlier.keys):
+        if any(words == words2 and old != value for words2, value in new):
+            rest = {key.lower() for key in earlier.keys} - {old}
+            if rest <= later_keys:
+                return old
+    return None
+
+
+def settle(lines: Sequence[Line]) -> Settled:
+    """Which lines later statements replaced, and which only echo earlier ones."""
+    users = [i for i, line in enumerate(lines) if _who(line.role) == "user" and line.keys]
+    replaced: set[int] = set()
+    stale: set[str] = set()
+    for n, i in enumerate(users):
+        for j in users[n + 1 :]:
+            old = _replaced_value(lines[j], lines[i])
+            if old is not None:
+                replaced.add(i)
+                stale.add(old)
+                break
+    stated: set[str] = set()
+    echoes: set[int] = set()
+    for i, line in enumerate(lines):
+        keys = {key.lower() for key in line.keys}
+        who = _who(line.role)
+        if who in ("user", "tool"):
+            stated |= keys
+        elif keys and who == "assistant" and keys <= stated:
+            echoes.add(i)
+            if keys <= stale:
+                replaced.add(i)
+    return Settled(frozenset(replaced), frozenset(echoes - replaced))

@@ -1,0 +1,129 @@
+"""Corrections in the ledger: the latest value of a subject is quoted, the replaced one is not."""
+
+from __future__ import annotations
+
+import pytest
+
+from kernel.types import Message
+from middleware.condensing.corrections import Line, settle, subjects
+from middleware.condensing.ledger import (
+    LISTING_SCORE,
+    FactLine,
+    assemble,
+    fact_lines,
+    key_spans,
+    parse_extraction,
+    settled,
+)
+
+
+def lines(*said: tuple[str, str]) -> list[Line]:
+    """Ledger lines from (role, text) pairs, with their key terms."""
+    return [Line(role, text, key_spans(text)) for role, text in said]
+
+
+def users(*texts: str) -> list[Line]:
+    """The user's lines."""
+    return lines(*(("user", text) for text in texts))
+
+
+@pytest.mark.parametrize(
+    ("first", "later"),
+    [
+        ("The maximum upload size is 550 MB.", "Correction: the maximum upload size is 380 MB."),
+        (
+            "The API gateway listens on port 4410.",
+            "Correction: the API gateway listens on port 5678, not 4410. I misread the chart.",
+        ),
+        (
+            "The on-call engineer this week is Ingrid Halvorsen.",
+            "Update: Ingrid Halvorsen swapped shifts, so the on-call engineer this week is now "
+            "Tomasz Novak.",
+        ),
+        (
+            "Let's pause. When we come back to it, the next step is to bisect test_otter_ibis.",
+            "That step is done: we did test_otter_ibis. The next step now is to rotate the key "
+            "of lynx-gateway-431.",
+        ),
+        ("Actually, ignore that: the deadline is Friday.", "The deadline is now Monday."),
+    ],
+)
+def test_a_correction_replaces_the_earlier_statement_of_its_subject(first: str, later: str) -> None:
+    """A later user statement of the same subject that reads as a correction replaces it."""
+    assert settle(users(first, later)).replaced == {0}
+
+
+@pytest.mark.parametrize(
+    ("first", "later"),
+    [
+        ("The timeout is 30s.", "The timeout is 60s for writes."),
+        ("The staging host is alpha-101.", "Correction: the production host is beta-202."),
+        ("The maximum upload size is 550 MB.", "Is the maximum upload size now 380 MB?"),
+        (
+            "The API gateway listens on port 4410 and the cache on 6380.",
+            "Correction: the API gateway listens on port 5678.",
+        ),
+    ],
+)
+def test_what_cannot_be_told_a_correction_is_kept(first: str, later: str) -> None:
+    """No correction word, another subject, a question, or a value the later line would lose:
+    both statements stay."""
+    assert settle(users(first, later)).replaced == set()
+
+
+def test_the_subject_is_the_clause_before_the_value_up_to_its_verb() -> None:
+    """The words "the maximum upload size" are the subject of 380 in a correction's first clause."""
+    found = subjects("Correction: the maximum upload size is 380 MB.", ("380",))
+    assert found == [(frozenset({"maximum", "upload", "size"}), "380")]
+
+
+def test_an_assistant_echo_ranks_last_and_goes_with_a_replaced_value() -> None:
+    """The assistant repeating a user's value is an echo; repeating a replaced one, it goes."""
+    found = settle(
+        lines(
+            ("user", "The maximum upload size is 550 MB."),
+            ("assistant", "Noted: uploads up to 550 MB."),
+            ("user", "The project code is PRJ-4410."),
+            ("assistant", "Noted: PRJ-4410."),
+            ("user", "Correction: the maximum upload size is 380 MB, not 550 MB."),
+        )
+    )
+    assert found.replaced == {0, 1}
+    assert found.echoes == {3}
+
+
+def test_the_ledger_quotes_the_correction_and_counts_the_replaced_line() -> None:
+    """Assembled, the correction is quoted and the replaced statement is not; the merged line
+    counts it, and the next growth parses the ledger back without it."""
+    messages: list[Message] = [
+        {"role": "user", "content": "The maximum upload size is 550 MB."},
+        {"role": "assistant", "content": "Noted."},
+        {"role": "user", "content": "Our project code is PRJ-4410."},
+        {"role": "user", "content": "Correction: the maximum upload size is 380 MB, not 550."},
+    ]
+    facts = fact_lines(messages)
+    text = assemble("", facts, 400)
+    assert "- user: Correction: the maximum upload size is 380 MB, not 550." in text
+    assert "- user: The maximum upload size is 550 MB." not in text
+    assert "- merged(1 facts): (no key terms)" in text
+    _, parsed = parse_extraction(text)
+    assert [fact.text for fact in parsed if fact.role == "user"] == [
+        "Our project code is PRJ-4410.",
+        "Correction: the maximum upload size is 380 MB, not 550.",
+    ]
+
+
+def test_an_echo_goes_before_any_statement_under_pressure() -> None:
+    """At every target the assistant's repeat of the user's code is quoted only if the tool's
+    line (scored lower than the echo was) is quoted too."""
+    user = FactLine("user", "Our project code is PRJ-4410.", 9)
+    echo = FactLine("assistant", "Noted, the project code is PRJ-4410.", 5)
+    tool = FactLine("tool", "Edited src/a/b.py: two lines changed.", 4)
+    assert settled([user, echo, tool])[0][1].score == LISTING_SCORE
+    seen = set()
+    for target in range(20, 120, 2):
+        text = assemble("", [user, echo, tool], target)
+        quoted = tuple(fact.render() in text for fact in (user, echo, tool))
+        assert not (quoted[1] and not quoted[2])
+        seen.add(quoted)
+    assert (True, False, True) in seen
