@@ -12,9 +12,7 @@ answer (HTML, empty, JSON cut short) is a 502: checked on its first and last byt
 
 from __future__ import annotations
 
-import base64
 from typing import Any
-from urllib.parse import unquote, urlsplit, urlunsplit
 
 from kernel import tracing
 from kernel.config import DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT, ModelEntry
@@ -22,7 +20,7 @@ from kernel.errors import UpstreamBadResponse
 from kernel.types import ChatRequest, ChatResponse, RequestContext
 from providers.exchange import Exchange
 from providers.failures import parse_body
-from providers.transport import Reply, Upstream
+from providers.transport import Reply, Upstream, without_userinfo
 
 DEFAULT_API_BASE = "https://api.openai.com/v1"
 _PASSED_HEADER_PREFIX = b"x-ratelimit-"
@@ -46,7 +44,7 @@ class OpenAICompatProvider:
         params = entry.litellm_params
         self.name = params.provider
         self.model = params.upstream_model
-        url, basic = _without_userinfo(
+        url, basic = without_userinfo(
             (params.api_base or DEFAULT_API_BASE).rstrip("/") + "/chat/completions"
         )
         self.exchange = Exchange.of(entry, url, client, request_timeout, max_response_bytes)
@@ -117,17 +115,6 @@ def _headers(entry: ModelEntry) -> dict[str, str]:
     if isinstance(extra_headers, dict):
         headers.update({str(k).lower(): str(v) for k, v in extra_headers.items()})
     return headers
-
-
-def _without_userinfo(url: str) -> tuple[str, str | None]:
-    """The URL without `user:password@`, and those as a Basic authorization header value."""
-    parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url, None
-    host = parts.netloc.rpartition("@")[2]
-    pair = f"{unquote(parts.username or '')}:{unquote(parts.password or '')}"
-    basic = "Basic " + base64.b64encode(pair.encode()).decode("ascii")
-    return urlunsplit(parts._replace(netloc=host)), basic
 
 
 def _traced(headers: dict[str, str]) -> dict[str, str]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from base64 import b64encode
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Protocol
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 from urllib.request import getproxies, proxy_bypass
 
 if TYPE_CHECKING:
@@ -68,7 +68,7 @@ class AiohttpUpstream:
         self._connect_timeout = connect_timeout
         self._session: aiohttp.ClientSession | None = None
         self._timeouts: dict[float | None, aiohttp.ClientTimeout] = {}
-        self._proxies: dict[tuple[str, str], EnvProxy] = {}
+        self._proxies: dict[str, EnvProxy] = {}
 
     def _open(self) -> aiohttp.ClientSession:
         import aiohttp
@@ -79,7 +79,7 @@ class AiohttpUpstream:
             timeout=self._timeout(None),
             # Not `trust_env`: with it aiohttp looks up ~/.netrc and the proxy variables in
             # a worker thread on every request (two thread hops, ~0.3 ms of latency on a
-            # busy core); the proxy is looked up once per upstream instead (`_proxy`).
+            # busy core); the proxy is looked up once per upstream URL instead (`post`).
             skip_auto_headers=("User-Agent",),
         )
         return self._session
@@ -101,13 +101,11 @@ class AiohttpUpstream:
         import aiohttp
 
         session = self._session or self._open()
-        proxy = self._proxy(url)
-        tunnel = None
-        if proxy.headers is not None:  # credentials: on the CONNECT, else on the request
-            if url.startswith("https:"):
-                tunnel = proxy.headers
-            else:
-                headers = {**headers, **proxy.headers}
+        proxy = self._proxies.get(url)
+        if proxy is None:  # one per upstream URL: the environment does not change
+            proxy = self._proxies[url] = env_proxy(url)
+        if proxy.request_headers is not None:
+            headers = {**headers, **proxy.request_headers}
         try:
             response = await session.post(
                 url,
@@ -115,19 +113,11 @@ class AiohttpUpstream:
                 headers=headers,
                 timeout=self._timeout(phases),
                 proxy=proxy.url,
-                proxy_headers=tunnel,
+                proxy_headers=proxy.tunnel_headers,
             )
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise _aiohttp_error(exc) from exc
         return _AiohttpReply(response)
-
-    def _proxy(self, url: str) -> EnvProxy:
-        parts = urlsplit(url)
-        key = (parts.scheme, parts.netloc)
-        found = self._proxies.get(key)
-        if found is None:
-            found = self._proxies[key] = env_proxy(url)
-        return found
 
     async def aclose(self) -> None:
         if self._session is not None:
@@ -136,14 +126,17 @@ class AiohttpUpstream:
 
 
 class EnvProxy:
-    """The proxy an upstream URL goes through (`url` None: direct), credentials apart."""
+    """How a request to one upstream URL goes through a proxy (`url` None: directly)."""
 
-    __slots__ = ("headers", "url")
+    __slots__ = ("request_headers", "tunnel_headers", "url")
 
-    def __init__(self, url: str | None = None, headers: dict[str, str] | None = None) -> None:
+    def __init__(self, url: str | None = None, basic: str | None = None, tunnel: bool = False):
         self.url = url
-        self.headers = headers
-        """`Proxy-Authorization` when the proxy URL carried credentials."""
+        credentials = None if basic is None else {"Proxy-Authorization": basic}
+        self.tunnel_headers = credentials if tunnel else None
+        """The proxy's credentials on the CONNECT of an https upstream."""
+        self.request_headers = None if tunnel else credentials
+        """The proxy's credentials on the request itself (an http upstream)."""
 
 
 def env_proxy(url: str) -> EnvProxy:
@@ -155,13 +148,19 @@ def env_proxy(url: str) -> EnvProxy:
     proxy = getproxies().get(parts.scheme)
     if not host or not proxy or proxy_bypass(host):
         return EnvProxy()
-    found = urlsplit(proxy if "://" in proxy else f"http://{proxy}")
-    headers = None
-    if found.username is not None:
-        pair = f"{unquote(found.username)}:{unquote(found.password or '')}"
-        headers = {"Proxy-Authorization": "Basic " + b64encode(pair.encode()).decode()}
-    address = found.netloc.rpartition("@")[2]
-    return EnvProxy(f"{found.scheme}://{address}{found.path}", headers)
+    address, basic = without_userinfo(proxy if "://" in proxy else f"http://{proxy}")
+    return EnvProxy(address, basic, tunnel=parts.scheme == "https")
+
+
+def without_userinfo(url: str) -> tuple[str, str | None]:
+    """The URL without `user:password@`, and those as a Basic authorization header value."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url, None
+    host = parts.netloc.rpartition("@")[2]
+    pair = f"{unquote(parts.username or '')}:{unquote(parts.password or '')}"
+    basic = "Basic " + b64encode(pair.encode()).decode("ascii")
+    return urlunsplit(parts._replace(netloc=host)), basic
 
 
 class _AiohttpReply:
