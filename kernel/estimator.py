@@ -85,10 +85,10 @@ class Estimator:
         found = calibration.sample(counted, reported)
         if found is None:
             return
-        current = self._read.pop(entry.model_name, None)
+        current = self._read.get(entry.model_name)
         if current is not None and not calibration.teaches(found, current):
-            self._read[entry.model_name] = current
             return
+        self._read.pop(entry.model_name, None)  # the write changes it: unknown until read
         try:
             await self.log.add_calibration(entry.model_name, found)
         except StoreError as exc:
