@@ -38,20 +38,10 @@ from providers.deadline import Deadline
 from providers.failures import classify_failure, error_message, parse_body
 from providers.guard import WATCH, Watch, guard_response
 from providers.ollama import chat_fields
+from providers.openai_params import OPENAI_CHAT_PARAMS
 
 litellm.telemetry = False
 litellm.suppress_debug_info = True
-
-OPENAI_CHAT_PARAMS = frozenset(
-    {
-        "audio", "frequency_penalty", "function_call", "functions", "logit_bias", "logprobs",
-        "max_completion_tokens", "max_tokens", "metadata", "modalities", "n",
-        "parallel_tool_calls", "prediction", "presence_penalty", "prompt_cache_key",
-        "reasoning_effort", "response_format", "safety_identifier", "seed", "service_tier",
-        "stop", "store", "stream_options", "temperature", "tool_choice", "tools",
-        "top_logprobs", "top_p", "user", "verbosity", "web_search_options", "thinking",
-    }
-)  # fmt: skip
 
 
 LITELLM_SETTINGS = (

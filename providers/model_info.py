@@ -31,6 +31,9 @@ class Known(NamedTuple):
     """`litellm_provider`."""
     chat: bool
     """`mode: chat`."""
+    max_output: int | None
+    """`max_output_tokens`, else `max_tokens`: what litellm sends as an Anthropic request's
+    `max_tokens` when the client sets none."""
 
 
 @functools.cache
@@ -58,7 +61,12 @@ def _known(info: dict[str, Any]) -> Known:
         priced=isinstance(cost, int | float) and cost > 0,
         provider=str(provider) if provider is not None else None,
         chat=info.get("mode") == "chat",
+        max_output=_positive(info.get("max_output_tokens") or info.get("max_tokens")),
     )
+
+
+def _positive(value: object) -> int | None:
+    return value if isinstance(value, int) and value > 0 else None
 
 
 def _entries(model: str) -> list[Known]:
@@ -72,6 +80,11 @@ def _entries(model: str) -> list[Known]:
 def known_window(model: str) -> int | None:
     """litellm's `max_input_tokens` for a litellm model string (`anthropic/claude-...`)."""
     return next((info.window for info in _entries(model) if info.window is not None), None)
+
+
+def known_max_output(model: str) -> int | None:
+    """litellm's `max_output_tokens` for a litellm model string (its `get_max_tokens`)."""
+    return next((info.max_output for info in _entries(model) if info.max_output), None)
 
 
 def context_window(entry: ModelEntry) -> int | None:

@@ -18,7 +18,6 @@ apply) keep `LitellmProvider`: `build_provider` chooses.
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -35,10 +34,10 @@ from kernel.config import DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT, ModelEntr
 from kernel.errors import (
     ForbiddenParameter,
     OverspillError,
-    UpstreamBadResponse,
     too_deep,
 )
 from kernel.types import ChatRequest, ChatResponse, Provider, RequestContext
+from providers.chunks import SseRelay, include_usage
 from providers.exchange import Exchange
 from providers.failures import classify_failure
 from providers.litellm import LITELLM_SETTINGS, LitellmProvider, _message
@@ -287,7 +286,7 @@ class TranslatedProvider:
     async def _stream(self, response: Reply, state: _Answer, request: ChatRequest) -> ChatResponse:
         """Primed: an error before the first whole event, or as that event, is the call's."""
         first, chunks, cutter = await self.exchange.first_events(response)
-        relay = _Relay(self, state, _include_usage(request), response.status)
+        relay = _Relay(self, state, include_usage(request), response.status)
         head = relay.feed(first)  # an error event raises here
         return ChatResponse(stream=self.exchange.relay(head, chunks, response, cutter, relay))
 
@@ -316,65 +315,36 @@ class _Answer:
     json_mode: bool
 
 
-class _Relay:
+class _Relay(SseRelay):
     """One stream's events, translated by litellm's parser, written as OpenAI chunk events."""
 
     def __init__(
         self, provider: TranslatedProvider, state: _Answer, include_usage: bool, status: int
     ) -> None:
-        self.provider = provider
-        self.status = status
         self.parser = provider.wire.events(state.json_mode, state.litellm_params)
-        self.last_kind = provider.wire.end
+        super().__init__(
+            provider.exchange,
+            end_kind=provider.wire.end,
+            include_usage=include_usage,
+            status=status,
+            id="chatcmpl-" + self.parser.response_id.removeprefix("chatcmpl-"),
+            model=provider.model,
+        )
         self.text = provider.wire.text
         self.json_mode = state.json_mode
-        self.finished = False
-        self.role_sent = False
-        self.include_usage = include_usage
-        self.last_usage: Any = None
-        self.id = "chatcmpl-" + self.parser.response_id.removeprefix("chatcmpl-")
-        self.created = int(time.time())
-        self.model = provider.model
+        self.usage: Any = None
 
-    def feed(self, data: bytes) -> bytes:
-        """The OpenAI events for whole upstream events (b"" when none carries anything)."""
-        out: list[bytes] = []
-        for event in data.replace(b"\r\n", b"\n").split(b"\n\n"):
-            payload = _data(event)
-            if payload is None:
-                continue
-            try:
-                parsed = orjson.loads(payload)
-            except orjson.JSONDecodeError as exc:
-                raise UpstreamBadResponse(
-                    f"upstream {self.provider.name} sent a stream event that is not JSON "
-                    f"({len(payload)} bytes starting {payload[:40]!r})",
-                    provider=self.provider.name,
-                    upstream_status=self.status,
-                ) from exc
-            kind = parsed.get("type") if isinstance(parsed, dict) else None
-            if kind == "ping":
-                continue
-            if kind == "error" or (isinstance(parsed, dict) and "error" in parsed and not kind):
-                raise self.provider.exchange.failure(None, parsed, None)
-            if kind == self.last_kind:
-                self.finished = True
-                continue
-            text = self.text(parsed) if not self.json_mode else None
-            if text is not None:
-                if text:
-                    out.append(self.chunk({"content": text}, None))
-                continue
-            chunk = self.parser.chunk_parser(chunk=parsed)
-            rendered = self.render(chunk)
-            if rendered is not None:
-                out.append(rendered)
-        return b"".join(out)
+    def event(self, parsed: dict[str, Any]) -> bytes | None:
+        """A text delta written directly, any other event through litellm's parser."""
+        text = self.text(parsed) if not self.json_mode else None
+        if text is not None:
+            return self.chunk({"content": text}, None) if text else None
+        return self.render(self.parser.chunk_parser(chunk=parsed))
 
     def render(self, chunk: Any) -> bytes | None:
         """One litellm stream chunk as an OpenAI `chat.completion.chunk` event, or None."""
         if chunk.usage is not None:
-            self.last_usage = chunk.usage
+            self.usage = chunk.usage
         choice = chunk.choices[0] if chunk.choices else None
         if choice is None:
             return None
@@ -393,47 +363,9 @@ class _Relay:
             return None
         return self.chunk(delta, finish)
 
-    def chunk(self, delta: dict[str, Any], finish: str | None) -> bytes:
-        """An OpenAI chunk event (the first one carries the role)."""
-        if not self.role_sent:
-            delta = {"role": "assistant", **delta}
-            self.role_sent = True
-        return _sse(
-            {
-                "id": self.id,
-                "object": "chat.completion.chunk",
-                "created": self.created,
-                "model": self.model,
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-            }
-        )
-
-    def end(self, rest: bytes) -> bytes:
-        """After the end event: the usage event when asked for, and `[DONE]`."""
-        if rest.strip():
-            raise self.provider.exchange.cut_event(rest)
-        if not self.finished:
-            raise UpstreamBadResponse(
-                f"upstream {self.provider.name} ended the stream before its end event "
-                f"({self.last_kind})",
-                provider=self.provider.name,
-            )
-        return self.usage() + b"data: [DONE]\n\n"
-
-    def usage(self) -> bytes:
-        """The usage event OpenAI sends last when the request asked for it (else nothing)."""
-        if not self.include_usage or self.last_usage is None:
-            return b""
-        return _sse(
-            {
-                "id": self.id,
-                "object": "chat.completion.chunk",
-                "created": self.created,
-                "model": self.model,
-                "choices": [],
-                "usage": _plain(self.last_usage),
-            }
-        )
+    def last_usage(self) -> dict[str, Any] | None:
+        """litellm's last usage object, as plain JSON."""
+        return None if self.usage is None else dict(_plain(self.usage))
 
 
 def _plain(value: Any) -> Any:
@@ -442,18 +374,6 @@ def _plain(value: Any) -> Any:
         return [_plain(item) for item in value]
     dump = getattr(value, "model_dump", None)
     return dump(exclude_none=True) if dump is not None else value
-
-
-def _sse(payload: dict[str, Any]) -> bytes:
-    return b"data: " + orjson.dumps(payload) + b"\n\n"
-
-
-def _data(event: bytes) -> bytes | None:
-    """The `data:` payload of one SSE event (its data lines joined), or None."""
-    lines = [line for line in event.split(b"\n") if line.startswith(b"data:")]
-    if not lines:
-        return None
-    return b"\n".join(line[5:].strip() for line in lines)
 
 
 def _fresh_body(request: ChatRequest) -> dict[str, Any]:
@@ -467,8 +387,3 @@ def _fresh_body(request: ChatRequest) -> dict[str, Any]:
     body = orjson.loads(raw)
     assert isinstance(body, dict)
     return body
-
-
-def _include_usage(request: ChatRequest) -> bool:
-    options = request.body.get("stream_options")
-    return isinstance(options, dict) and options.get("include_usage") is True

@@ -39,6 +39,7 @@ from kernel.types import (
 )
 from kernel.wildcards import is_wildcard
 from middleware.pipeline import LAYERS, LayerFactory, Pipeline, build_pipeline
+from providers import anthropic
 from providers.deferred import DeferredProvider
 from providers.model_info import self_hosted
 from providers.ollama import OllamaWindows, native
@@ -351,7 +352,17 @@ def _provider(entry: ModelEntry, settings: Settings, client: Upstream) -> Provid
         )
 
     # litellm's import costs seconds and over 100 MB: paid on the model's first request only
-    return DeferredProvider(entry.litellm_params.provider, "providers.translated", build)
+    deferred = DeferredProvider(entry.litellm_params.provider, "providers.translated", build)
+    if anthropic.serves(entry):  # litellm only for requests this translation leaves to it
+        return anthropic.AnthropicProvider(
+            entry,
+            client,
+            deferred,
+            drop_params=settings.drop_params,
+            request_timeout=timeout,
+            max_response_bytes=limit,
+        )
+    return deferred
 
 
 def native_ollama(settings: Settings) -> Settings:

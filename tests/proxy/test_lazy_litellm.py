@@ -1,4 +1,4 @@
-"""litellm is imported on a litellm-path model's first request, never at startup."""
+"""litellm is imported on the first request only litellm can translate, never at startup."""
 
 from __future__ import annotations
 
@@ -44,11 +44,12 @@ async def main():
             async with httpx.AsyncClient(transport=transport, base_url="http://o.test") as client:
                 seen["ready"] = (await client.get("/health/readiness")).status_code
                 seen["at_start"] = "litellm" in sys.modules
-                for model in ("wire", "claude"):
-                    body = {"model": model, "messages": [{"role": "user", "content": "hi"}]}
+                asks = {"wire": {}, "claude": {}, "claude_json": {"response_format": {"type": "json_object"}}}
+                for name, extra in asks.items():
+                    body = {"model": name.removesuffix("_json"), "messages": [{"role": "user", "content": "hi"}], **extra}
                     answer = await client.post("/v1/chat/completions", json=body)
-                    seen[model] = answer.status_code
-                    seen[f"after_{model}"] = "litellm" in sys.modules
+                    seen[name] = answer.status_code
+                    seen[f"after_{name}"] = "litellm" in sys.modules
     seen["litellm_handlers"] = len(logging.getLogger("LiteLLM").handlers)
     print(orjson.dumps(seen).decode())
 
@@ -58,9 +59,10 @@ asyncio.run(main())
 
 @pytest.mark.reliability("memory")
 def test_litellm_is_imported_by_the_first_request_that_needs_it(tmp_path: Path) -> None:
-    """A worker with an OpenAI-wire and an `anthropic/...` model starts and serves the
-    OpenAI-wire one without importing litellm; the first request to the other imports it,
-    is answered, and litellm's loggers log through overspill's handler, not their own."""
+    """A worker with an OpenAI-wire and an `anthropic/...` model starts and serves both
+    without importing litellm; the first request that only litellm's Anthropic translation
+    writes (`response_format`) imports it, is answered, and litellm's loggers log through
+    overspill's handler, not their own."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     done = subprocess.run(
         [sys.executable, "-c", SCRIPT, str(tmp_path)],
@@ -74,6 +76,8 @@ def test_litellm_is_imported_by_the_first_request_that_needs_it(tmp_path: Path) 
         "wire": 200,
         "after_wire": False,
         "claude": 200,
-        "after_claude": True,
+        "after_claude": False,
+        "claude_json": 200,
+        "after_claude_json": True,
         "litellm_handlers": 0,
     }

@@ -1,4 +1,8 @@
-"""The translated path (Anthropic): litellm's translation over overspill's own HTTP call."""
+"""Anthropic models: overspill's own translation and litellm's, each over overspill's HTTP call.
+
+Every behaviour both must share runs against both (`provider`); what only one has is tested
+on it alone.
+"""
 
 from __future__ import annotations
 
@@ -14,13 +18,15 @@ import respx
 from kernel.errors import (
     ContextWindowExceeded,
     ForbiddenParameter,
+    OverspillError,
     UpstreamBadResponse,
     UpstreamError,
     UpstreamRateLimited,
     UpstreamRejected,
     UpstreamTooLarge,
 )
-from kernel.types import ChatResponse, RequestContext
+from kernel.types import ChatRequest, ChatResponse, Provider, RequestContext
+from providers.anthropic import AnthropicProvider, serves
 from providers.litellm import LitellmProvider
 from providers.translated import TranslatedProvider, build_provider
 from providers.transport import HttpxUpstream, Upstream
@@ -51,9 +57,26 @@ async def client() -> AsyncIterator[Upstream]:
         yield HttpxUpstream(made)
 
 
+def _built(kind: str, client: Upstream, config: str | None = None, **options: Any) -> Provider:
+    """A deployment's provider: overspill's translation ("own") or litellm's ("litellm")."""
+    entry = settings_from(config or _config()).model_list[0]
+    litellms = build_provider(entry, client, **options)
+    assert isinstance(litellms, TranslatedProvider)
+    if kind == "litellm":
+        return litellms
+    return AnthropicProvider(entry, client, litellms, **options)
+
+
+@pytest.fixture(params=["own", "litellm"])
+def provider(request: pytest.FixtureRequest, client: Upstream) -> Provider:
+    """Each translation in turn, with a 4 KB answer limit."""
+    return _built(request.param, client, max_response_bytes=4096)
+
+
 @pytest.fixture
-def provider(client: Upstream) -> TranslatedProvider:
-    built = build_provider(settings_from(_config()).model_list[0], client, max_response_bytes=4096)
+def litellms(client: Upstream) -> TranslatedProvider:
+    """litellm's translation alone."""
+    built = _built("litellm", client, max_response_bytes=4096)
     assert isinstance(built, TranslatedProvider)
     return built
 
@@ -105,7 +128,7 @@ async def chunks_of(response: ChatResponse) -> list[dict[str, object] | str]:
 
 
 @respx.mock
-async def test_answer_comes_back_in_openai_shape(provider: TranslatedProvider) -> None:
+async def test_answer_comes_back_in_openai_shape(provider: Provider) -> None:
     """An Anthropic answer is a chat.completion with usage; the request went out translated."""
     route = respx.post(URL).respond(200, json=ANSWER)
     request = parse_chat_request(chat(max_tokens=5, x_vendor=1))
@@ -127,13 +150,12 @@ async def test_answer_comes_back_in_openai_shape(provider: TranslatedProvider) -
     assert request.messages[0] == {"role": "system", "content": "Be brief."}, "left as it was"
 
 
-@respx.mock
-async def test_api_base_gets_the_messages_path_once(client: Upstream) -> None:
+@pytest.mark.parametrize("kind", ["own", "litellm"])
+async def test_api_base_gets_the_messages_path_once(client: Upstream, kind: str) -> None:
     """api_base is the server's root or already the endpoint; both reach /v1/messages."""
     for base in ("http://mock.test", "http://mock.test/v1/messages"):
-        entry = settings_from(_config(extra=f", api_base: '{base}'")).model_list[0]
-        built = build_provider(entry, client)
-        assert isinstance(built, TranslatedProvider)
+        built = _built(kind, client, _config(extra=f", api_base: '{base}'"))
+        assert isinstance(built, AnthropicProvider | TranslatedProvider)
         assert built.exchange.url == "http://mock.test/v1/messages"
 
 
@@ -149,33 +171,35 @@ def test_providers_without_a_wire_keep_litellm(client: Upstream) -> None:
     "field", ["num_retries", "fallbacks", "cache", "timeout", "api_base", "drop_params"]
 )
 async def test_litellm_settings_cannot_come_from_a_request(
-    provider: TranslatedProvider, field: str
+    litellms: TranslatedProvider, field: str
 ) -> None:
     """A body field litellm would read as its own setting is refused, naming it."""
     with pytest.raises(ForbiddenParameter) as caught:
-        await provider.complete(parse_chat_request(chat(**{field: 1})), CTX)
+        await litellms.complete(parse_chat_request(chat(**{field: 1})), CTX)
     assert caught.value.param == field
 
 
-async def test_unsupported_parameter_is_the_clients_error(provider: TranslatedProvider) -> None:
+async def test_unsupported_parameter_is_the_clients_error(provider: Provider) -> None:
     """An OpenAI parameter Anthropic lacks is a 400 naming it, unless drop_params is on."""
-    with pytest.raises(UpstreamRejected) as caught:
+    with pytest.raises(OverspillError) as caught:
         await provider.complete(parse_chat_request(chat(logit_bias={"1": 2})), CTX)
+    assert caught.value.http_status() == 400
+    assert caught.value.type == "invalid_request_error"
     assert "logit_bias" in caught.value.message
 
 
+@pytest.mark.parametrize("kind", ["own", "litellm"])
 @respx.mock
-async def test_drop_params_drops_what_anthropic_lacks(client: Upstream) -> None:
+async def test_drop_params_drops_what_anthropic_lacks(client: Upstream, kind: str) -> None:
     """With drop_params, the unsupported parameter is left out of the upstream request."""
-    entry = settings_from(_config()).model_list[0]
-    dropping = build_provider(entry, client, drop_params=True)
+    dropping = _built(kind, client, drop_params=True)
     route = respx.post(URL).respond(200, json=ANSWER)
     await dropping.complete(parse_chat_request(chat(logit_bias={"1": 2})), CTX)
     assert "logit_bias" not in orjson.loads(route.calls.last.request.content)
 
 
 @respx.mock
-async def test_anthropic_overflow_is_classified(provider: TranslatedProvider) -> None:
+async def test_anthropic_overflow_is_classified(provider: Provider) -> None:
     """Anthropic's "prompt is too long" is ContextWindowExceeded with both sizes."""
     error = {
         "type": "error",
@@ -196,7 +220,7 @@ async def test_anthropic_overflow_is_classified(provider: TranslatedProvider) ->
 
 
 @respx.mock
-async def test_token_rate_limit_is_not_an_overflow(provider: TranslatedProvider) -> None:
+async def test_token_rate_limit_is_not_an_overflow(provider: Provider) -> None:
     """A per-minute token limit is a 429 with Retry-After, never an overflow."""
     error = {
         "type": "error",
@@ -212,7 +236,7 @@ async def test_token_rate_limit_is_not_an_overflow(provider: TranslatedProvider)
 
 
 @respx.mock
-async def test_output_cap_is_a_rejection_not_an_overflow(provider: TranslatedProvider) -> None:
+async def test_output_cap_is_a_rejection_not_an_overflow(provider: Provider) -> None:
     """max_tokens over the model's output cap is the upstream's 400, not an overflow."""
     error = {
         "type": "error",
@@ -228,7 +252,7 @@ async def test_output_cap_is_a_rejection_not_an_overflow(provider: TranslatedPro
 
 
 @respx.mock
-async def test_answer_over_the_limit_is_refused(provider: TranslatedProvider) -> None:
+async def test_answer_over_the_limit_is_refused(provider: Provider) -> None:
     """A JSON answer over max_response_bytes is UpstreamTooLarge, not read whole."""
     respx.post(URL).respond(200, json={**ANSWER, "padding": "x" * 5000})
     with pytest.raises(UpstreamTooLarge):
@@ -236,7 +260,7 @@ async def test_answer_over_the_limit_is_refused(provider: TranslatedProvider) ->
 
 
 @respx.mock
-async def test_stream_is_sse_in_openai_chunks(provider: TranslatedProvider) -> None:
+async def test_stream_is_sse_in_openai_chunks(provider: Provider) -> None:
     """A streamed answer becomes OpenAI chunk events: the role first, the text, stop, [DONE]."""
     route = respx.post(URL).respond(200, stream=httpx.ByteStream(b"".join(events("Par", "is"))), headers=SSE)  # fmt: skip
     response = await provider.complete(parse_chat_request(chat(stream=True)), CTX)
@@ -253,7 +277,7 @@ async def test_stream_is_sse_in_openai_chunks(provider: TranslatedProvider) -> N
 
 
 @respx.mock
-async def test_stream_usage_comes_when_asked(provider: TranslatedProvider) -> None:
+async def test_stream_usage_comes_when_asked(provider: Provider) -> None:
     """stream_options.include_usage adds OpenAI's last usage chunk (no choices)."""
     respx.post(URL).respond(200, stream=httpx.ByteStream(b"".join(events("Hi"))), headers=SSE)
     request = chat(stream=True, stream_options={"include_usage": True})
@@ -267,7 +291,7 @@ async def test_stream_usage_comes_when_asked(provider: TranslatedProvider) -> No
 
 @pytest.mark.reliability("streams")
 @respx.mock
-async def test_stream_cut_before_its_end_is_an_error(provider: TranslatedProvider) -> None:
+async def test_stream_cut_before_its_end_is_an_error(provider: Provider) -> None:
     """A stream that stops before message_stop ends with an error, never looks complete."""
     respx.post(URL).respond(200, stream=Pieces(events("Par", end=False)), headers=SSE)
     response = await provider.complete(parse_chat_request(chat(stream=True)), CTX)
@@ -285,7 +309,7 @@ async def test_stream_cut_before_its_end_is_an_error(provider: TranslatedProvide
 
 @pytest.mark.reliability("streams")
 @respx.mock
-async def test_error_event_first_is_the_calls_error(provider: TranslatedProvider) -> None:
+async def test_error_event_first_is_the_calls_error(provider: Provider) -> None:
     """An `event: error` before any text is raised before the response head."""
     error = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
     respx.post(URL).respond(200, stream=httpx.ByteStream(event("error", error)), headers=SSE)
@@ -295,7 +319,7 @@ async def test_error_event_first_is_the_calls_error(provider: TranslatedProvider
 
 @pytest.mark.reliability("streams")
 @respx.mock
-async def test_error_event_mid_stream_ends_it_with_the_error(provider: TranslatedProvider) -> None:
+async def test_error_event_mid_stream_ends_it_with_the_error(provider: Provider) -> None:
     """An error event after some text ends the stream with that error (classified)."""
     error = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
     body = Pieces([*events("Par", end=False), event("error", error)])
@@ -310,7 +334,7 @@ async def test_error_event_mid_stream_ends_it_with_the_error(provider: Translate
 @pytest.mark.reliability("upstream-bodies")
 @respx.mock
 async def test_stream_event_that_is_not_json_is_a_bad_response(
-    provider: TranslatedProvider,
+    provider: Provider,
 ) -> None:
     """An event whose data is not JSON is UpstreamBadResponse, not litellm's exception."""
     body = Pieces([*events("Par", end=False), b"event: content_block_delta\ndata: {oops\n\n"])
@@ -324,7 +348,7 @@ async def test_stream_event_that_is_not_json_is_a_bad_response(
 
 @pytest.mark.reliability("upstream-bodies")
 @respx.mock
-async def test_answer_litellm_cannot_read_is_a_bad_response(provider: TranslatedProvider) -> None:
+async def test_answer_that_is_not_a_messages_answer_is_a_bad_response(provider: Provider) -> None:
     """A JSON object that is not a Messages answer is UpstreamBadResponse (a 502)."""
     respx.post(URL).respond(200, json={"unexpected": True})
     with pytest.raises(UpstreamBadResponse, match="not the API's response"):
@@ -332,8 +356,8 @@ async def test_answer_litellm_cannot_read_is_a_bad_response(provider: Translated
 
 
 @respx.mock
-async def test_streamed_tool_call_keeps_litellms_translation(provider: TranslatedProvider) -> None:
-    """A tool_use block streams as OpenAI tool_calls deltas (the parser's work), ending tool_calls."""
+async def test_streamed_tool_call_becomes_tool_call_deltas(provider: Provider) -> None:
+    """A tool_use block streams as OpenAI tool_calls deltas, ending with tool_calls."""
     start = {**ANSWER, "content": [], "stop_reason": None, "usage": {"input_tokens": 12, "output_tokens": 1}}  # fmt: skip
     body = [
         event("message_start", {"type": "message_start", "message": start}),
@@ -354,18 +378,124 @@ async def test_streamed_tool_call_keeps_litellms_translation(provider: Translate
     assert parsed[-1]["choices"][0]["finish_reason"] == "tool_calls"  # type: ignore[index]
 
 
-def test_parameter_mapping_is_remembered_as_new_objects(provider: TranslatedProvider) -> None:
+def test_parameter_mapping_is_remembered_as_new_objects(litellms: TranslatedProvider) -> None:
     """A repeated parameter set is mapped once; each request still gets objects of its own."""
     params = {"max_tokens": 5, "temperature": 0.2, "stop": ["\n"], "x_vendor": {"a": 1}}
 
     def fresh() -> dict[str, Any]:
         return dict(orjson.loads(orjson.dumps(params)))  # as each request parses its body
 
-    first = provider.mapped(fresh(), False)
+    first = litellms.mapped(fresh(), False)
     first["x_vendor"]["a"] = 2
     first["stop_sequences"].append("changed")
-    again = provider.mapped(fresh(), False)
+    again = litellms.mapped(fresh(), False)
     assert again == {"max_tokens": 5, "temperature": 0.2, "stop_sequences": ["\n"], "x_vendor": {"a": 1}}  # fmt: skip
-    assert len(provider.memo) == 1
-    assert provider.mapped(fresh(), True) is not again
-    assert len(provider.memo) == 2
+    assert len(litellms.memo) == 1
+    assert litellms.mapped(fresh(), True) is not again
+    assert len(litellms.memo) == 2
+
+
+# -- overspill's own translation ------------------------------------------------------------
+
+
+class Recording:
+    """A fallback provider that records the requests it is given."""
+
+    name = "anthropic"
+
+    def __init__(self) -> None:
+        self.requests: list[ChatRequest] = []
+
+    async def complete(self, request: ChatRequest, ctx: RequestContext) -> ChatResponse:
+        self.requests.append(request)
+        return ChatResponse(body=b"{}")
+
+    async def aclose(self) -> None:
+        """Nothing to release."""
+
+
+def own(client: Upstream, fallback: Provider, config: str | None = None) -> AnthropicProvider:
+    return AnthropicProvider(settings_from(config or _config()).model_list[0], client, fallback)
+
+
+@respx.mock
+async def test_only_what_litellm_alone_writes_goes_to_the_fallback(client: Upstream) -> None:
+    """A plain request is sent by overspill's translation; response_format goes to litellm's."""
+    fallback = Recording()
+    provider = own(client, fallback)
+    route = respx.post(URL).respond(200, json=ANSWER)
+    await provider.complete(parse_chat_request(chat(temperature=0.1)), CTX)
+    assert route.call_count == 1
+    assert fallback.requests == []
+    fancy = parse_chat_request(chat(response_format={"type": "json_object"}))
+    await provider.complete(fancy, CTX)
+    assert route.call_count == 1
+    assert fallback.requests == [fancy]
+
+
+@respx.mock
+async def test_fields_that_are_not_openais_go_to_anthropic_as_given(client: Upstream) -> None:
+    """A field litellm would read as a setting (`num_retries`) is part of the Messages body
+    here, never acted on (Anthropic's own validation answers for it); `top_k` goes as given."""
+    route = respx.post(URL).respond(200, json=ANSWER)
+    await own(client, Recording()).complete(parse_chat_request(chat(num_retries=5, top_k=3)), CTX)
+    assert route.call_count == 1, "sent once: no retries"
+    body = orjson.loads(route.calls.last.request.content)
+    assert (body["num_retries"], body["top_k"]) == (5, 3)
+
+
+def test_serves_anthropic_deployments_with_a_key_and_known_settings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Other providers, other litellm settings, no key or an OAuth token: litellm's path."""
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+
+    def entry(config: str) -> Any:
+        return settings_from(config).model_list[0]
+
+    assert serves(entry(_config()))
+    assert serves(entry(_config(extra=", extra_headers: {anthropic-beta: x}")))
+    assert not serves(entry(_config("gemini/gemini-2.5-flash")))
+    assert not serves(entry(_config(extra=", aws_region_name: eu-west-1")))
+    keyless = "model_list:\n  - model_name: c\n    litellm_params: {model: anthropic/claude-x}\n"
+    assert not serves(entry(keyless))
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-env")
+    assert serves(entry(keyless))
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-oat01-token")
+    assert not serves(entry(keyless))
+
+
+@respx.mock
+async def test_key_from_the_environment_and_extra_headers_are_sent(
+    client: Upstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ANTHROPIC_API_KEY stands in for a missing api_key; extra_headers go along."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-env")
+    config = (
+        "model_list:\n  - model_name: c\n    litellm_params:\n"
+        "      {model: anthropic/claude-x, extra_headers: {anthropic-beta: b1}}\n"
+    )
+    route = respx.post(URL).respond(200, json=ANSWER)
+    await own(client, Recording(), config).complete(parse_chat_request(chat()), CTX)
+    sent = route.calls.last.request
+    assert sent.headers["x-api-key"] == "sk-ant-env"
+    assert sent.headers["anthropic-beta"] == "b1"
+    assert sent.headers["anthropic-version"] == "2023-06-01"
+
+
+@respx.mock
+async def test_bad_message_shape_is_the_clients_error_naming_where(client: Upstream) -> None:
+    """A tool call whose arguments are not a JSON object is a 400 naming the message."""
+    body = orjson.dumps(
+        {
+            "model": "claude",
+            "messages": [
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "[1]"}}]},
+            ],
+        }
+    )  # fmt: skip
+    with pytest.raises(OverspillError) as caught:
+        await own(client, Recording()).complete(parse_chat_request(body), CTX)
+    assert caught.value.http_status() == 400
+    assert "messages[1].tool_calls[0].function.arguments" in caught.value.message
