@@ -12,7 +12,9 @@ event by event with the same guard as the passthrough (whole events, a cut strea
 event, not a silent end), and failures go through `providers.failures` once.
 
 Providers with no entry in `WIRES` (or a deployment with litellm settings this path does not
-apply) keep `LitellmProvider`: `build_provider` chooses.
+apply) keep `LitellmProvider`: `build_provider` chooses. An Anthropic deployment is mostly
+served by overspill's own translation (`providers/anthropic.py`, no litellm); this path takes
+the requests that translation leaves to litellm (`response_format`, thinking, documents, ...).
 """
 
 from __future__ import annotations

@@ -3,7 +3,9 @@
 Two configs, each served by `python -m proxy serve` (one worker) in turn:
 
 - `openai`: only OpenAI-wire models (the byte passthrough);
-- `litellm`: the same plus an `anthropic/...` model, which is served through litellm.
+- `litellm`: the same plus an `anthropic/...` model (overspill translates it; litellm is
+  imported only by a request that needs its translation: the last first request, with
+  `response_format`, shows what that import costs).
 
 The upstream is the scripted server of the fault suite (`tests/faulty_upstream.py`), run in a
 child process so its memory is not counted: it answers OpenAI's wire on
@@ -192,9 +194,13 @@ async def wait_ready(url: str, process: asyncio.subprocess.Process, started: flo
             await asyncio.sleep(0.01)
 
 
-async def first_call(url: str, model: str) -> tuple[int, float]:
+JSON_MODE = {"response_format": {"type": "json_object"}}
+"""What only litellm's Anthropic translation writes: the request that imports litellm."""
+
+
+async def first_call(url: str, model: str, extra: dict[str, Any]) -> tuple[int, float]:
     """(status, seconds) of one small chat request."""
-    body = {"model": model, "messages": [message("user", "hi")]}
+    body = {"model": model, "messages": [message("user", "hi")], **extra}
     async with httpx.AsyncClient(base_url=url, timeout=120) as client:
         start = time.monotonic()
         response = await client.post("/v1/chat/completions", json=body)
@@ -222,15 +228,16 @@ async def one_config(name: str, base: str, minutes: float, clients: int) -> None
             rss, uss = memory(process.pid)
             print(f"{name:<8} ready {ready:6.2f} s   idle RSS {rss / MIB:6.1f} MiB"
                   f"   USS {uss / MIB:6.1f} MiB")  # fmt: skip
-            models = ["wire", "claude"] if name == "litellm" else ["wire"]
-            for model in models:
-                status, seconds = await first_call(url, model)
-                second = await first_call(url, model)
-                print(f"{'':<8} first request to {model:<7} {status} in {seconds:6.3f} s"
+            asks = [("wire", "wire", {})]
+            if name == "litellm":
+                asks += [("claude", "claude", {}), ("claude+json", "claude", JSON_MODE)]
+            for label, model, extra in asks:
+                status, seconds = await first_call(url, model, extra)
+                second = await first_call(url, model, extra)
+                print(f"{'':<8} first request to {label:<11} {status} in {seconds:6.3f} s"
                       f" (second {second[1]:6.3f} s)")  # fmt: skip
-            rss, uss = memory(process.pid)
-            print(f"{'':<8} after first requests   RSS {rss / MIB:6.1f} MiB"
-                  f"   USS {uss / MIB:6.1f} MiB")  # fmt: skip
+                rss, uss = memory(process.pid)
+                print(f"{'':<8} after it   RSS {rss / MIB:6.1f} MiB   USS {uss / MIB:6.1f} MiB")
             if minutes > 0:
                 await load(name, url, process.pid, minutes, clients)
         finally:

@@ -107,3 +107,17 @@ def test_overflow_error_body(served: Served) -> None:
         )
     assert caught.value.code == "context_length_exceeded"
     assert "prompt is too long" in caught.value.message
+
+
+def test_request_only_litellm_writes_is_answered_too(served: Served) -> None:
+    """A request with response_format (left to litellm's translation, imported by this first
+    such request in the running process) is answered like the others."""
+    answer = served.client().chat.completions.create(
+        model="claude",
+        messages=[{"role": "user", "content": "hi"}],
+        max_tokens=20,
+        response_format={"type": "json_object"},
+    )
+    assert answer.choices[0].message.content == TEXT
+    assert answer.usage is not None
+    assert answer.usage.prompt_tokens == 100
