@@ -228,7 +228,7 @@ async def one_config(name: str, base: str, minutes: float, clients: int) -> None
             rss, uss = memory(process.pid)
             print(f"{name:<8} ready {ready:6.2f} s   idle RSS {rss / MIB:6.1f} MiB"
                   f"   USS {uss / MIB:6.1f} MiB")  # fmt: skip
-            asks = [("wire", "wire", {})]
+            asks: list[tuple[str, str, dict[str, Any]]] = [("wire", "wire", {})]
             if name == "litellm":
                 asks += [("claude", "claude", {}), ("claude+json", "claude", JSON_MODE)]
             for label, model, extra in asks:
