@@ -124,7 +124,7 @@ class AnthropicProvider:
         content = await self.exchange.json_answer(response, "expected a Messages answer")
         try:
             translated = wire.answer(orjson.loads(content), int(time.time()))
-        except (ValueError, TypeError, AttributeError) as exc:
+        except ValueError as exc:  # not JSON, or JSON that is not a Messages answer
             raise self.exchange.bad(response, content, f"not a Messages answer ({exc})") from exc
         return ChatResponse(body=orjson.dumps(translated))
 

@@ -391,6 +391,8 @@ class StreamEvents:
         self.usage: dict[str, Any] = {}
         self.calls: dict[int, int] = {}
         """A tool_use block's index → its tool call's index (OpenAI counts tool calls)."""
+        self.started = 0
+        """Tool calls started so far."""
 
     def delta(self, event: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
         """(the delta to send or None, the finish reason or None) for one event."""
@@ -403,7 +405,8 @@ class StreamEvents:
             if part == "text_delta":
                 return {"content": delta.get("text", "")}, None
             if part == "input_json_delta":
-                call = self.calls.get(event.get("index"))  # type: ignore[arg-type]
+                index = event.get("index")
+                call = self.calls.get(index) if isinstance(index, int) else None
                 partial = delta.get("partial_json")
                 if call is None or not partial:
                     return None, None
@@ -434,8 +437,11 @@ class StreamEvents:
             return {"content": block["text"]}
         if block.get("type") != "tool_use":
             return None
-        call = len(self.calls)
-        self.calls[event.get("index")] = call  # type: ignore[index]
+        call = self.started
+        self.started += 1
+        index = event.get("index")
+        if isinstance(index, int):
+            self.calls[index] = call
         arguments = orjson.dumps(block["input"]).decode() if block.get("input") else ""
         function = {"name": block.get("name"), "arguments": arguments}
         return {

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 from typing import Any
 
 import httpx
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kernel.errors import InvalidChatRequest
 from providers import anthropic_wire as wire
@@ -15,6 +18,7 @@ from providers.translated import TranslatedProvider, build_provider
 from providers.transport import HttpxUpstream
 from proxy.http import parse_chat_request
 from tests.conftest import settings_from
+from tests.reliability import examples
 
 MODEL = "claude-sonnet-4-5"
 CALL = {"id": "call_1", "type": "function", "function": {"name": "get", "arguments": '{"a": 1}'}}
@@ -429,3 +433,93 @@ def test_stream_counts_tool_calls_not_content_blocks() -> None:
     assert wire.usage_of(events.usage)["completion_tokens"] == 30
     assert wire.usage_of(events.usage)["prompt_tokens"] == 9
     assert events.id == "msg_1"
+
+
+KEYS = [
+    "type", "text", "index", "delta", "content_block", "input", "partial_json", "message",
+    "usage", "id", "name", "content", "function", "arguments", "url", "cache_control",
+    "stop_reason", "thinking", "input_tokens", "output_tokens", "parameters",
+]  # fmt: skip
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-2, 3) | st.text(max_size=4),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(KEYS), inner, max_size=4),
+    max_leaves=12,
+)  # fmt: skip
+
+
+def shaped(kinds: list[str], **fields: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    """An object of one of `kinds` with any of `fields` (each any JSON value, or its own
+    strategy), or any JSON value at all."""
+    optional = {name: strategy | json_values for name, strategy in fields.items()}
+    return st.fixed_dictionaries({"type": st.sampled_from(kinds)}, optional=optional) | json_values
+
+
+parts = shaped(
+    ["text", "image_url", "file"],
+    text=json_values,
+    image_url=shaped(["x"], url=st.sampled_from(["data:image/png;base64,x", "https://x.test/a", "data:,"])),
+    cache_control=json_values,
+)  # fmt: skip
+calls = shaped(["function"], id=json_values, function=shaped(["x"], name=json_values, arguments=st.sampled_from(["{}", '{"a": 1}', "[", ""])))  # fmt: skip
+messages = st.fixed_dictionaries(
+    {"role": st.sampled_from(["system", "developer", "user", "assistant", "tool", "function"])},
+    optional={
+        "content": st.lists(parts, max_size=3) | json_values,
+        "tool_calls": st.lists(calls, max_size=2) | json_values,
+        "tool_call_id": json_values,
+        "cache_control": json_values,
+        "thinking_blocks": json_values,
+    },
+)
+blocks = shaped(["text", "tool_use", "thinking"], text=json_values, input=json_values, id=json_values, name=json_values)  # fmt: skip
+deltas = shaped(["text_delta", "input_json_delta", "thinking_delta", "signature_delta"], text=json_values, partial_json=json_values, thinking=json_values)  # fmt: skip
+usages = st.dictionaries(st.sampled_from(["input_tokens", "output_tokens", "cache_read_input_tokens"]), json_values)  # fmt: skip
+events = shaped(
+    ["message_start", "content_block_start", "content_block_delta", "content_block_stop", "message_delta"],
+    index=json_values,
+    content_block=blocks,
+    delta=deltas | st.fixed_dictionaries({}, optional={"stop_reason": json_values}),
+    message=st.fixed_dictionaries({}, optional={"id": json_values, "model": json_values, "usage": usages}),
+    usage=usages,
+)  # fmt: skip
+answers = st.fixed_dictionaries(
+    {}, optional={"content": st.lists(blocks, max_size=4) | json_values, "usage": usages | json_values, "stop_reason": json_values}
+) | json_values  # fmt: skip
+
+
+@pytest.mark.reliability("fuzz")
+@settings(max_examples=examples(200, 5000), deadline=None)
+@given(
+    chat=st.lists(messages, max_size=4),
+    fields=st.dictionaries(
+        st.sampled_from([*sorted(wire.TRANSLATED), "top_k"]),
+        json_values | st.lists(shaped(["function"], function=json_values), max_size=2),
+    ),
+)
+def test_any_request_is_written_or_refused_clearly(
+    chat: list[dict[str, Any]], fields: dict[str, Any]
+) -> None:
+    """Whatever the messages and parameters hold, the translation writes JSON, refuses with
+    a 400 or leaves the request to litellm: never another exception."""
+    try:
+        body = wire.request_body(fields, chat, MODEL, max_tokens=10, drop_params=False)
+    except (InvalidChatRequest, wire.LeftToLitellm):
+        return
+    orjson.dumps(body)
+
+
+@pytest.mark.reliability("fuzz")
+@settings(max_examples=examples(200, 5000), deadline=None)
+@given(stream=st.lists(events, max_size=8), answer=answers)
+def test_any_upstream_event_or_answer_is_read_without_crashing(
+    stream: list[Any], answer: object
+) -> None:
+    """Stream events of any shape give deltas or nothing; an answer of any shape is a chat
+    completion or a ValueError (the provider's 502)."""
+    reader = wire.StreamEvents()
+    for event in stream:
+        if isinstance(event, dict):
+            delta, finish = reader.delta(event)
+            orjson.dumps([delta, finish, wire.usage_of(reader.usage)])
+    with contextlib.suppress(ValueError):
+        orjson.dumps(wire.answer(answer, created=1))
