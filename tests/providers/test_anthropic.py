@@ -6,10 +6,11 @@ on it alone.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any
 
 import httpx
+import litellm
 import orjson
 import pytest
 import pytest_asyncio
@@ -58,8 +59,12 @@ async def client() -> AsyncIterator[Upstream]:
 
 
 def _built(kind: str, client: Upstream, config: str | None = None, **options: Any) -> Provider:
-    """A deployment's provider: overspill's translation ("own") or litellm's ("litellm")."""
+    """A deployment's provider: overspill's translation ("own"), litellm's over overspill's
+    transport ("litellm"), or `litellm.acompletion` ("acompletion": a deployment with other
+    litellm settings)."""
     entry = settings_from(config or _config()).model_list[0]
+    if kind == "acompletion":
+        return LitellmProvider(entry, **options)
     litellms = build_provider(entry, client, **options)
     assert isinstance(litellms, TranslatedProvider)
     if kind == "litellm":
@@ -67,9 +72,24 @@ def _built(kind: str, client: Upstream, config: str | None = None, **options: An
     return AnthropicProvider(entry, client, litellms, **options)
 
 
-@pytest.fixture(params=["own", "litellm"])
+@pytest.fixture(autouse=True)
+def no_aiohttp() -> Iterator[None]:
+    """litellm's aiohttp transport bypasses respx; `litellm.acompletion` uses httpx here."""
+    previous = litellm.disable_aiohttp_transport
+    litellm.disable_aiohttp_transport = True
+    yield
+    litellm.disable_aiohttp_transport = previous
+
+
+@pytest.fixture(params=["own", "litellm", "acompletion"])
 def provider(request: pytest.FixtureRequest, client: Upstream) -> Provider:
-    """Each translation in turn, with a 4 KB answer limit."""
+    """Each way an Anthropic deployment is served in turn, with a 4 KB answer limit."""
+    return _built(request.param, client, max_response_bytes=4096)
+
+
+@pytest.fixture(params=["own", "litellm"])
+def translating(request: pytest.FixtureRequest, client: Upstream) -> Provider:
+    """The two paths where overspill reads the answer itself (acompletion parses its own)."""
     return _built(request.param, client, max_response_bytes=4096)
 
 
@@ -277,11 +297,11 @@ async def test_stream_is_sse_in_openai_chunks(provider: Provider) -> None:
 
 
 @respx.mock
-async def test_stream_usage_comes_when_asked(provider: Provider) -> None:
+async def test_stream_usage_comes_when_asked(translating: Provider) -> None:
     """stream_options.include_usage adds OpenAI's last usage chunk (no choices)."""
     respx.post(URL).respond(200, stream=httpx.ByteStream(b"".join(events("Hi"))), headers=SSE)
     request = chat(stream=True, stream_options={"include_usage": True})
-    chunks = await chunks_of(await provider.complete(parse_chat_request(request), CTX))
+    chunks = await chunks_of(await translating.complete(parse_chat_request(request), CTX))
     last = chunks[-2]
     assert isinstance(last, dict)
     assert last["choices"] == []
@@ -334,12 +354,12 @@ async def test_error_event_mid_stream_ends_it_with_the_error(provider: Provider)
 @pytest.mark.reliability("upstream-bodies")
 @respx.mock
 async def test_stream_event_that_is_not_json_is_a_bad_response(
-    provider: Provider,
+    translating: Provider,
 ) -> None:
     """An event whose data is not JSON is UpstreamBadResponse, not litellm's exception."""
     body = Pieces([*events("Par", end=False), b"event: content_block_delta\ndata: {oops\n\n"])
     respx.post(URL).respond(200, stream=body, headers=SSE)
-    response = await provider.complete(parse_chat_request(chat(stream=True)), CTX)
+    response = await translating.complete(parse_chat_request(chat(stream=True)), CTX)
     assert response.stream is not None
     with pytest.raises(UpstreamBadResponse, match="not JSON"):
         async for _ in response.stream:
@@ -348,11 +368,13 @@ async def test_stream_event_that_is_not_json_is_a_bad_response(
 
 @pytest.mark.reliability("upstream-bodies")
 @respx.mock
-async def test_answer_that_is_not_a_messages_answer_is_a_bad_response(provider: Provider) -> None:
+async def test_answer_that_is_not_a_messages_answer_is_a_bad_response(
+    translating: Provider,
+) -> None:
     """A JSON object that is not a Messages answer is UpstreamBadResponse (a 502)."""
     respx.post(URL).respond(200, json={"unexpected": True})
     with pytest.raises(UpstreamBadResponse, match="not the API's response"):
-        await provider.complete(parse_chat_request(chat()), CTX)
+        await translating.complete(parse_chat_request(chat()), CTX)
 
 
 @respx.mock
