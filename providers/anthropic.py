@@ -12,6 +12,7 @@ transport, built (and litellm imported) on the first such request.
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from typing import Any
@@ -115,9 +116,9 @@ class AnthropicProvider:
         headers = self.headers
         if tracing.tracer is not None:  # the upstream-call span's traceparent goes along
             headers = {**headers, **tracing.tracer.headers()}
-        answer = self._stream if request.stream else self._json
-        if request.stream and include_usage(request):
-            answer = self._stream_with_usage
+        answer = self._json
+        if request.stream:
+            answer = functools.partial(self._stream, usage=include_usage(request))
         return await self.exchange.call(body, headers, request.stream, answer)
 
     async def _json(self, response: Reply) -> ChatResponse:
@@ -134,9 +135,6 @@ class AnthropicProvider:
         relay = _Relay(self.exchange, self.model, usage, response.status)
         head = relay.feed(first)  # an error event raises here
         return ChatResponse(stream=self.exchange.relay(head, chunks, response, cutter, relay))
-
-    async def _stream_with_usage(self, response: Reply) -> ChatResponse:
-        return await self._stream(response, usage=True)
 
 
 class _Relay(SseRelay):
