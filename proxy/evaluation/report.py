@@ -7,11 +7,12 @@ on their own line, never as right or wrong.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import orjson
 
@@ -25,6 +26,48 @@ def write_jsonl(rows: Iterable[Row], sink: IO[bytes]) -> None:
     """One JSON object per row."""
     for row in rows:
         sink.write(orjson.dumps(row.as_dict()) + b"\n")
+
+
+_FIELDS = {field.name: field for field in dataclasses.fields(Row)}
+_REQUIRED = [name for name, field in _FIELDS.items() if field.default is dataclasses.MISSING]
+_TYPES: dict[str, tuple[type, ...]] = {
+    "seed": (int,), "seed_set": (str,), "condition": (str,), "kind": (str,), "question": (str,),
+    "status": (str,), "answer": (str, type(None)), "correct": (bool, type(None)),
+    "present": (bool, type(None)), "growths": (int, type(None)), "detail": (str,),
+    "shown": (str, type(None)),
+}  # fmt: skip
+
+
+def read_jsonl(lines: Iterable[bytes], source: str) -> list[Row]:
+    """The rows of a results file (what `write_jsonl` wrote); blank lines are skipped.
+    Raises ValueError naming `source` and the line for anything that is not a row."""
+    rows = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        where = f"{source}:{number}"
+        try:
+            data = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            raise ValueError(f"{where}: not JSON ({exc})") from exc
+        rows.append(_row_of(data, where))
+    return rows
+
+
+def _row_of(data: Any, where: str) -> Row:
+    if not isinstance(data, dict):
+        raise ValueError(f"{where}: a row is a JSON object, not {type(data).__name__}")
+    missing = [name for name in _REQUIRED if name not in data]
+    unknown = sorted(set(data) - set(_FIELDS))
+    if missing or unknown:
+        said = [f"missing {', '.join(missing)}"] if missing else []
+        said += [f"unknown {', '.join(unknown)}"] if unknown else []
+        raise ValueError(f"{where}: not an eval row ({'; '.join(said)})")
+    for name, value in data.items():
+        allowed = _TYPES[name]
+        if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
+            raise ValueError(f"{where}: {name} is {value!r}, not a {allowed[0].__name__}")
+    return Row(**data)
 
 
 def recall(rows: Sequence[Row]) -> float | None:
