@@ -37,7 +37,7 @@ from proxy.evaluation.conditions import (
 )
 from proxy.evaluation.conversations import HELD_OUT_FROM, generate, seed_set
 from proxy.evaluation.probes import PROBE_KINDS, Probe
-from proxy.evaluation.report import chart, table
+from proxy.evaluation.report import chart, seed_ranges, table
 from proxy.evaluation.runner import Sent, Setup, run_conversation
 from proxy.evaluation.targets import InProcess, Remote
 from proxy.system import build_system
@@ -560,3 +560,10 @@ def test_report_refuses_what_is_not_a_row_or_counted_twice(
         assert said in err
     assert main(["eval", "--report", str(good), "--kinds", "user_fact"]) == 2
     assert "no rows" in capsys.readouterr().err
+
+
+def test_seeds_are_named_as_ranges() -> None:
+    """The chart names its seeds as ranges: consecutive seeds as `low-high`, others alone."""
+    assert seed_ranges([1, 2, 3, 1000]) == "1-3, 1000"
+    assert seed_ranges([1, 3, 4, 1000, 1001, 1003]) == "1, 3-4, 1000-1001, 1003"
+    assert seed_ranges([]) == "none"
