@@ -26,6 +26,10 @@ picks either side of the two): it goes like any line that does not fit, and the 
 holds its old value (``corrections``). An assistant's line that only repeats values the user
 or a tool stated ranks with a listing's.
 
+The quoted user statements also judge the model's notes: a note line that states a subject
+the user stated, without the user's latest value, is a guess and is dropped
+(``drop_contradicted``).
+
 The ledger's rules and the extraction's layout are part of a cached extraction's validity:
 bump ``extraction_prompt.PROMPT_VERSION`` whenever they change.
 """
@@ -41,7 +45,7 @@ from dataclasses import dataclass
 
 from kernel.tokens import count_text
 from kernel.types import Message
-from middleware.condensing.corrections import Line, settle
+from middleware.condensing.corrections import Line, contradicts, settle
 from middleware.condensing.cutting import cut_tail
 from middleware.condensing.prompt import (
     DIGIT_TOKEN,
@@ -58,6 +62,7 @@ __all__ = [
     "call_sources",
     "dedupe_facts",
     "demote_templates",
+    "drop_contradicted",
     "fact_lines",
     "fact_score",
     "fact_signal",
@@ -526,6 +531,22 @@ def settled(facts: Sequence[FactLine]) -> tuple[list[FactLine], list[FactLine]]:
         for i, fact in enumerate(facts)
     ]
     return every, [fact for i, fact in enumerate(every) if i not in found.replaced]
+
+
+def drop_contradicted(notes: str, facts: Sequence[FactLine]) -> str:
+    """The notes without a line that states a subject the user stated, without the user's
+    (latest) value: a small model asked to take notes with the user's question in view
+    writes guesses for it ("our project code is called ledger" beside the user's "our
+    project code is PRJ-5499"), and a reader believes the notes first. The quoted line
+    stays; a note that agrees with it stays too."""
+    _, live = settled(facts)
+    statements = [
+        Line(fact.role, fact.text, key_spans(fact.text)) for fact in live if fact.role == "user"
+    ]
+    if not statements:
+        return notes
+    kept = [line for line in notes.splitlines() if not contradicts(line, statements)]
+    return "\n".join(kept)
 
 
 def _cost(fact: FactLine, model: str) -> int:
