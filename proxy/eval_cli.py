@@ -29,7 +29,7 @@ from middleware.condensing.budget import budget_for
 from proxy.evaluation.conditions import CONDITIONS, ConditionName
 from proxy.evaluation.conversations import DEFAULT_FILLERS, HELD_OUT_FROM, generate
 from proxy.evaluation.probes import PROBE_KINDS, ProbeKind
-from proxy.evaluation.report import CHART_HINT, chart, table, write_jsonl
+from proxy.evaluation.report import CHART_HINT, chart, read_jsonl, table, write_jsonl
 from proxy.evaluation.runner import (
     ANSWER_TOKENS,
     SUMMARY_TOKENS,
@@ -66,8 +66,8 @@ def add_parser(commands: Any) -> None:
         "--answer-tokens", type=int, default=ANSWER_TOKENS,
         help=f"max_tokens of each probe and replayed turn (default {ANSWER_TOKENS})",
     )  # fmt: skip
-    parser.add_argument("--conditions", default=",".join(CONDITIONS), help="comma-separated")
-    parser.add_argument("--kinds", default=",".join(PROBE_KINDS), help="probe kinds to ask")
+    parser.add_argument("--conditions", help="comma-separated (default: all)")
+    parser.add_argument("--kinds", help="probe kinds to ask (default: all)")
     parser.add_argument("--out", default="eval-results.jsonl", help="JSON lines, one per probe")
     parser.add_argument(
         "--keep-shown", action="store_true",
@@ -76,6 +76,11 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--chart", help="also draw recall to this PNG (needs overspill[eval])")
     parser.add_argument("--url", help="evaluate a running overspill, e.g. http://127.0.0.1:4000")
     parser.add_argument("--key", default=os.environ.get("OVERSPILL_MASTER_KEY"))
+    parser.add_argument(
+        "--report", nargs="+", metavar="ROWS",
+        help="run nothing: read saved --out files (a split run's parts), print the table "
+        "and draw --chart from all their rows",
+    )  # fmt: skip
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -126,11 +131,11 @@ class Plan:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Carry the evaluation out; returns the exit status."""
+    """Carry the evaluation out (or, with --report, report saved rows); the exit status."""
     try:
         seeds = parse_seeds(args.seeds) if args.seeds else default_seeds(args.conversations)
-        conditions = parse_conditions(args.conditions)
-        kinds = parse_kinds(args.kinds)
+        conditions = parse_conditions(args.conditions or ",".join(CONDITIONS))
+        kinds = parse_kinds(args.kinds or ",".join(PROBE_KINDS))
     except ValueError as exc:
         print(f"eval: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -140,6 +145,8 @@ def run(args: argparse.Namespace) -> int:
         except ImportError:
             print(f"eval: --chart: {CHART_HINT}", file=sys.stderr)
             return EXIT_USAGE
+    if args.report:
+        return _report(args)
     try:
         sink = open(args.out, "wb")  # noqa: SIM115 - closed below, whatever the run does
     except OSError as exc:
@@ -162,6 +169,51 @@ def run(args: argparse.Namespace) -> int:
         chart(rows, conditions, Path(args.chart))
         print(f"chart drawn to {args.chart}")
     return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    """The table (and --chart) of the rows in the --report files, as if one run wrote them;
+    --conditions and --kinds select among them. Status 2 for a file that cannot be read, a
+    line that is no row, or a probe two files both answer (it would count twice)."""
+    try:
+        rows = read_rows([Path(name) for name in args.report])
+    except (OSError, ValueError) as exc:
+        print(f"eval: --report: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    present = {row.condition for row in rows}
+    named = parse_conditions(args.conditions) if args.conditions else None
+    kinds = parse_kinds(args.kinds) if args.kinds else PROBE_KINDS
+    conditions = named or [c for c in CONDITIONS if c in present]
+    rows = [row for row in rows if row.condition in conditions and row.kind in kinds]
+    if not rows:
+        print("eval: --report: no rows of the chosen conditions and kinds", file=sys.stderr)
+        return EXIT_USAGE
+    print(table(rows, conditions))
+    print(f"\n{len(rows)} rows from {len(args.report)} file(s)")
+    if args.chart:
+        chart(rows, conditions, Path(args.chart))
+        print(f"chart drawn to {args.chart}")
+    return 0
+
+
+def read_rows(paths: Sequence[Path]) -> list[Row]:
+    """The rows of every file, in order; ValueError when two lines answer the same probe
+    (the same seed, condition and question), naming where both are."""
+    rows: list[Row] = []
+    seen: dict[tuple[int, str, str, str], str] = {}
+    for path in paths:
+        with path.open("rb") as source:
+            found = read_jsonl(source, str(path))
+        for number, row in enumerate(found, 1):
+            key = (row.seed, row.condition, row.kind, row.question)
+            if key in seen:
+                raise ValueError(
+                    f"{path} (row {number}): seed {row.seed} {row.condition} {row.kind} "
+                    f"is also in {seen[key]}: give each part of a run once"
+                )
+            seen[key] = str(path)
+        rows += found
+    return rows
 
 
 async def _evaluate(args: argparse.Namespace, plan: Plan, sink: IO[bytes]) -> list[Row]:

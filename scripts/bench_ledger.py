@@ -2,11 +2,13 @@
 
 The notes an extraction holds come from a model; the quoted-facts ledger beside them does
 not. This replays the evaluation's generated conversations (proxy/evaluation/conversations.py)
-through the ledger's rules with empty notes and reports, per probe kind, how often the right
+through the ledger's rules with empty notes (or `--notes N` tokens of notes holding no fact,
+the room a model's notes take) and reports, per probe kind, how often the right
 value is still in what the model would be shown (the ledger plus the intact tail), and how
 often it is in a quoted line while no line holds a stale value alone (a corrected value, a
 rejected option, a finished step): what a small model can answer from, since a bare term on
-the merged line has no sentence around it:
+the merged line has no sentence around it; the third figure also counts a merged term that
+holds the value with words around it (a setting's ``name = value``):
 
     once    one extraction of everything before the tail
     nested  a growth every `--step` messages, each carrying the previous ledger forward
@@ -26,17 +28,18 @@ Compare a revision: `git worktree add /tmp/old REV`, then run this file with
 from __future__ import annotations
 
 import argparse
+import re
 from collections import defaultdict
 from collections.abc import Sequence
 
-from kernel.tokens import count_messages
+from kernel.tokens import count_messages, count_text
 from kernel.types import Message
 from middleware.condensing.ledger import assemble, dedupe_facts, fact_lines, parse_extraction
 from middleware.condensing.prompt import render_transcript
 from middleware.condensing.split import split_history
 from proxy.eval_cli import parse_seeds
 from proxy.evaluation.conversations import HELD_OUT_FROM, Conversation, generate
-from proxy.evaluation.probes import PROBE_KINDS, Probe, contains_any
+from proxy.evaluation.probes import PROBE_KINDS, Probe, contains_any, normalise
 
 
 def tail_start(messages: Sequence[Message], tail: int) -> int:
@@ -45,14 +48,26 @@ def tail_start(messages: Sequence[Message], tail: int) -> int:
     return split_history(messages, counts, tail_budget=tail).historical_end
 
 
-def once(conversation: Conversation, target: int, tail: int) -> str:
+def stand_in_notes(tokens: int) -> str:
+    """Notes of about `tokens` tokens holding no key term: the room a model's notes take
+    from the quoted facts (a small model's notes often hold nothing a probe asks)."""
+    line = "- the team discussed the services and the tests of the project"
+    lines: list[str] = []
+    while tokens > 0 and count_text("\n".join(lines)) < tokens:
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def once(conversation: Conversation, target: int, tail: int, notes: str = "") -> str:
     """One extraction's ledger of everything before the tail, then the tail."""
     end = tail_start(conversation.messages, tail)
-    ledger = assemble("", fact_lines(conversation.messages[1:end]), target)
+    ledger = assemble(notes, fact_lines(conversation.messages[1:end]), target)
     return f"{ledger}\n{render_transcript(conversation.messages[end:])}"
 
 
-def nested(conversation: Conversation, target: int, tail: int, step: int) -> tuple[str, int]:
+def nested(
+    conversation: Conversation, target: int, tail: int, step: int, notes: str = ""
+) -> tuple[str, int]:
     """Growths every `step` messages as the conversation is played; the last ledger, the
     tail after it, and how many growths there were."""
     messages = conversation.messages
@@ -63,13 +78,27 @@ def nested(conversation: Conversation, target: int, tail: int, step: int) -> tup
         if end - done >= step or first:
             carried = parse_extraction(previous)[1] if previous else []
             facts = dedupe_facts([*carried, *fact_lines(messages[done:end])])
-            previous, done, growths = assemble("", facts, target), end, growths + 1
+            previous, done, growths = assemble(notes, facts, target), end, growths + 1
     return f"{previous}\n{render_transcript(messages[done:])}", growths
 
 
 def quoted_text(shown: str) -> str:
     """What is shown without the merged line (bare key terms, no sentence around them)."""
     return "\n".join(line for line in shown.splitlines() if not line.startswith("- merged("))
+
+
+def labelled(shown: str, probe: Probe) -> bool:
+    """Whether the right value stands with words around it: in a quoted line, or in a merged
+    line's term that is more than the value (a setting's ``name = value``)."""
+    if probe.present(quoted_text(shown)):
+        return True
+    terms = [
+        term
+        for line in shown.splitlines()
+        if line.startswith("- merged(")
+        for term in re.findall(r"`([^`\n]+)`", line)
+    ]
+    return any(probe.present(term) and normalise(term) not in probe.accept for term in terms)
 
 
 def stale_alone(quoted: str, probe: Probe) -> bool:
@@ -87,25 +116,32 @@ def main() -> None:
     parser.add_argument("--target", type=int, default=480)
     parser.add_argument("--tail", type=int, default=1100)
     parser.add_argument("--step", type=int, default=12)
+    parser.add_argument(
+        "--notes", type=int, default=0,
+        help="tokens of notes (holding no fact) beside the ledger, as a model's take room",
+    )  # fmt: skip
     args = parser.parse_args()
+    notes = stand_in_notes(args.notes)
     for fillers in (int(f) for f in args.fillers.split(",")):
-        kept: dict[tuple[str, str, str], list[tuple[bool, bool]]] = defaultdict(list)
+        kept: dict[tuple[str, str, str], list[tuple[bool, bool, bool]]] = defaultdict(list)
         growths: list[int] = []
         for seed in parse_seeds(args.seeds):
             conversation = generate(seed, fillers=fillers)
             seed_set = "held-out" if seed >= HELD_OUT_FROM else "tune"
-            shown_nested, grown = nested(conversation, args.target, args.tail, args.step)
+            shown_nested, grown = nested(conversation, args.target, args.tail, args.step, notes)
             growths.append(grown)
-            for mode, shown in (("once", once(conversation, args.target, args.tail)),
+            for mode, shown in (("once", once(conversation, args.target, args.tail, notes)),
                                 ("nested", shown_nested)):  # fmt: skip
                 quoted = quoted_text(shown)
                 for probe in conversation.probes:
                     right = probe.present(shown)
                     clean = probe.present(quoted) and not stale_alone(quoted, probe)
-                    kept[(seed_set, mode, probe.kind)].append((right, clean))
+                    beside = labelled(shown, probe)
+                    kept[(seed_set, mode, probe.kind)].append((right, clean, beside))
         span = f"{min(growths)}-{max(growths)}"
-        print(f"\nfillers {fillers}: right value present (ledger + tail) / quoted in a line,"
-              f" no stale value alone in a line; growths {span}")  # fmt: skip
+        print(f"\nfillers {fillers}, notes {args.notes}: right value present (ledger + tail) /"
+              " quoted in a line, no stale value alone in a line / quoted or with its name"
+              f" on the merged line; growths {span}")  # fmt: skip
         sets = [s for s in ("tune", "held-out") if any(k[0] == s for k in kept)]
         columns = [(s, m) for s in sets for m in ("once", "nested")]
         print(f"{'':<16}" + "".join(f"{s + ' ' + m:>18}" for s, m in columns))
@@ -113,9 +149,12 @@ def main() -> None:
             cells = []
             for seed_set, mode in columns:
                 found = kept[(seed_set, mode, kind)]
-                present = sum(right for right, _ in found)
-                answerable = sum(clean for _, clean in found)
-                cells.append(f"{present}/{len(found)} {answerable}/{len(found)}")
+                present = sum(right for right, _, _ in found)
+                answerable = sum(clean for _, clean, _ in found)
+                named = sum(beside for _, _, beside in found)
+                cells.append(
+                    f"{present}/{len(found)} {answerable}/{len(found)} {named}/{len(found)}"
+                )
             print(f"{kind:<16}" + "".join(f"{cell:>18}" for cell in cells))
 
 

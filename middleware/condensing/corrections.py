@@ -30,7 +30,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["Line", "Settled", "settle", "subjects"]
+__all__ = ["Line", "Settled", "contradicts", "settle", "stated_subject", "subjects"]
 
 _CLAUSE_BREAK = re.compile(r"[,;:()\[\]!?]|\s[-\u2013\u2014]\s|\.\s")
 _VERB = re.compile(r"\b(?:is|are|was|were|will be|becomes)\b", re.IGNORECASE)
@@ -127,3 +127,31 @@ def settle(lines: Sequence[Line]) -> Settled:
             if keys <= stale:
                 replaced.add(i)
     return Settled(frozenset(replaced), frozenset(echoes - replaced))
+
+
+def stated_subject(text: str) -> frozenset[str]:
+    """The subject a sentence states something of: the words of the clause before its first
+    verb ``is``/``are`` (``the main database`` in "The main database is called X"); empty
+    when it has no such verb."""
+    verb = _VERB.search(text)
+    if verb is None or text.rstrip().endswith("?"):
+        return frozenset()
+    clause = _CLAUSE_BREAK.split(text[: verb.start()])[-1]
+    return frozenset(_WORD.findall(clause.lower())) - _FILLER
+
+
+def contradicts(note: str, statements: Sequence[Line]) -> bool:
+    """Whether a note line states a subject one of the user's `statements` states, without
+    that statement's value: a small model's guess ("The main database is called PostgreSQL"
+    beside the user's "The main database is called heron_signal")."""
+    subject = stated_subject(note)
+    if not subject:
+        return False
+    lowered = note.lower()
+    for line in statements:
+        if _who(line.role) != "user" or line.text.rstrip().endswith("?"):
+            continue
+        for words, value in subjects(line.text, line.keys):
+            if words == subject and value not in lowered:
+                return True
+    return False

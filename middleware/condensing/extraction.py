@@ -5,9 +5,11 @@
 The extractor model writes structured notes: in one call when the input fits its window,
 else by map-reduce. Every answer that is empty or a refusal/error text, and final notes not
 shorter than what they summarise (transcript + earlier notes), raise ``BadExtraction``. Note
-lines naming numbers or identifiers the input never had are dropped, then notes and ledger
-are assembled within ``target_tokens`` (the ledger's verbatim lines may make a tiny history's
-extraction as long as the history: the layer's budget, not the input's size, bounds it).
+lines naming numbers or identifiers the input never had are dropped, and so are lines that
+state a subject the user stated without the user's value (a guess, ``drop_contradicted``);
+then notes and ledger are assembled within ``target_tokens`` (the ledger's verbatim lines
+may make a tiny history's extraction as long as the history: the layer's budget, not the
+input's size, bounds it).
 Incremental extraction feeds the previous notes to the model and carries the previous ledger
 forward, so facts survive nesting. Earlier notes are never dropped: they go into the one call
 or, when earlier notes and new turns no longer fit one call, into the merge as its first
@@ -43,6 +45,7 @@ from middleware.condensing.ledger import (
     FactLine,
     assemble,
     dedupe_facts,
+    drop_contradicted,
     fact_lines,
     key_tokens,
     notes_room,
@@ -323,7 +326,8 @@ async def extract_history(
     reason = rejection(notes, run.count(transcript) + run.count(earlier), model)
     if reason is not None:
         raise BadExtraction(f"the extractor's notes were {reason}")
-    notes = _bound_note(beyond_bound) + drop_unsupported(notes, f"{previous or ''}\n{transcript}")
+    notes = drop_contradicted(drop_unsupported(notes, f"{previous or ''}\n{transcript}"), facts)
+    notes = _bound_note(beyond_bound) + notes
     notes = cut_tail(notes, run.budget.notes, model)
     text = assemble(notes, [*facts, *carried_notes(earlier, notes)], target_tokens, model)
     return Extraction(

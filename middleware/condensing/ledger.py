@@ -16,10 +16,19 @@ or a kept line already hold them. Only when even the key terms do not fit does t
 list fewer of them, and it then says how many terms were left out. So for every fact that came
 in, its key terms are in the output, or a visible count on the merged line includes it.
 
+A file's ``name = value`` lines (a listing of settings) are quoted together, a few lines of
+``[call that read it] name = value; name = value``: the file's name stays beside each value
+and the value beside its name. When such a line does not fit, each ``name = value`` stays
+one term on the merged line (a value listed apart from its name answers nothing).
+
 A user's statement a later one corrects is not quoted beside its correction (a small model
 picks either side of the two): it goes like any line that does not fit, and the correction
 holds its old value (``corrections``). An assistant's line that only repeats values the user
 or a tool stated ranks with a listing's.
+
+The quoted user statements also judge the model's notes: a note line that states a subject
+the user stated, without the user's latest value, is a guess and is dropped
+(``drop_contradicted``).
 
 The ledger's rules and the extraction's layout are part of a cached extraction's validity:
 bump ``extraction_prompt.PROMPT_VERSION`` whenever they change.
@@ -28,14 +37,15 @@ bump ``extraction_prompt.PROMPT_VERSION`` whenever they change.
 from __future__ import annotations
 
 import functools
+import json
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from kernel.tokens import count_text
 from kernel.types import Message
-from middleware.condensing.corrections import Line, settle
+from middleware.condensing.corrections import Line, contradicts, settle
 from middleware.condensing.cutting import cut_tail
 from middleware.condensing.prompt import (
     DIGIT_TOKEN,
@@ -49,8 +59,10 @@ __all__ = [
     "FACTS_HEADER",
     "FactLine",
     "assemble",
+    "call_sources",
     "dedupe_facts",
     "demote_templates",
+    "drop_contradicted",
     "fact_lines",
     "fact_score",
     "fact_signal",
@@ -59,10 +71,13 @@ __all__ = [
     "layout",
     "ledger_tokens",
     "merged_count",
+    "merged_terms",
     "notes_room",
     "parse_extraction",
     "select_facts",
     "sentences",
+    "setting_pairs",
+    "settings_lines",
     "settled",
 ]
 
@@ -78,12 +93,18 @@ LISTING = "listing"
 """The role suffix of a listing's lines (``tool listing``)."""
 SETTINGS = "settings"
 """The role suffix of a listing's ``name = value`` lines (``tool settings``)."""
-SETTING_SCORE = 3
-"""A setting read from a file is a value the conversation may ask about: above a listing's
-rows and templates, below what anyone stated."""
-NOTES_SCORE = SETTING_SCORE
-"""A note line carried from earlier notes (role ``notes``): with a setting, below statements."""
+SETTING_SCORE = 5
+"""A file's settings, one ``tool settings`` line per `MAX_LINE_CHARS` naming the file, hold
+values the conversation may ask about: they rank as an assistant's line stating a value
+(`MIN_ASSISTANT_SIGNAL` + 2), above its explanations, a listing's rows and templates, below
+the user's and a tool's statements; among equals the longer line goes first."""
+NOTES_SCORE = 3
+"""A note line carried from earlier notes (role ``notes``): below statements and settings."""
 _SETTING = re.compile(r"^[A-Za-z_][\w.-]*\s*[=:]\s*\S")
+SETTINGS_JOIN = "; "
+"""What separates the settings on one ``tool settings`` line."""
+MAX_SOURCE_CHARS = 80
+"""The most of a tool call's name and arguments a settings line names as its source."""
 LISTING_ROWS = 3
 """Lines of one shape in one tool result that make it a listing."""
 MAX_LINE_CHARS = 300
@@ -277,12 +298,16 @@ def fact_lines(messages: Sequence[Message], focus: str | None = None) -> list[Fa
 
     A listing's lines are quoted as ``tool listing`` and score `LISTING_SCORE`: each holds
     little on its own and hundreds of them would crowd out every other fact; they are quoted
-    last and otherwise accounted for on the merged line. The role keeps that rank when an
-    extraction's ledger is parsed back."""
+    last and otherwise accounted for on the merged line. A listing's ``name = value`` lines
+    (a file's settings) are quoted together as ``tool settings`` lines (``settings_lines``)
+    naming the call that read them. The roles keep their rank when an extraction's ledger is
+    parsed back."""
     focus_words = content_words(focus) if focus else frozenset()
     found: list[FactLine] = []
+    sources: dict[str, str] = {}
     for message in messages:
         role = speaker(message)
+        sources.update(call_sources(message))
         found_in = sentences(content_text(message))
         if role == "user" and len(found_in) > 1 and sum(map(len, found_in)) <= MAX_LINE_CHARS:
             score = max(fact_score(sentence, role, focus_words) for sentence in found_in)
@@ -290,15 +315,71 @@ def fact_lines(messages: Sequence[Message], focus: str | None = None) -> list[Fa
                 found.append(FactLine(role, " ".join(found_in), score))
             continue
         listing = role.startswith("tool") and is_listing(found_in)
+        settings = [s for s in found_in if _SETTING.match(s)] if listing else []
+        if settings:
+            said = f"{role} {SETTINGS}"
+            source = sources.get(str(message.get("tool_call_id")), "")
+            for text in settings_lines(settings, source):
+                found.append(FactLine(said, text, fact_score(text, said, focus_words)))
         for sentence in found_in:
-            said = role
-            if listing:
-                setting = _SETTING.match(sentence)
-                said = f"{role} {SETTINGS if setting else LISTING}"
+            if listing and _SETTING.match(sentence):
+                continue
+            said = f"{role} {LISTING}" if listing else role
             score = fact_score(sentence, said, focus_words)
             if score > 0:
                 found.append(FactLine(said, _clip(sentence), score))
     return demote_templates(dedupe_facts(found))
+
+
+def call_sources(message: Message) -> dict[str, str]:
+    """For each tool call of an assistant's message, by call id, what it read: its name and
+    its short string arguments (``read_file config/report.toml``)."""
+    found: dict[str, str] = {}
+    for call in message.get("tool_calls") or ():
+        if not isinstance(call, Mapping) or not isinstance(call.get("id"), str):
+            continue
+        function = call.get("function")
+        if not isinstance(function, Mapping):
+            continue
+        try:
+            arguments = json.loads(str(function.get("arguments") or "{}"))
+        except ValueError:
+            arguments = {}
+        values = arguments.values() if isinstance(arguments, dict) else ()
+        said = [str(function.get("name") or "")]
+        said += [v for v in values if isinstance(v, str) and 0 < len(v) <= MAX_SOURCE_CHARS]
+        source = " ".join(part for part in said if part)
+        if source:
+            found[call["id"]] = " ".join(source.split())[:MAX_SOURCE_CHARS]
+    return found
+
+
+def settings_lines(settings: Sequence[str], source: str = "") -> list[str]:
+    """A file's ``name = value`` lines as few ledger lines: each starts with what read
+    them in brackets, then as many settings as `MAX_LINE_CHARS` holds, ``; ``-separated, so
+    a setting's name stays beside its value and the file's name beside both (a small model answers
+    "what is X in that file" from the line, not from terms far apart). A setting longer
+    than a line is clipped alone."""
+    source = source.replace("[", "(").replace("]", ")")
+    head = f"[{source}] " if source else ""
+    out: list[str] = []
+    current: list[str] = []
+    for setting in settings:
+        setting = _clip(setting)
+        if current and len(head) + len(SETTINGS_JOIN.join([*current, setting])) > MAX_LINE_CHARS:
+            out.append(head + SETTINGS_JOIN.join(current))
+            current = []
+        current.append(setting)
+    if current:
+        out.append(head + SETTINGS_JOIN.join(current))
+    return out
+
+
+def setting_pairs(text: str) -> list[str]:
+    """The ``name = value`` settings of a ``tool settings`` line (its source left out)."""
+    if text.startswith("[") and "] " in text:
+        text = text.split("] ", 1)[1]
+    return [part.strip() for part in text.split(SETTINGS_JOIN) if _SETTING.match(part.strip())]
 
 
 def demote_templates(facts: Sequence[FactLine]) -> list[FactLine]:
@@ -452,6 +533,22 @@ def settled(facts: Sequence[FactLine]) -> tuple[list[FactLine], list[FactLine]]:
     return every, [fact for i, fact in enumerate(every) if i not in found.replaced]
 
 
+def drop_contradicted(notes: str, facts: Sequence[FactLine]) -> str:
+    """The notes without a line that states a subject the user stated, without the user's
+    (latest) value: a small model asked to take notes with the user's question in view
+    writes guesses for it ("our project code is called ledger" beside the user's "our
+    project code is PRJ-5499"), and a reader believes the notes first. The quoted line
+    stays; a note that agrees with it stays too."""
+    _, live = settled(facts)
+    statements = [
+        Line(fact.role, fact.text, key_spans(fact.text)) for fact in live if fact.role == "user"
+    ]
+    if not statements:
+        return notes
+    kept = [line for line in notes.splitlines() if not contradicts(line, statements)]
+    return "\n".join(kept)
+
+
 def _cost(fact: FactLine, model: str) -> int:
     """Tokens a ledger line costs, its newline included."""
     return count_text(fact.render(), model) + 1
@@ -474,6 +571,25 @@ def _term_cost(span: str, model: str) -> int:
     return count_text(f" `{span}`", model)
 
 
+def merged_terms(fact: FactLine) -> list[tuple[str, frozenset[str]]]:
+    """The terms a fact leaves on the merged line, each with the key tokens that, all held
+    elsewhere, make it needless: its key spans; a setting's ``name = value`` whole (a value
+    apart from its name answers nothing); a merged line's own terms as they were listed."""
+    if _MERGED_ROLE.match(fact.role):
+        return [(term, _parts(term)) for term in re.findall(r"`([^`\n]+)`", fact.text)]
+    if fact.role.endswith(SETTINGS):
+        pairs = setting_pairs(fact.text)
+        head = fact.text[: fact.text.find(pairs[0])] if pairs else fact.text
+        return [(span, _parts(span)) for span in [*key_spans(head), *pairs]]
+    return [(span, _parts(span)) for span in key_spans(fact.text)]
+
+
+def _parts(term: str) -> frozenset[str]:
+    """What must be held elsewhere for a merged term to be needless: a setting's name and
+    value both, else the term itself."""
+    return (_SETTING.match(term) and key_tokens(term)) or frozenset({term.lower()})
+
+
 def merged_line(
     facts: Sequence[FactLine],
     chosen: Sequence[FactLine],
@@ -493,9 +609,9 @@ def merged_line(
     ranked = sorted(range(len(dropped)), key=lambda i: (-dropped[i].score, i))
     spans: dict[str, tuple[int, int, int, str]] = {}
     for i in ranked:  # best-scored first: a term shared by two facts ranks with the better
-        for order, span in enumerate(key_spans(dropped[i].text)):
+        for order, (span, parts) in enumerate(merged_terms(dropped[i])):
             key = span.lower()
-            if key not in held and key not in spans:
+            if not parts <= held and key not in spans:
                 spans[key] = (-dropped[i].score, -term_weight(span), i * 1000 + order, span)
     terms = sorted(spans.values())
     role = MERGED_ROLE.format(sum(merged_count(fact) for fact in dropped))

@@ -7,11 +7,12 @@ on their own line, never as right or wrong.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import orjson
 
@@ -25,6 +26,48 @@ def write_jsonl(rows: Iterable[Row], sink: IO[bytes]) -> None:
     """One JSON object per row."""
     for row in rows:
         sink.write(orjson.dumps(row.as_dict()) + b"\n")
+
+
+_FIELDS = {field.name: field for field in dataclasses.fields(Row)}
+_REQUIRED = [name for name, field in _FIELDS.items() if field.default is dataclasses.MISSING]
+_TYPES: dict[str, tuple[type, ...]] = {
+    "seed": (int,), "seed_set": (str,), "condition": (str,), "kind": (str,), "question": (str,),
+    "status": (str,), "answer": (str, type(None)), "correct": (bool, type(None)),
+    "present": (bool, type(None)), "growths": (int, type(None)), "detail": (str,),
+    "shown": (str, type(None)),
+}  # fmt: skip
+
+
+def read_jsonl(lines: Iterable[bytes], source: str) -> list[Row]:
+    """The rows of a results file (what `write_jsonl` wrote); blank lines are skipped.
+    Raises ValueError naming `source` and the line for anything that is not a row."""
+    rows = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        where = f"{source}:{number}"
+        try:
+            data = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            raise ValueError(f"{where}: not JSON ({exc})") from exc
+        rows.append(_row_of(data, where))
+    return rows
+
+
+def _row_of(data: Any, where: str) -> Row:
+    if not isinstance(data, dict):
+        raise ValueError(f"{where}: a row is a JSON object, not {type(data).__name__}")
+    missing = [name for name in _REQUIRED if name not in data]
+    unknown = sorted(set(data) - set(_FIELDS))
+    if missing or unknown:
+        said = [f"missing {', '.join(missing)}"] if missing else []
+        said += [f"unknown {', '.join(unknown)}"] if unknown else []
+        raise ValueError(f"{where}: not an eval row ({'; '.join(said)})")
+    for name, value in data.items():
+        allowed = _TYPES[name]
+        if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
+            raise ValueError(f"{where}: {name} is {value!r}, not a {allowed[0].__name__}")
+    return Row(**data)
 
 
 def recall(rows: Sequence[Row]) -> float | None:
@@ -80,6 +123,20 @@ def _growths(rows: Sequence[Row]) -> str:
     return f"{sum(seen.values()) / len(seen):.1f}"
 
 
+def seed_ranges(seeds: Sequence[int]) -> str:
+    """Sorted seeds as ranges: [1, 2, 3, 1000] → ``1-3, 1000``."""
+    parts: list[str] = []
+    start = previous = seeds[0] if seeds else 0
+    for seed in [*seeds[1:], None]:
+        if seed is not None and seed == previous + 1:
+            previous = seed
+            continue
+        parts.append(f"{start}-{previous}" if previous > start else str(start))
+        if seed is not None:
+            start = previous = seed
+    return ", ".join(parts) if seeds else "none"
+
+
 def _percent(value: float | None) -> float:
     """A recall in percent; NaN (nothing drawn) when nothing was asked."""
     return math.nan if value is None else 100 * value
@@ -87,7 +144,8 @@ def _percent(value: float | None) -> float:
 
 def chart(rows: Sequence[Row], conditions: Sequence[str], path: Path) -> None:
     """A PNG: recall by probe kind and condition, and recall against the growths of
-    `overspill-turns`. Raises ImportError (with `CHART_HINT`) without matplotlib."""
+    `overspill-turns` beside the whole history's and one extraction's recall (all kinds).
+    Raises ImportError (with `CHART_HINT`) without matplotlib."""
     try:
         import matplotlib
 
@@ -104,10 +162,17 @@ def chart(rows: Sequence[Row], conditions: Sequence[str], path: Path) -> None:
             _percent(recall([r for r in mine if kind == "all" or r.kind == kind])) for kind in kinds
         ]  # a kind not asked is a gap, not a zero
         positions = [k + index * step for k in range(len(kinds))]
-        bars.bar(positions, values, width=step, label=condition)
+        asked = any(row.status == "ok" for row in mine)
+        label = condition if asked else f"{condition} (nothing asked)"
+        drawn = bars.bar(positions, values, width=step, label=label)
+        zeros = [p for p, value in zip(positions, values, strict=True) if value == 0]
+        if zeros:  # a 0% bar has no height: a tick tells it from a kind not asked
+            colour = drawn.patches[0].get_facecolor()
+            bars.scatter(zeros, [0.8] * len(zeros), marker="_", color=colour, s=30)
     bars.set_xticks([k + 0.4 - step / 2 for k in range(len(kinds))], kinds, rotation=30)
     bars.set_ylabel("recall (%)")
-    bars.set_ylim(0, 105)
+    bars.set_ylim(0, 128)  # room above 100% for the legend
+    bars.set_yticks(range(0, 101, 20))
     bars.legend(fontsize="small", ncols=2)
     bars.set_title("recall by probe kind")
     nested = [row for row in rows if row.condition == "overspill-turns" and row.growths is not None]
@@ -117,11 +182,20 @@ def chart(rows: Sequence[Row], conditions: Sequence[str], path: Path) -> None:
         [_percent(recall([r for r in nested if r.growths == n])) for n in counts],
         marker="o",
     )
+    for reference, style in (("full", "--"), ("overspill-once", ":")):
+        level = recall([row for row in rows if row.condition == reference])
+        if level is not None and reference in conditions:
+            trend.axhline(100 * level, linestyle=style, color="grey", label=f"{reference} (all)")
+    if trend.get_legend_handles_labels()[0]:
+        trend.legend(fontsize="small")
     trend.set_xticks(counts)
     trend.set_xlabel("nested growths (overspill-turns)")
     trend.set_ylabel("recall (%)")
     trend.set_ylim(0, 105)
     trend.set_title("recall against growths")
+    seeds = sorted({row.seed for row in rows})
+    sets = " and ".join(s for s in ("tune", "held-out") if any(r.seed_set == s for r in rows))
+    figure.suptitle(f"{len(seeds)} conversations, {sets} seeds {seed_ranges(seeds)}")
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)

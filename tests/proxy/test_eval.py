@@ -37,7 +37,7 @@ from proxy.evaluation.conditions import (
 )
 from proxy.evaluation.conversations import HELD_OUT_FROM, generate, seed_set
 from proxy.evaluation.probes import PROBE_KINDS, Probe
-from proxy.evaluation.report import chart, table
+from proxy.evaluation.report import chart, seed_ranges, table
 from proxy.evaluation.runner import Sent, Setup, run_conversation
 from proxy.evaluation.targets import InProcess, Remote
 from proxy.system import build_system
@@ -482,3 +482,88 @@ def test_the_ledger_alone_keeps_every_probes_value_of_a_long_generated_conversat
         tail = text_of(conversation.messages[-12:]).lower()
         for probe in conversation.probes:
             assert any(v.lower() in f"{shown}\n{tail}" for v in probe.accept), (seed, probe.kind)
+
+
+def _rows_file(path: Path, rows: Sequence[object]) -> Path:
+    from proxy.evaluation.report import write_jsonl
+    from proxy.evaluation.runner import Row
+
+    with path.open("wb") as sink:
+        write_jsonl([row for row in rows if isinstance(row, Row)], sink)
+    return path
+
+
+def test_report_reads_split_runs_into_one_table_and_chart(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--report reads the rows of several saved runs, prints the one table a single run
+    would, and draws the chart from all of them; nothing is run, no --out written."""
+    from proxy.evaluation.runner import Row
+
+    full = _rows_file(
+        tmp_path / "full.jsonl",
+        [
+            Row(1, "tune", "full", "user_fact", "q", "ok", "v", True),
+            Row(1000, "held-out", "full", "user_fact", "q", "ok", "x", False),
+        ],
+    )
+    turns = _rows_file(
+        tmp_path / "turns.jsonl",
+        [Row(1, "tune", "overspill-turns", "user_fact", "q", "ok", "v", True, True, 6, "", "s")],
+    )
+    png = tmp_path / "c.png"
+    out = tmp_path / "never.jsonl"
+    status = main(
+        ["eval", "--report", str(turns), str(full), "--chart", str(png), "--out", str(out)]
+    )
+    assert status == 0
+    printed = capsys.readouterr().out
+    tune, held = printed.split("\n\n")[:2]
+    assert tune.splitlines()[1].split() == ["full", "overspill-turns"]
+    assert tune.splitlines()[2].split() == ["user_fact", "100%", "100%"]
+    assert held.splitlines()[2].split() == ["user_fact", "0%", "-"]
+    assert tune.splitlines()[-1].split() == ["growths", "(mean)", "-", "6.0"]
+    assert png.read_bytes().startswith(b"\x89PNG")
+    assert not out.exists()
+    assert main(["eval", "--report", str(full), str(turns), "--conditions", "full"]) == 0
+    assert "overspill-turns" not in capsys.readouterr().out
+
+
+def test_report_refuses_what_is_not_a_row_or_counted_twice(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A missing file, a line that is not JSON or not a row, and the same probe in two files
+    (it would count twice) each stop --report with status 2 and say where."""
+    from proxy.evaluation.runner import Row
+
+    good = _rows_file(tmp_path / "a.jsonl", [Row(1, "tune", "full", "kind", "q", "ok", "v", True)])
+    again = _rows_file(tmp_path / "b.jsonl", [Row(1, "tune", "full", "kind", "q", "ok", "v", True)])
+    assert main(["eval", "--report", str(good), str(again)]) == 2
+    assert f"also in {good}" in capsys.readouterr().err
+    assert main(["eval", "--report", str(tmp_path / "none.jsonl")]) == 2
+    assert "none.jsonl" in capsys.readouterr().err
+    cases = {
+        b"{not json\n": "not JSON",
+        b"[1, 2]\n": "a row is a JSON object",
+        b'{"seed": 1}\n': "missing seed_set",
+        orjson.dumps({**Row(1, "tune", "full", "k", "q", "ok").as_dict(), "extra": 1}): "extra",
+        orjson.dumps({**Row(1, "tune", "full", "k", "q", "ok").as_dict(), "growths": True}): (
+            "growths is True"
+        ),
+    }
+    for number, (line, said) in enumerate(cases.items()):
+        bad = tmp_path / f"bad{number}.jsonl"
+        bad.write_bytes(b"\n" + line)
+        assert main(["eval", "--report", str(bad)]) == 2
+        err = capsys.readouterr().err
+        assert f"bad{number}.jsonl:2" in err
+        assert said in err
+    assert main(["eval", "--report", str(good), "--kinds", "user_fact"]) == 2
+    assert "no rows" in capsys.readouterr().err
+
+
+def test_seeds_are_named_as_ranges() -> None:
+    """The chart names its seeds as ranges: consecutive seeds as `low-high`, others alone."""
+    assert seed_ranges([1, 2, 3, 1000]) == "1-3, 1000"
+    assert seed_ranges([1, 3, 4, 1000, 1001, 1003]) == "1, 3-4, 1000-1001, 1003"
+    assert seed_ranges([]) == "none"

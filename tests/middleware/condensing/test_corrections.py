@@ -5,11 +5,18 @@ from __future__ import annotations
 import pytest
 
 from kernel.types import Message
-from middleware.condensing.corrections import Line, settle, subjects
+from middleware.condensing.corrections import (
+    Line,
+    contradicts,
+    settle,
+    stated_subject,
+    subjects,
+)
 from middleware.condensing.ledger import (
     LISTING_SCORE,
     FactLine,
     assemble,
+    drop_contradicted,
     fact_lines,
     key_spans,
     parse_extraction,
@@ -127,3 +134,56 @@ def test_an_echo_goes_before_any_statement_under_pressure() -> None:
         assert not (quoted[1] and not quoted[2])
         seen.add(quoted)
     assert (True, False, True) in seen
+
+
+def test_a_note_guessing_what_the_user_stated_is_dropped() -> None:
+    """A note line stating a subject the user stated, without the user's value, goes (a small
+    model's guess); a note that agrees, or states something else, stays."""
+    facts = fact_lines(
+        [
+            {"role": "user", "content": "For the record, our internal project code is PRJ-5499."},
+            {"role": "user", "content": "The main database is called heron_signal."},
+        ]
+    )
+    notes = "\n".join(
+        [
+            "- Our internal project code is called ledger.",
+            "- Our internal project code is PRJ-5499.",
+            "- The main database is called PostgreSQL.",
+            "- heron_signal",
+            "- The release is on Friday.",
+            "- What is the main database called?",
+        ]
+    )
+    assert drop_contradicted(notes, facts).splitlines() == [
+        "- Our internal project code is PRJ-5499.",
+        "- heron_signal",
+        "- The release is on Friday.",
+        "- What is the main database called?",
+    ]
+
+
+def test_a_note_of_a_corrected_value_stays_and_one_of_the_replaced_value_goes() -> None:
+    """Only the user's latest statement of a subject judges the notes: the corrected value
+    agrees with it, the replaced one contradicts it."""
+    facts = fact_lines(
+        [
+            {"role": "user", "content": "The maximum upload size is 550 MB."},
+            {"role": "user", "content": "Correction: the maximum upload size is 380 MB, not 550 MB."},
+        ]
+    )  # fmt: skip
+    notes = "- The maximum upload size is 380 MB.\n- The maximum upload size is 550 MB."
+    assert drop_contradicted(notes, facts) == "- The maximum upload size is 380 MB."
+
+
+def test_only_the_users_statements_judge_the_notes() -> None:
+    """A tool's or the assistant's statement of a subject never removes a note, nor does a
+    note without a verb, nor anything when the user stated nothing."""
+    said = [
+        Line("assistant", "The mock port is 24642.", ("24642",)),
+        Line("tool", "The pool size is 8751.", ("8751",)),
+    ]
+    assert not contradicts("- The mock port is 9000.", said)
+    assert not contradicts("- The pool size is 10.", said)
+    assert stated_subject("- mock port 9000") == frozenset()
+    assert drop_contradicted("- The port is 1.", []) == "- The port is 1."

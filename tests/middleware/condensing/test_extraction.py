@@ -732,3 +732,20 @@ def test_a_third_line_of_one_template_is_no_note() -> None:
         "- Run the tests for the bucket module, please.",
     ]
     assert len(kept) == 5
+
+
+async def test_a_note_guessing_a_value_the_user_stated_is_dropped() -> None:
+    """The model's notes guess a value the user stated otherwise: the guess is not in the
+    extraction, the user's quoted statement is."""
+    messages: list[Message] = [
+        {"role": "user", "content": "The main database is called heron_signal, for queries."},
+        {"role": "assistant", "content": "Noted."},
+        *conversation(8)[6:],
+    ]
+    complete = Scripted(fixed("- The main database is called PostgreSQL.\n- cc the manager"))
+    result = await extract_history(
+        messages, complete=complete, target_tokens=300, extractor_window=4096
+    )
+    assert "PostgreSQL" not in result.text
+    assert "- cc the manager" in result.text
+    assert "heron_signal" in result.text

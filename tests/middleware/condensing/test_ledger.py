@@ -14,17 +14,21 @@ from middleware.condensing.ledger import (
     FACTS_HEADER,
     LISTING,
     LISTING_SCORE,
+    MAX_LINE_CHARS,
     MERGED_SHARE,
     SETTINGS,
     FactLine,
     assemble,
+    call_sources,
     fact_lines,
     key_spans,
     key_tokens,
+    layout,
     merged_count,
     merged_line,
     parse_extraction,
     select_facts,
+    setting_pairs,
     term_weight,
 )
 from tests.reliability import examples
@@ -203,26 +207,102 @@ def test_hundreds_of_listing_rows_never_push_a_users_fact_out() -> None:
     assert int(match.group(1)) == len(facts) - quoted
 
 
-def test_a_settings_file_is_quoted_above_a_listing_and_below_any_statement() -> None:
-    """`name = value` lines of a file read are `tool settings`: above search hits, below a
+SETTINGS_READ = [
+    ("pool_size", 4200),
+    ("shard_count", 735),
+    ("queue_depth", 136),
+    ("retry_limit", 794),
+]
+CONFIG_READ: list[Message] = [
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "call_7",
+                "type": "function",
+                "function": {"name": "read_file", "arguments": '{"path": "config/channel.toml"}'},
+            }
+        ],
+    },
+    {
+        "role": "tool",
+        "tool_call_id": "call_7",
+        "content": "# config/channel.toml\n[service]\n"
+        + "\n".join(f"{name} = {value}" for name, value in SETTINGS_READ),
+    },
+]
+
+
+def test_a_settings_file_is_quoted_on_one_line_naming_the_call_that_read_it() -> None:
+    """`name = value` lines of a file read are one `tool settings` line that starts with the
+    call that read them (the file's name beside every value): above search hits, below a
     statement, and the rank holds when the ledger is parsed back."""
-    config = "# config/channel.toml\n[service]\n" + "\n".join(
-        f"{name} = {value}" for name, value in [("pool_size", 4200), ("shard_count", 735),
-                                                ("queue_depth", 136), ("retry_limit", 794)]
-    )  # fmt: skip
-    facts = fact_lines(
-        [{"role": "tool", "content": config}, {"role": "tool", "content": SEARCH_HITS}]
+    facts = fact_lines([*CONFIG_READ, {"role": "tool", "content": SEARCH_HITS}])
+    (setting,) = [fact for fact in facts if fact.role == f"tool {SETTINGS}"]
+    assert setting.text == (
+        "[read_file config/channel.toml] pool_size = 4200; shard_count = 735; "
+        "queue_depth = 136; retry_limit = 794"
     )
-    by_text = {fact.text: fact for fact in facts}
-    setting = by_text["pool_size = 4200"]
-    assert setting.role == f"tool {SETTINGS}"
     assert (
         LISTING_SCORE
         < setting.score
-        < fact_lines([{"role": "tool", "content": "Edited a.py."}])[0].score
+        < fact_lines([{"role": "tool", "content": "Edited src/a.py: three lines."}])[0].score
     )
     _, parsed = parse_extraction(assemble("", [setting], 100))
     assert parsed == [setting]
+
+
+def test_a_long_settings_file_is_split_into_lines_each_naming_its_source() -> None:
+    """A file of many settings is quoted on several lines of at most `MAX_LINE_CHARS`, each
+    starting with the call that read it; every setting is on exactly one of them."""
+    settings = [f"option_{i} = {1000 + i}" for i in range(60)]
+    read = [
+        CONFIG_READ[0],
+        {"role": "tool", "tool_call_id": "call_7", "content": "\n".join(settings)},
+    ]
+    lines = [fact.text for fact in fact_lines(read) if fact.role.endswith(SETTINGS)]
+    assert len(lines) > 1
+    assert all(line.startswith("[read_file config/channel.toml] ") for line in lines)
+    assert all(len(line) <= MAX_LINE_CHARS for line in lines)
+    assert [pair for line in lines for pair in setting_pairs(line)] == settings
+
+
+def test_a_setting_left_out_keeps_its_name_beside_its_value_on_the_merged_line() -> None:
+    """A settings line not quoted leaves each `name = value` as one term on the merged line
+    (a value apart from its name answers nothing), and a nested growth carries the pairs on
+    as they were."""
+    statement = FactLine("user", "Our customer number with the vendor is CUST-89712.", 12)
+    (setting,) = [fact for fact in fact_lines(CONFIG_READ) if fact.role.endswith(SETTINGS)]
+    found = merged_line([statement, setting], [statement], "", None)
+    assert found is not None
+    merged = found[0]
+    assert "`retry_limit = 794`" in merged.text
+    assert "`config/channel.toml`" in merged.text
+    assert "`794`" not in merged.text
+    _, parsed = parse_extraction(layout("", [statement, merged]))
+    again = merged_line(parsed, [statement], "", None)
+    assert again is not None
+    assert again[0].text == merged.text
+    held = merged_line([setting], [], "we set retry_limit to 794", None)
+    assert held is not None
+    assert "retry_limit = 794" not in held[0].text
+
+
+def test_a_call_names_its_source_by_name_and_short_arguments() -> None:
+    """A call's source is its name and short string arguments; arguments that are not JSON
+    leave the name alone, and a call without an id names nothing."""
+    calls: Message = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "a", "function": {"name": "run_command", "arguments": '{"command": "cat x.env", "n": 3}'}},
+            {"id": "b", "function": {"name": "read_file", "arguments": "{not json"}},
+            {"function": {"name": "read_file", "arguments": '{"path": "y.toml"}'}},
+            {"id": "c", "function": {"name": "read_file", "arguments": '{"path": "' + "p" * 200 + '"}'}},
+        ],
+    }  # fmt: skip
+    assert call_sources(calls) == {"a": "run_command cat x.env", "b": "read_file", "c": "read_file"}
 
 
 def test_a_covered_line_of_a_higher_score_outlives_the_line_that_covers_it() -> None:
@@ -256,12 +336,18 @@ def test_a_read_only_tool_call_is_no_fact_and_an_edit_is() -> None:
 
 
 def test_a_question_ranks_below_what_anyone_stated() -> None:
-    """The user's question with a number ranks below a setting read and an assistant's pick."""
+    """The user's question with a number ranks below a file's settings, which rank with an
+    assistant's pick and above its explanations, below what a tool or the user stated."""
     (question,) = fact_lines([{"role": "user", "content": "What does an HTTP 404 mean?"}])
-    setting = FactLine(f"tool {SETTINGS}", "pool_size = 8751", 3)
+    setting = FactLine(f"tool {SETTINGS}", "[read_file a.toml] pool_size = 8751", 5)
+    (parsed,) = parse_extraction(assemble("", [setting], 100))[1]
     picked = "I'll use port 24642 for the mock server."
     (pick,) = fact_lines([{"role": "assistant", "content": picked}])
-    assert LISTING_SCORE < question.score < setting.score < pick.score
+    said = "It differs from Forbidden, where the resource exists but you may not access it."
+    (explained,) = fact_lines([{"role": "assistant", "content": said}])
+    (edited,) = fact_lines([{"role": "tool", "content": "Edited src/a.py: three lines."}])
+    assert LISTING_SCORE < question.score < explained.score < parsed.score
+    assert parsed.score == pick.score < edited.score
 
 
 def test_a_short_user_message_is_one_line() -> None:
