@@ -163,12 +163,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     finally:
         sink.close()
-    print(table(rows, conditions))
-    print(f"\n{len(rows)} rows written to {args.out}")
-    if args.chart:
-        chart(rows, conditions, Path(args.chart))
-        print(f"chart drawn to {args.chart}")
-    return 0
+    return _show(rows, conditions, f"written to {args.out}", args.chart)
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -188,11 +183,16 @@ def _report(args: argparse.Namespace) -> int:
     if not rows:
         print("eval: --report: no rows of the chosen conditions and kinds", file=sys.stderr)
         return EXIT_USAGE
+    return _show(rows, conditions, f"from {len(args.report)} file(s)", args.chart)
+
+
+def _show(rows: list[Row], conditions: Sequence[str], source: str, chart_path: str | None) -> int:
+    """Print the table and where the rows are; draw the chart when asked. Status 0."""
     print(table(rows, conditions))
-    print(f"\n{len(rows)} rows from {len(args.report)} file(s)")
-    if args.chart:
-        chart(rows, conditions, Path(args.chart))
-        print(f"chart drawn to {args.chart}")
+    print(f"\n{len(rows)} rows {source}")
+    if chart_path:
+        chart(rows, conditions, Path(chart_path))
+        print(f"chart drawn to {chart_path}")
     return 0
 
 
