@@ -326,7 +326,8 @@ async def extract_history(
     reason = rejection(notes, run.count(transcript) + run.count(earlier), model)
     if reason is not None:
         raise BadExtraction(f"the extractor's notes were {reason}")
-    notes = drop_contradicted(drop_unsupported(notes, f"{previous or ''}\n{transcript}"), facts)
+    source = f"{previous or ''}\n{transcript}"
+    notes = drop_contradicted(drop_unsupported(notes, source, focus), facts)
     notes = _bound_note(beyond_bound) + notes
     notes = cut_tail(notes, run.budget.notes, model)
     text = assemble(notes, [*facts, *carried_notes(earlier, notes)], target_tokens, model)

@@ -34,7 +34,7 @@ __all__ = [
     "speaker",
 ]
 
-PROMPT_VERSION = "x8"
+PROMPT_VERSION = "x9"
 NOTES_HEADER = "Notes:"
 MIN_GROUNDED = 0.5  # share of a note line's words the source must contain
 _LOOP_NGRAM = 8
@@ -256,18 +256,21 @@ def looks_refused(text: str) -> bool:
     return bool(_REFUSAL.match(text[:200]))
 
 
-def drop_unsupported(notes: str, source: str) -> str:
+def drop_unsupported(notes: str, source: str, focus: str | None = None) -> str:
     """The notes without invented lines: a number or identifier the source never mentions,
-    or mostly words the source never uses (a small model's elaboration)."""
+    mostly words the source never uses (a small model's elaboration), or a word only the
+    user's current question (`focus`) uses: that line answers the question, and notes that
+    did would tell the model it was said earlier."""
     haystack = source.lower()
     source_words = content_words(source)
+    asked_only = content_words(focus or "") - source_words
     kept = []
     for line in notes.splitlines():
         tokens = {m.group(0).strip(".,:;-/").lower() for m in DIGIT_TOKEN.finditer(line)}
         words = content_words(line)
         share = len(words & source_words) / len(words) if words else 1.0
         grounded = share >= MIN_GROUNDED or bool(_HEADING.match(line))
-        if grounded and all(t in haystack for t in tokens if len(t) > 1):
+        if grounded and not words & asked_only and all(t in haystack for t in tokens if len(t) > 1):
             kept.append(line)
     return drop_empty_headings("\n".join(kept)).strip()
 

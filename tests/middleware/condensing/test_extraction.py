@@ -239,6 +239,23 @@ def test_drop_unsupported_removes_invented_codes_and_their_empty_heading() -> No
     assert drop_unsupported(notes, "ship our code ZX-4471") == "Goal:\n- ship ZX-4471"
 
 
+def test_drop_unsupported_removes_a_line_that_answers_the_current_question() -> None:
+    """A note using a word only the user's current question has answers it: it goes."""
+    notes = "- the team merges twice a week\n- a pull request asks reviewers to merge a branch"
+    source = "user: The team merges twice a week; reviewers merge a branch once it passes."
+    focus = "In one sentence, what is a pull request?"
+    assert drop_unsupported(notes, source) == notes
+    assert drop_unsupported(notes, source, focus) == "- the team merges twice a week"
+
+
+def test_drop_unsupported_keeps_lines_whose_question_words_the_source_has() -> None:
+    """The question's words that the conversation also used do not condemn a line."""
+    notes = "- the mock payment server uses port 26883"
+    source = "assistant: I'll use port 26883 for the mock payment server."
+    focus = "Which port did you pick for the mock payment server?"
+    assert drop_unsupported(notes, source, focus) == notes
+
+
 @pytest.mark.parametrize(
     ("text", "tokens", "reason"),
     [
@@ -402,6 +419,20 @@ async def test_the_prompt_asks_for_structured_notes_with_the_focus() -> None:
     assert "user: For the record, our internal project code is ZX-4471." in text
     assert "When is the release?" in text
     assert PROMPT_VERSION
+
+
+async def test_notes_that_answer_the_current_question_are_not_kept() -> None:
+    """The extractor answering the user's question in its notes is not a note of the past."""
+    notes = NOTES + "\n- a pull request asks reviewers to merge a branch"
+    result = await extract_history(
+        conversation(),
+        complete=Scripted(fixed(notes)),
+        target_tokens=300,
+        extractor_window=4096,
+        focus="In one sentence, what is a pull request?",
+    )
+    assert "plan the release" in result.text
+    assert "pull request" not in result.text
 
 
 async def test_incremental_extraction_keeps_the_previous_facts() -> None:
