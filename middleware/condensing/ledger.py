@@ -11,7 +11,8 @@ the lowest-ranked (the assistant's before the user's and tools'), then the longe
 No fact is dropped silently. A fact's *key terms* are the tokens it hangs on (anything with a
 digit, code identifiers, runs of capitalised names: ``key_spans``). Every line that has to go
 is accounted for on one visible ``- merged(N facts): `key` `key` …`` line: N counts it (and
-every fact an earlier merged line held), and its key terms are listed there unless the notes
+every fact an earlier merged line held: an earlier merged line is always folded into the new
+one, never quoted beside it), and its key terms are listed there unless the notes
 or a kept line already hold them. Only when even the key terms do not fit does the merged line
 list fewer of them, and it then says how many terms were left out. So for every fact that came
 in, its key terms are in the output, or a visible count on the merged line includes it.
@@ -497,6 +498,7 @@ def assemble(notes: str, facts: Sequence[FactLine], target_tokens: int, model: s
     merged line says how many did not fit.
     """
     facts, live = settled(facts)
+    live = [fact for fact in live if not _MERGED_ROLE.match(fact.role)]  # folded, not quoted
     room = target_tokens - count_text(layout(notes, ()), model) - LAYOUT_TOKENS // 2
     ranked = [fact for fact in facts if fact.score > LISTING_SCORE]
     reserve = 0

@@ -87,6 +87,19 @@ def test_a_merged_line_parses_back_and_keeps_its_count_when_merged_again() -> No
     assert int(match.group(1)) >= before + (len(parsed) - 1 - kept)
 
 
+def test_an_earlier_merged_line_is_folded_into_the_new_one_never_quoted_beside_it() -> None:
+    """After nested growths there is one merged line, holding the earlier one's terms."""
+    first = assemble("", facts_about(30), 260)
+    _, parsed = parse_extraction(first)
+    earlier = next(f for f in parsed if f.role.startswith("merged"))
+    second = assemble("", [*parsed, *facts_about(34)[30:]], 400)
+    assert len(MERGED.findall(second)) == 1
+    assert earlier.render() not in second
+    terms = re.findall(r"`([^`]+)`", earlier.text)
+    assert terms
+    assert all(term in second for term in terms)
+
+
 def test_when_even_key_terms_do_not_fit_the_line_says_how_many_were_left_out() -> None:
     """A budget too small for every key term lists fewer and counts the rest, visibly."""
     text = assemble("", facts_about(200), 120)
