@@ -1,5 +1,7 @@
 """The conditions compared: what the model is shown in place of the whole conversation.
 
+    short            the same seed's conversation without its fillers (a few turns): what
+                     the model answers at all, before any length or compaction
     full             the whole conversation (the ceiling, when it fits)
     overspill-once   overspill's layers, the whole conversation sent once: one extraction
     overspill-turns  overspill's layers, the conversation sent turn by turn: nested growths
@@ -26,6 +28,7 @@ from middleware.condensing.split import SYSTEM_ROLES, units
 from middleware.condensing.strategies import mask_messages, middle_cut
 
 ConditionName = Literal[
+    "short",
     "full",
     "overspill-once",
     "overspill-turns",

@@ -4,6 +4,9 @@ A `Target` is the model under test behind overspill: `InProcess` builds nothing 
 drives a built `System` (its real layers, store and providers); a running server is reached
 through `proxy/evaluation/remote.py`. Calls run one at a time, at temperature 0.
 
+- `short` asks the same seed's probes after its conversation without fillers (other values,
+  the same kinds): what the model gets right when nothing is long, the floor under every
+  other condition's figures.
 - The baselines (conditions.py) transform the conversation, then each probe is asked through
   the model layers only (`Target.ask`): nothing of overspill's conversation layers touches it.
 - `overspill-once` sends the whole conversation once per probe as one conversation id: the
@@ -23,7 +26,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Protocol
 
 from kernel.errors import ContextWindowExceeded, OverspillError
@@ -36,7 +39,7 @@ from proxy.evaluation.conditions import (
     text_of,
     with_summary,
 )
-from proxy.evaluation.conversations import Conversation
+from proxy.evaluation.conversations import Conversation, generate
 from proxy.evaluation.probes import Probe
 
 log = logging.getLogger("overspill.eval")
@@ -138,6 +141,11 @@ async def _condition(
     target: Target, conversation: Conversation, condition: ConditionName, setup: Setup
 ) -> list[Row]:
     messages = conversation.messages
+    if condition == "short":  # the model's own floor: the same kinds, nothing to compact
+        short = generate(conversation.seed, fillers=0)
+        kinds = {probe.kind for probe in conversation.probes}
+        short = replace(short, probes=tuple(p for p in short.probes if p.kind in kinds))
+        return await _ask_each(target, short, condition, short.messages, setup)
     if condition in TRANSFORMS:
         shown = TRANSFORMS[condition](messages, setup.budget, setup.count)
         return await _ask_each(target, conversation, condition, shown, setup)

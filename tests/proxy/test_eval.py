@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -170,9 +171,10 @@ class Oracle:
     """A target that answers each probe from its last message: right, stale, or failing."""
 
     def __init__(self, probes: Sequence[Probe], *, stale: bool = False) -> None:
-        self.answers = {
-            p.prompt: (p.stale or p.accept)[0] if stale else p.accept[0] for p in probes
-        }
+        self.answers: dict[str, str] = {}
+        for p in probes:  # two probes with one prompt (an instruction's task): both answered
+            said = (p.stale or p.accept)[0] if stale else p.accept[0]
+            self.answers[p.prompt] = f"{self.answers.get(p.prompt, '')} {said}".strip()
         self.asked: list[Sequence[Message]] = []
         self.sent: list[tuple[int, str, bool]] = []
         self.overflow_over: int | None = None
@@ -199,11 +201,27 @@ SETUP = Setup(budget=1500, summary_room=3000, count=_count)
 async def test_every_condition_scores_every_probe() -> None:
     """Right answers score right under every condition; each condition gives one row per probe."""
     conversation = generate(3, fillers=10)
-    target = Oracle(conversation.probes)
+    target = Oracle([*conversation.probes, *generate(3, fillers=0).probes])
     rows = await run_conversation(target, conversation, CONDITIONS, SETUP)
     assert len(rows) == len(CONDITIONS) * len(PROBE_KINDS)
     assert {r.condition for r in rows} == set(CONDITIONS)
     assert all(r.status == "ok" and r.correct for r in rows if r.condition != "masking")
+
+
+async def test_short_asks_each_kind_after_the_same_seed_without_fillers() -> None:
+    """`short` asks each kind the run asks once, after the seed's few-turn conversation."""
+    conversation = generate(3, fillers=10)
+    short = generate(3, fillers=0)
+    target = Oracle(short.probes)
+    rows = await run_conversation(target, conversation, ["short"], SETUP)
+    assert [r.kind for r in rows] == list(PROBE_KINDS)
+    assert [r.question for r in rows] == [p.question for p in short.probes]
+    assert all(r.correct for r in rows)
+    assert {len(asked) for asked in target.asked} == {len(short.messages) + 1}
+    assert len(short.messages) < len(conversation.messages) // 2
+    fewer = replace(conversation, probes=conversation.probes[:2])
+    rows = await run_conversation(target, fewer, ["short"], SETUP)
+    assert [r.kind for r in rows] == [p.kind for p in conversation.probes[:2]]
 
 
 async def test_stale_answers_score_wrong() -> None:
@@ -289,7 +307,7 @@ def test_seed_and_condition_arguments() -> None:
     assert parse_seeds("1-3,1000,2") == [1, 2, 3, 1000]
     assert default_seeds(3) == [1, 2, HELD_OUT_FROM]
     assert parse_conditions("drop-oldest,full") == ["full", "drop-oldest"]
-    with pytest.raises(ValueError, match="known: full"):
+    with pytest.raises(ValueError, match="known: short, full"):
         parse_conditions("full,nonsense")
     with pytest.raises(ValueError, match="not a seed"):
         parse_seeds("a-b")
