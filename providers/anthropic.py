@@ -35,6 +35,20 @@ SETTINGS = frozenset({"extra_headers", "max_retries", "num_retries"})
 """Deployment settings this path applies (no retries ever; extra headers sent as given)."""
 
 
+def messages_url(entry: ModelEntry) -> str:
+    """Where the deployment's Messages API is, as litellm finds it: `api_base`, else
+    `ANTHROPIC_API_BASE`, else `ANTHROPIC_BASE_URL` (a company gateway, say), else Anthropic;
+    `/v1/messages` appended unless it ends so or `LITELLM_ANTHROPIC_DISABLE_URL_SUFFIX` is set."""
+    base = (
+        entry.litellm_params.api_base
+        or os.environ.get("ANTHROPIC_API_BASE")
+        or os.environ.get("ANTHROPIC_BASE_URL")
+        or DEFAULT_API_BASE
+    ).rstrip("/")
+    suffixless = os.environ.get("LITELLM_ANTHROPIC_DISABLE_URL_SUFFIX", "").lower() == "true"
+    return base if suffixless or base.endswith(PATH) else base + PATH
+
+
 def api_key(entry: ModelEntry) -> str | None:
     """The deployment's key, else `ANTHROPIC_API_KEY` (as litellm reads it), when it is one
     sent as `x-api-key` (an OAuth token, `sk-ant-oat...`, is litellm's to send)."""
@@ -73,8 +87,7 @@ class AnthropicProvider:
         self.fallback = fallback
         self.drop_params = drop_params
         self.max_tokens = known_max_output(params.model) or wire.DEFAULT_MAX_TOKENS
-        base = (params.api_base or DEFAULT_API_BASE).rstrip("/")
-        url = base if base.endswith(PATH) else base + PATH
+        url = messages_url(entry)
         self.exchange = Exchange.of(entry, url, client, request_timeout, max_response_bytes)
         key = api_key(entry)
         assert key is not None, "serves(entry) decides first"

@@ -39,6 +39,7 @@ from kernel.errors import (
     too_deep,
 )
 from kernel.types import ChatRequest, ChatResponse, Provider, RequestContext
+from providers import anthropic
 from providers.chunks import SseRelay, include_usage
 from providers.exchange import Exchange
 from providers.failures import classify_failure
@@ -50,9 +51,8 @@ from providers.transport import Reply, Upstream
 class Wire:
     """What litellm's config for a provider leaves to its own handler: the URL, the events."""
 
-    path: str
-    """Appended to api_base unless it already ends with it."""
-    default_base: str
+    url: Callable[[ModelEntry], str]
+    """The deployment's endpoint (its `api_base`, the provider's variables, the default)."""
     events: Callable[[bool, dict[str, Any]], Any]
     """(json_mode, litellm_params) → an object whose `chunk_parser(dict)` turns one event's
     JSON into a litellm stream chunk."""
@@ -86,8 +86,7 @@ def _anthropic_text(event: dict[str, Any]) -> str | None:
 
 WIRES: dict[str, Wire] = {
     "anthropic": Wire(
-        "/v1/messages",
-        "https://api.anthropic.com",
+        anthropic.messages_url,
         _anthropic_events,
         end="message_stop",
         text=_anthropic_text,
@@ -162,8 +161,7 @@ class TranslatedProvider:
         )
         assert config is not None, f"litellm has no chat config for {self.name}"
         self.config = config
-        base = (params.api_base or self.wire.default_base).rstrip("/")
-        url = base if base.endswith(self.wire.path) else base + self.wire.path
+        url = self.wire.url(entry)
         self.exchange = Exchange.of(entry, url, client, request_timeout, max_response_bytes)
         self.api_base = params.api_base
         self.api_key = params.api_key.get_secret_value() if params.api_key is not None else None

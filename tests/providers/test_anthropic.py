@@ -179,6 +179,26 @@ async def test_api_base_gets_the_messages_path_once(client: Upstream, kind: str)
         assert built.exchange.url == "http://mock.test/v1/messages"
 
 
+@pytest.mark.parametrize("kind", ["own", "litellm", "acompletion"])
+@respx.mock
+async def test_the_base_url_variables_are_honoured_as_litellm_does(
+    client: Upstream, kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without api_base, ANTHROPIC_API_BASE then ANTHROPIC_BASE_URL say where requests go:
+    a company gateway set so is never bypassed for api.anthropic.com."""
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://gateway.test/anthropic")
+    route = respx.post("http://gateway.test/anthropic/v1/messages").respond(200, json=ANSWER)
+    await _built(kind, client).complete(parse_chat_request(chat(max_tokens=5)), CTX)
+    monkeypatch.setenv("ANTHROPIC_API_BASE", "http://first.test")
+    first = respx.post("http://first.test/v1/messages").respond(200, json=ANSWER)
+    await _built(kind, client).complete(parse_chat_request(chat(max_tokens=5)), CTX)
+    monkeypatch.setenv("LITELLM_ANTHROPIC_DISABLE_URL_SUFFIX", "true")
+    monkeypatch.setenv("ANTHROPIC_API_BASE", "http://first.test/messages")
+    bare = respx.post("http://first.test/messages").respond(200, json=ANSWER)
+    await _built(kind, client).complete(parse_chat_request(chat(max_tokens=5)), CTX)
+    assert (route.call_count, first.call_count, bare.call_count) == (1, 1, 1)
+
+
 def test_providers_without_a_wire_keep_litellm(client: Upstream) -> None:
     """A provider not served here, or a deployment with other litellm settings, uses litellm."""
     gemini = settings_from(_config("gemini/gemini-2.5-flash")).model_list[0]
