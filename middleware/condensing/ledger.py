@@ -491,16 +491,17 @@ def assemble(notes: str, facts: Sequence[FactLine], target_tokens: int, model: s
 
     Quoted lines make room for the merged line's key terms: a long line kept while key terms
     are left out is the worse trade, so the selection is redone with that room reserved.
-    Only the terms of facts above `LISTING_SCORE` claim room that way, and at most
-    `MERGED_SHARE` of it: a listing's hundreds of paths and test names must not push out
-    every quoted line, nor may bare terms (which a small model cannot answer from, having no
+    Only the terms of facts above `LISTING_SCORE` claim room that way (not those an earlier
+    merged line carries: they have had their turn), and at most `MERGED_SHARE` of it: a
+    listing's hundreds of paths and test names must not push out every quoted line, nor may
+    bare terms (which a small model cannot answer from, having no
     sentence around them) take the room of the sentences; they fill what is left, and the
     merged line says how many did not fit.
     """
     facts, live = settled(facts)
     live = [fact for fact in live if not _MERGED_ROLE.match(fact.role)]  # folded, not quoted
     room = target_tokens - count_text(layout(notes, ()), model) - LAYOUT_TOKENS // 2
-    ranked = [fact for fact in facts if fact.score > LISTING_SCORE]
+    ranked = [f for f in facts if f.score > LISTING_SCORE and not _MERGED_ROLE.match(f.role)]
     reserve = 0
     while True:
         budget = room - reserve

@@ -100,6 +100,15 @@ def test_an_earlier_merged_line_is_folded_into_the_new_one_never_quoted_beside_i
     assert all(term in second for term in terms)
 
 
+def test_an_earlier_merged_lines_terms_take_no_room_from_quoted_statements() -> None:
+    """Statements that fit are quoted; an earlier merged line's terms get what is left."""
+    earlier = FactLine("merged(60 facts)", " ".join(f"`OLD-{100 + i}`" for i in range(60)), 2)
+    facts = facts_about(8)
+    text = assemble("", [earlier, *facts], count_text(layout("", facts)) + 40)
+    assert all(fact.render() in text for fact in facts)
+    assert MERGED.search(text) is not None
+
+
 def test_when_even_key_terms_do_not_fit_the_line_says_how_many_were_left_out() -> None:
     """A budget too small for every key term lists fewer and counts the rest, visibly."""
     text = assemble("", facts_about(200), 120)
