@@ -39,7 +39,7 @@ from kernel.types import (
 )
 from kernel.wildcards import is_wildcard
 from middleware.pipeline import LAYERS, LayerFactory, Pipeline, build_pipeline
-from providers import anthropic
+from providers import anthropic, gemini
 from providers.deferred import DeferredProvider
 from providers.model_info import self_hosted
 from providers.ollama import OllamaWindows, native
@@ -355,6 +355,15 @@ def _provider(entry: ModelEntry, settings: Settings, client: Upstream) -> Provid
     deferred = DeferredProvider(entry.litellm_params.provider, "providers.translated", build)
     if anthropic.serves(entry):  # litellm only for requests this translation leaves to it
         return anthropic.AnthropicProvider(
+            entry,
+            client,
+            deferred,
+            drop_params=settings.drop_params,
+            request_timeout=timeout,
+            max_response_bytes=limit,
+        )
+    if gemini.serves(entry):  # the same for Gemini's API (Google AI Studio)
+        return gemini.GeminiProvider(
             entry,
             client,
             deferred,
