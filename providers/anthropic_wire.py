@@ -371,6 +371,12 @@ class StreamEvents:
         """A tool_use block's index → its tool call's index (OpenAI counts tool calls)."""
         self.started = 0
         """Tool calls started so far."""
+        self.finished = False
+        """Never set here: the relay sees the end event (`message_stop`) itself."""
+
+    def openai_usage(self) -> dict[str, Any] | None:
+        """The usage so far in OpenAI's terms (None before any)."""
+        return usage_of(self.usage) if self.usage else None
 
     def delta(self, event: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
         """(the delta to send or None, the finish reason or None) for one event."""

@@ -126,17 +126,15 @@ def gemini_3_or_newer(model: str) -> bool:
     return _PRE_GEMINI_3.match(name) is None
 
 
-def api_path(model: str, *, stream: bool) -> str:
-    """The path of a model's call on the default API base (a custom base replaces
-    `/{version}`)."""
-    version = "v1alpha" if gemini_3_or_newer(model) else "v1beta"
-    return f"/{version}{call_path(model, stream=stream)}"
-
-
-def call_path(model: str, *, stream: bool) -> str:
+def url(model: str, base: str | None, *, stream: bool) -> str:
+    """A model's call, as litellm makes it: a custom `base` as given (its API version
+    included) then the model's path; else Google's, under v1alpha for Gemini 3 and newer,
+    v1beta for older models."""
+    if not base:
+        base = DEFAULT_API_BASE + ("/v1alpha" if gemini_3_or_newer(model) else "/v1beta")
     if stream:
-        return f"/models/{model}:streamGenerateContent?alt=sse"
-    return f"/models/{model}:generateContent"
+        return f"{base}/models/{model}:streamGenerateContent?alt=sse"
+    return f"{base}/models/{model}:generateContent"
 
 
 def request_body(
@@ -729,6 +727,10 @@ class StreamEvents:
         self.finished = False
         """A candidate gave its finish reason (or the prompt was blocked): the stream is
         complete; Gemini sends no other end event."""
+
+    def openai_usage(self) -> dict[str, Any] | None:
+        """The last usageMetadata in OpenAI's terms (None before any)."""
+        return usage_of(self.usage) if self.usage is not None else None
 
     def delta(self, event: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
         """(the delta to send or None, the finish reason or None) for one event."""

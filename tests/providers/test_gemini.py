@@ -6,14 +6,10 @@ has (a cut stream, the fallback, the key's place) is tested on it alone.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-import httpx
-import litellm
 import orjson
 import pytest
-import pytest_asyncio
 import respx
 
 from kernel.errors import (
@@ -26,10 +22,12 @@ from kernel.errors import (
 from kernel.types import ChatRequest, ChatResponse, Provider, RequestContext
 from providers.gemini import GeminiProvider, serves
 from providers.litellm import LitellmProvider
-from providers.transport import HttpxUpstream, Upstream
+from providers.transport import Upstream
 from proxy.http import parse_chat_request
 from tests.conftest import settings_from
-from tests.providers.test_anthropic import Pieces
+from tests.providers.conftest import Pieces, chunks_of
+
+pytestmark = pytest.mark.usefixtures("no_aiohttp")
 
 BASE = "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash"
 URL = f"{BASE}:generateContent"
@@ -87,13 +85,6 @@ class _Fallback:
         """Nothing to close."""
 
 
-@pytest_asyncio.fixture
-async def client() -> AsyncIterator[Upstream]:
-    """The shared upstream client the app would pass (httpx: respx answers for the upstream)."""
-    async with httpx.AsyncClient() as made:
-        yield HttpxUpstream(made)
-
-
 def _built(kind: str, client: Upstream, config: str | None = None, **options: Any) -> Provider:
     """overspill's translation ("own", litellm's acompletion as its fallback) or litellm's
     `acompletion` alone ("acompletion")."""
@@ -102,15 +93,6 @@ def _built(kind: str, client: Upstream, config: str | None = None, **options: An
     if kind == "acompletion":
         return litellms
     return GeminiProvider(entry, client, litellms, **options)
-
-
-@pytest.fixture(autouse=True)
-def no_aiohttp() -> Iterator[None]:
-    """litellm's aiohttp transport bypasses respx; `litellm.acompletion` uses httpx here."""
-    previous = litellm.disable_aiohttp_transport
-    litellm.disable_aiohttp_transport = True
-    yield
-    litellm.disable_aiohttp_transport = previous
 
 
 @pytest.fixture(params=["own", "acompletion"])
@@ -157,14 +139,6 @@ def text_events(*pieces: str, end: bool = True) -> list[dict[str, Any]]:
             }
         )
     return out
-
-
-async def chunks_of(response: ChatResponse) -> list[dict[str, Any] | str]:
-    """The stream's events, parsed (`[DONE]` as the string)."""
-    assert response.stream is not None
-    out = b"".join([chunk async for chunk in response.stream])
-    payloads = [part[6:] for part in out.split(b"\n\n") if part.startswith(b"data: ")]
-    return [p.decode() if p == b"[DONE]" else orjson.loads(p) for p in payloads]
 
 
 def test_serves_gemini_deployments_with_a_key(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -317,7 +291,7 @@ async def test_a_stream_cut_before_its_finish_reason_is_an_error(own: GeminiProv
     body = sse(*text_events("Par", "is", end=False))
     respx.post(url__startswith=STREAM_URL).respond(200, content=body, headers=SSE)
     response = await own.complete(parse_chat_request(chat(stream=True)), CTX)
-    with pytest.raises(UpstreamBadResponse, match="finishReason"):
+    with pytest.raises(UpstreamBadResponse, match=r"before its end event \(the finish reason"):
         await chunks_of(response)
 
 

@@ -21,6 +21,7 @@ from kernel.errors import InvalidChatRequest
 from providers import gemini_wire as wire
 from providers.model_info import known_system_messages
 from proxy.http import parse_chat_request
+from tests.providers.fuzzing import JsonShapes
 from tests.reliability import examples
 
 MODELS = ["gemini-2.5-flash", "gemini-3.1-pro-preview"]
@@ -188,7 +189,8 @@ def test_request_is_written_as_litellm_writes_it(chat: dict[str, Any], model: st
 def test_gemini_3_is_recognised_as_litellm_does(model: str, newer: bool) -> None:
     """Call ids, signatures, the API version and the penalties follow litellm's model rule."""
     assert wire.gemini_3_or_newer(model) is newer
-    assert wire.api_path(model, stream=False).startswith("/v1alpha" if newer else "/v1beta")
+    version = "/v1alpha/" if newer else "/v1beta/"
+    assert version in wire.url(model, None, stream=False)
 
 
 def test_a_system_message_for_a_model_without_system_instructions_is_litellms() -> None:
@@ -581,18 +583,9 @@ KEYS = [
     "thoughtSignature", "finishReason", "candidates", "usageMetadata", "promptTokenCount",
     "candidatesTokenCount", "totalTokenCount", "promptFeedback", "blockReason", "index",
 ]  # fmt: skip
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-2, 3) | st.text(max_size=4),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(KEYS), inner, max_size=4),
-    max_leaves=12,
-)  # fmt: skip
-
-
-def shaped(kinds: list[str], **fields: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
-    """An object of one of `kinds` with any of `fields` (each any JSON value, or its own
-    strategy), or any JSON value at all."""
-    optional = {name: strategy | json_values for name, strategy in fields.items()}
-    return st.fixed_dictionaries({"type": st.sampled_from(kinds)}, optional=optional) | json_values
+SHAPES = JsonShapes(KEYS)
+json_values = SHAPES.any
+shaped = SHAPES.shaped
 
 
 schemas = st.recursive(
