@@ -98,7 +98,7 @@ def request_body(
     for key, value in body.items():
         if key in ("model", "messages", "stream", "stream_options") or key in UNSUPPORTED:
             continue
-        if value is None and key in TRANSLATED:
+        if value is None and key in OPENAI_CHAT_PARAMS:
             continue  # OpenAI's null: the default
         if key in ("max_tokens", "max_completion_tokens"):
             out["max_tokens"] = positive_count(value, key)

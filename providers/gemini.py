@@ -43,7 +43,6 @@ def serves(entry: ModelEntry) -> bool:
     return (
         params.provider == "gemini"
         and set(params.extras()) <= SETTINGS
-        and params.api_version is None
         and api_key(entry) is not None
     )
 
@@ -60,7 +59,7 @@ class GeminiProvider(OwnTranslation):
         return known_system_messages(self.entry.litellm_params.model)
 
     def urls(self, params: LitellmParams) -> tuple[str, str]:
-        base = params.api_base or os.environ.get("GEMINI_API_BASE")
+        base = (params.api_base or os.environ.get("GEMINI_API_BASE") or "").rstrip("/")
         return wire.url(self.model, base, stream=False), wire.url(self.model, base, stream=True)
 
     def wire_headers(self, params: LitellmParams) -> dict[str, str]:

@@ -33,11 +33,13 @@ def check_parameters(
     drop_params: bool,
 ) -> None:
     """Raise `LeftToLitellm` for a parameter only litellm writes, `UnsupportedParameter`
-    naming every parameter the provider lacks (unless `drop_params`)."""
-    left = body.keys() & set(litellms)
+    naming every parameter the provider lacks (unless `drop_params`). A null is OpenAI's
+    default: as if the parameter were not there, as litellm reads it."""
+    given = {key for key, value in body.items() if value is not None}
+    left = given & set(litellms)
     if left:
         raise LeftToLitellm(min(left))
-    refused = sorted(body.keys() & set(unsupported))
+    refused = sorted(given & set(unsupported))
     if refused and not drop_params:
         names = ", ".join(refused)
         raise UnsupportedParameter(

@@ -279,6 +279,13 @@ def test_unsupported_parameters_are_named_or_dropped() -> None:
     assert "n" not in own_body(chat, drop_params=True)
 
 
+def test_null_parameters_are_absent() -> None:
+    """A null response_format or logit_bias is absent, as litellm reads it: no fallback, no
+    refusal, nothing sent."""
+    chat = {"messages": [{"role": "user", "content": "hi"}]}
+    assert own_body({**chat, "response_format": None, "logit_bias": None}) == own_body(chat)
+
+
 def test_max_tokens_defaults_to_the_given_value_and_nulls_are_defaults() -> None:
     """No max_tokens (or null ones) sends the deployment's default; null temperature is unset."""
     body = wire.request_body(

@@ -345,6 +345,14 @@ def test_unsupported_parameters_are_named_or_dropped() -> None:
     assert own_body(chat, drop=True) == own_body({"messages": chat["messages"]})
 
 
+def test_nulls_are_defaults_not_features() -> None:
+    """A null response_format or logit_bias is absent, as litellm reads it: no fallback, no
+    refusal."""
+    chat = {"messages": [{"role": "user", "content": "hi"}]}
+    nulls = {**chat, "response_format": None, "logit_bias": None, "temperature": None}
+    assert own_body(nulls) == own_body(chat) == litellm_body(nulls, MODELS[0])
+
+
 def parsed_answer(payload: dict[str, Any]) -> dict[str, Any]:
     """litellm's chat.completion for a Gemini answer."""
     config = GoogleAIStudioGeminiConfig()
