@@ -700,6 +700,66 @@ valid_fields = st.fixed_dictionaries(
 )  # fmt: skip
 
 
+def call_ids(message: dict[str, Any]) -> list[str]:
+    """The tool call ids, litellm's random part left out (a native id and a signature kept)."""
+    return [
+        "call_" if re.fullmatch(r"call_[0-9a-f]{28}", c["id"].split("__thought__")[0]) else c["id"]
+        for c in message.get("tool_calls") or []
+    ]
+
+
+counts = st.integers(0, 50)
+valid_parts = st.lists(
+    st.fixed_dictionaries({"text": texts}, optional={"thought": st.just(True)})
+    | st.fixed_dictionaries(
+        {
+            "functionCall": st.fixed_dictionaries(
+                {"name": st.just("get"), "args": st.just({"a": [1, "é"]})},
+                optional={"id": st.just("fc1")},
+            )
+        },
+        optional={"thoughtSignature": st.just("c2ln")},
+    ),
+    max_size=4,
+)
+valid_answers = st.fixed_dictionaries(
+    {
+        "candidates": st.lists(
+            st.fixed_dictionaries({}, optional={"content": st.fixed_dictionaries({"role": st.just("model"), "parts": valid_parts}),
+                                               "finishReason": st.sampled_from(["STOP", "MAX_TOKENS", "SAFETY", "LANGUAGE", "MALFORMED_FUNCTION_CALL", "NEW"])}),
+            min_size=1, max_size=2,
+        ),
+        "usageMetadata": st.fixed_dictionaries(
+            {"promptTokenCount": counts, "totalTokenCount": counts},
+            optional={"candidatesTokenCount": counts, "thoughtsTokenCount": counts, "cachedContentTokenCount": counts, "toolUsePromptTokenCount": counts},
+        ),
+    },
+    optional={"responseId": st.just("r"), "modelVersion": st.just("gemini-2.5-flash-001")},
+)  # fmt: skip
+
+
+@pytest.mark.reliability("fuzz")
+@settings(max_examples=examples(100, 2000), deadline=None)
+@given(payload=valid_answers)
+def test_any_answer_reads_as_litellm_reads_it(payload: dict[str, Any]) -> None:
+    """Generated Gemini answers (text, thoughts, calls with native ids and signatures, any
+    finish reason, one or two candidates, any usage): overspill's chat.completion has
+    litellm's content, reasoning, calls, finish reasons and token counts."""
+    own = wire.answer(copy.deepcopy(payload), MODELS[0], created=1)
+    theirs = parsed_answer(payload)
+    assert (own["model"], len(own["choices"])) == (theirs["model"], len(theirs["choices"]))
+    for mine, their in zip(own["choices"], theirs["choices"], strict=True):
+        assert mine["finish_reason"] == their["finish_reason"]
+        assert message_fields(mine["message"]) | {"calls": call_ids(mine["message"])} == (
+            message_fields(their["message"]) | {"calls": call_ids(their["message"])}
+        )
+        arguments = [c["function"]["arguments"] for c in mine["message"].get("tool_calls") or []]
+        assert arguments == [
+            c["function"]["arguments"] for c in their["message"]["tool_calls"] or []
+        ]
+    assert usage_fields(own["usage"]) == usage_fields(theirs["usage"])
+
+
 @pytest.mark.reliability("fuzz")
 @settings(max_examples=examples(100, 2000), deadline=None)
 @given(
