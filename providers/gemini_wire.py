@@ -752,4 +752,7 @@ class StreamEvents:
         if reason is None:
             return (delta or None), None
         self.finished = True
-        return delta, "tool_calls" if self.calls else finish(reason)
+        mapped = finish(reason)
+        if "tool_calls" in delta or (self.calls and mapped == "stop"):
+            mapped = "tool_calls"  # an end after tool calls (a filter or a cut stays one)
+        return delta, mapped

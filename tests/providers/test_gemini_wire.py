@@ -760,6 +760,53 @@ def test_any_answer_reads_as_litellm_reads_it(payload: dict[str, Any]) -> None:
     assert usage_fields(own["usage"]) == usage_fields(theirs["usage"])
 
 
+def stream_calls(delta: dict[str, Any] | None) -> list[tuple[int, str, str]]:
+    """A delta's tool calls: (index, id without litellm's random part, arguments)."""
+    return [
+        (c["index"], call_ids({"tool_calls": [c]})[0], c["function"]["arguments"])
+        for c in (delta or {}).get("tool_calls") or []
+    ]
+
+
+stream_events = st.lists(
+    st.fixed_dictionaries(
+        {"candidates": st.lists(st.fixed_dictionaries({"content": st.fixed_dictionaries({"parts": valid_parts})}), min_size=1, max_size=1)},
+        optional={"usageMetadata": st.fixed_dictionaries({"promptTokenCount": counts, "totalTokenCount": counts}, optional={"candidatesTokenCount": counts, "thoughtsTokenCount": counts})},
+    ),
+    min_size=1,
+    max_size=4,
+)  # fmt: skip
+
+
+@pytest.mark.reliability("fuzz")
+@settings(max_examples=examples(100, 2000), deadline=None)
+@given(stream=stream_events, reason=st.sampled_from(["STOP", "MAX_TOKENS", "SAFETY", "OTHER"]))
+def test_any_stream_reads_as_litellm_reads_it(stream: list[dict[str, Any]], reason: str) -> None:
+    """Generated streams (text, thoughts, calls with ids and signatures, the last event with
+    a finish reason): each event's content, reasoning and tool calls (numbered across the
+    stream) are litellm's parser's, and so are the finish reason and the last usage."""
+    stream[-1]["candidates"][0]["finishReason"] = reason
+    events = wire.StreamEvents()
+    parser = ModelResponseIterator(
+        streaming_response=None, sync_stream=False, logging_obj=cast(Any, _Logging())
+    )
+    finish = None
+    for event in stream:
+        delta, finish = events.delta(copy.deepcopy(event))
+        chunk = parser.chunk_parser(copy.deepcopy(event))
+        assert chunk is not None
+        theirs = dumped(chunk)
+        choice = theirs["choices"][0]
+        assert (delta or {}).get("content") == (choice["delta"]["content"] or None)
+        assert (delta or {}).get("reasoning_content") == choice["delta"].get("reasoning_content")
+        assert stream_calls(delta) == stream_calls(choice["delta"])
+    assert events.finished
+    assert finish == choice["finish_reason"]
+    usage = theirs.get("usage")
+    if usage:
+        assert usage_fields(wire.usage_of(events.usage or {})) == usage_fields(usage)
+
+
 @pytest.mark.reliability("fuzz")
 @settings(max_examples=examples(100, 2000), deadline=None)
 @given(
