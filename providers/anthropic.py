@@ -16,16 +16,14 @@ import functools
 import os
 from typing import Any
 
-from kernel.config import LitellmParams, ModelEntry
+from kernel.config import ModelEntry
 from kernel.types import ChatRequest
 from providers import anthropic_wire as wire
 from providers.model_info import known_max_output
-from providers.own_translation import OwnTranslation, StreamReader
+from providers.own_translation import SETTINGS, OwnTranslation, StreamReader
 
 PATH = "/v1/messages"
 DEFAULT_API_BASE = "https://api.anthropic.com"
-SETTINGS = frozenset({"extra_headers", "max_retries", "num_retries"})
-"""Deployment settings this path applies (no retries ever; extra headers sent as given)."""
 
 
 def api_key(entry: ModelEntry) -> str | None:
@@ -58,12 +56,13 @@ class AnthropicProvider(OwnTranslation):
         """`max_tokens` when the request has none: the model's output cap in litellm's map."""
         return known_max_output(self.entry.litellm_params.model) or wire.DEFAULT_MAX_TOKENS
 
-    def urls(self, params: LitellmParams) -> tuple[str, str]:
+    def urls(self) -> tuple[str, str]:
+        params = self.entry.litellm_params
         base = (params.api_base or DEFAULT_API_BASE).rstrip("/")
         url = base if base.endswith(PATH) else base + PATH
         return url, url
 
-    def wire_headers(self, params: LitellmParams) -> dict[str, str]:
+    def wire_headers(self) -> dict[str, str]:
         key = api_key(self.entry)
         assert key is not None, "serves(entry) decides first"
         return {

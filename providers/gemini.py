@@ -16,14 +16,11 @@ import functools
 import os
 from typing import Any
 
-from kernel.config import LitellmParams, ModelEntry
+from kernel.config import ModelEntry
 from kernel.types import ChatRequest
 from providers import gemini_wire as wire
 from providers.model_info import known_system_messages
-from providers.own_translation import OwnTranslation, StreamReader
-
-SETTINGS = frozenset({"extra_headers", "max_retries", "num_retries"})
-"""Deployment settings this path applies (no retries ever; extra headers sent as given)."""
+from providers.own_translation import SETTINGS, OwnTranslation, StreamReader
 
 KEY_VARIABLES = ("GOOGLE_API_KEY", "GEMINI_API_KEY", "PALM_API_KEY")
 """Where litellm looks for a Gemini key when the deployment has none, in its order."""
@@ -58,11 +55,12 @@ class GeminiProvider(OwnTranslation):
         """Whether the model takes a system instruction (litellm's map says so)."""
         return known_system_messages(self.entry.litellm_params.model)
 
-    def urls(self, params: LitellmParams) -> tuple[str, str]:
+    def urls(self) -> tuple[str, str]:
+        params = self.entry.litellm_params
         base = (params.api_base or os.environ.get("GEMINI_API_BASE") or "").rstrip("/")
         return wire.url(self.model, base, stream=False), wire.url(self.model, base, stream=True)
 
-    def wire_headers(self, params: LitellmParams) -> dict[str, str]:
+    def wire_headers(self) -> dict[str, str]:
         key = api_key(self.entry)
         assert key is not None, "serves(entry) decides first"
         return {

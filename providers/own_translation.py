@@ -17,13 +17,17 @@ from typing import Any, Protocol
 import orjson
 
 from kernel import tracing
-from kernel.config import DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT, LitellmParams, ModelEntry
+from kernel.config import DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT, ModelEntry
 from kernel.errors import too_deep
 from kernel.types import ChatRequest, ChatResponse, Provider, RequestContext
 from providers.chunks import SseRelay, include_usage
 from providers.exchange import Exchange
 from providers.translation import LeftToLitellm
 from providers.transport import Reply, Upstream
+
+SETTINGS = frozenset({"extra_headers", "max_retries", "num_retries"})
+"""Deployment settings these providers apply (no retries ever; extra headers sent as
+given): a deployment with any other litellm setting stays on litellm's path."""
 
 
 class StreamReader(Protocol):
@@ -65,23 +69,23 @@ class OwnTranslation:
         self.model = params.upstream_model
         self.fallback = fallback
         self.drop_params = drop_params
-        url, stream_url = self.urls(params)
+        url, stream_url = self.urls()
         self.exchange = Exchange.of(entry, url, client, request_timeout, max_response_bytes)
         self.streams = self.exchange
         if stream_url != url:
             self.streams = Exchange.of(
                 entry, stream_url, client, request_timeout, max_response_bytes
             )
-        self.headers = self.wire_headers(params)
+        self.headers = self.wire_headers()
         extra = params.extras().get("extra_headers")
         if isinstance(extra, dict):
             self.headers.update({str(k).lower(): str(v) for k, v in extra.items()})
 
-    def urls(self, params: LitellmParams) -> tuple[str, str]:
+    def urls(self) -> tuple[str, str]:
         """(the URL of a call, of a streamed call)."""
         raise NotImplementedError
 
-    def wire_headers(self, params: LitellmParams) -> dict[str, str]:
+    def wire_headers(self) -> dict[str, str]:
         """The wire's headers (its key among them); the deployment's extra headers follow."""
         raise NotImplementedError
 
