@@ -230,9 +230,7 @@ def _contents(
         if message.get("role") in ("system", "developer"):
             if not system_instruction:
                 raise LeftToLitellm(f"messages[{index}]: a system message for this model")
-            text = _system_text(message.get("content"), f"messages[{index}]")
-            if text is not None:
-                system.append({"text": text})
+            system.append({"text": _system_text(message.get("content"), f"messages[{index}]")})
         else:
             rest.append((index, message))
     if system and not rest:
@@ -270,11 +268,11 @@ def _contents(
     return system, turns.contents
 
 
-def _system_text(content: object, where: str) -> str | None:
+def _system_text(content: object, where: str) -> str:
     if isinstance(content, str):
         return content
-    if content is None:
-        return None
+    if content is None:  # litellm keeps it among the turns, where it splits them
+        raise LeftToLitellm(f"{where}: a system message without content")
     if not isinstance(content, list):
         raise InvalidChatRequest(f"{where}.content must be a string or a list of parts")
     texts: list[str] = []
