@@ -122,27 +122,26 @@ class OwnTranslation:
         headers = self.headers
         if tracing.tracer is not None:  # the upstream-call span's traceparent goes along
             headers = {**headers, **tracing.tracer.headers()}
-        exchange = self.streams if request.stream else self.exchange
-        answer = functools.partial(self._json, exchange)
         if request.stream:
-            answer = functools.partial(self._stream, exchange, include_usage(request))
-        return await exchange.call(body, headers, request.stream, answer)
+            answer = functools.partial(self._stream, include_usage(request))
+            return await self.streams.call(body, headers, True, answer)
+        return await self.exchange.call(body, headers, False, self._json)
 
-    async def _json(self, exchange: Exchange, response: Reply) -> ChatResponse:
+    async def _json(self, response: Reply) -> ChatResponse:
         expected = f"expected {self.expected}"
-        content = await exchange.json_answer(response, expected)
+        content = await self.exchange.json_answer(response, expected)
         try:
             translated = self.answer(orjson.loads(content), int(time.time()))
         except ValueError as exc:  # not JSON, or JSON that is not the wire's answer
-            raise exchange.bad(response, content, f"not {self.expected} ({exc})") from exc
+            raise self.exchange.bad(response, content, f"not {self.expected} ({exc})") from exc
         return ChatResponse(body=orjson.dumps(translated))
 
-    async def _stream(self, exchange: Exchange, usage: bool, response: Reply) -> ChatResponse:
+    async def _stream(self, usage: bool, response: Reply) -> ChatResponse:
         """Primed: an error before the first whole event, or as that event, is the call's."""
-        first, chunks, cutter = await exchange.first_events(response)
-        relay = WireRelay(exchange, self, usage, response.status)
+        first, chunks, cutter = await self.streams.first_events(response)
+        relay = WireRelay(self.streams, self, usage, response.status)
         head = relay.feed(first)  # an error event raises here
-        return ChatResponse(stream=exchange.relay(head, chunks, response, cutter, relay))
+        return ChatResponse(stream=self.streams.relay(head, chunks, response, cutter, relay))
 
 
 class WireRelay(SseRelay):
