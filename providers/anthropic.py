@@ -14,25 +14,16 @@ from __future__ import annotations
 
 import functools
 import os
-import time
 from typing import Any
 
-import orjson
-
-from kernel import tracing
-from kernel.config import DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT, ModelEntry
-from kernel.errors import too_deep
-from kernel.types import ChatRequest, ChatResponse, Provider, RequestContext
+from kernel.config import ModelEntry
+from kernel.types import ChatRequest
 from providers import anthropic_wire as wire
-from providers.chunks import SseRelay, include_usage
-from providers.exchange import Exchange
 from providers.model_info import known_max_output
-from providers.transport import Reply, Upstream
+from providers.own_translation import SETTINGS, OwnTranslation, StreamReader
 
 PATH = "/v1/messages"
 DEFAULT_API_BASE = "https://api.anthropic.com"
-SETTINGS = frozenset({"extra_headers", "max_retries", "num_retries"})
-"""Deployment settings this path applies (no retries ever; extra headers sent as given)."""
 
 
 def messages_url(entry: ModelEntry) -> str:
@@ -68,110 +59,43 @@ def serves(entry: ModelEntry) -> bool:
     )
 
 
-class AnthropicProvider:
+class AnthropicProvider(OwnTranslation):
     """One Anthropic deployment: translated here, sent and relayed by overspill."""
 
-    def __init__(
-        self,
-        entry: ModelEntry,
-        client: Upstream,
-        fallback: Provider,
-        *,
-        drop_params: bool = False,
-        request_timeout: float = DEFAULT_TIMEOUT,
-        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
-    ) -> None:
-        params = entry.litellm_params
-        self.name = params.provider
-        self.model = params.upstream_model
-        self.fallback = fallback
-        self.drop_params = drop_params
-        self.max_tokens = known_max_output(params.model) or wire.DEFAULT_MAX_TOKENS
-        url = messages_url(entry)
-        self.exchange = Exchange.of(entry, url, client, request_timeout, max_response_bytes)
-        key = api_key(entry)
+    expected = "a Messages answer"
+    end_kind = "message_stop"
+
+    @functools.cached_property
+    def max_tokens(self) -> int:
+        """`max_tokens` when the request has none: the model's output cap in litellm's map."""
+        return known_max_output(self.entry.litellm_params.model) or wire.DEFAULT_MAX_TOKENS
+
+    def urls(self) -> tuple[str, str]:
+        url = messages_url(self.entry)
+        return url, url
+
+    def wire_headers(self) -> dict[str, str]:
+        key = api_key(self.entry)
         assert key is not None, "serves(entry) decides first"
-        self.headers = {
+        return {
             "x-api-key": key,
             "anthropic-version": wire.VERSION,
             "content-type": "application/json",
             "accept": "application/json",
             "accept-encoding": "identity",
         }
-        extra = params.extras().get("extra_headers")
-        if isinstance(extra, dict):
-            self.headers.update({str(k).lower(): str(v) for k, v in extra.items()})
 
-    async def aclose(self) -> None:
-        """The shared client is closed by its owner; the fallback, if built, by itself."""
-        await self.fallback.aclose()
-
-    def translate(self, request: ChatRequest) -> bytes:
-        """The Messages body's bytes (raises `LeftToLitellm` for the fallback's requests)."""
-        body = wire.request_body(
+    def body(self, request: ChatRequest) -> dict[str, Any]:
+        return wire.request_body(
             request.body,
             request.messages,
             self.model,
             max_tokens=self.max_tokens,
             drop_params=self.drop_params,
         )
-        try:
-            return orjson.dumps(body)
-        except orjson.JSONEncodeError as exc:  # parsed (up to 1024 levels), cannot be written
-            raise too_deep("the request body") from exc
 
-    async def complete(self, request: ChatRequest, ctx: RequestContext) -> ChatResponse:
-        """Translate and send; a request only litellm can write goes to the fallback."""
-        try:
-            body = self.translate(request)
-        except wire.LeftToLitellm:
-            return await self.fallback.complete(request, ctx)
-        headers = self.headers
-        if tracing.tracer is not None:  # the upstream-call span's traceparent goes along
-            headers = {**headers, **tracing.tracer.headers()}
-        answer = self._json
-        if request.stream:
-            answer = functools.partial(self._stream, usage=include_usage(request))
-        return await self.exchange.call(body, headers, request.stream, answer)
+    def answer(self, data: object, created: int) -> dict[str, Any]:
+        return wire.answer(data, created)
 
-    async def _json(self, response: Reply) -> ChatResponse:
-        content = await self.exchange.json_answer(response, "expected a Messages answer")
-        try:
-            translated = wire.answer(orjson.loads(content), int(time.time()))
-        except ValueError as exc:  # not JSON, or JSON that is not a Messages answer
-            raise self.exchange.bad(response, content, f"not a Messages answer ({exc})") from exc
-        return ChatResponse(body=orjson.dumps(translated))
-
-    async def _stream(self, response: Reply, usage: bool = False) -> ChatResponse:
-        """Primed: an error before the first whole event, or as that event, is the call's."""
-        first, chunks, cutter = await self.exchange.first_events(response)
-        relay = _Relay(self.exchange, self.model, usage, response.status)
-        head = relay.feed(first)  # an error event raises here
-        return ChatResponse(stream=self.exchange.relay(head, chunks, response, cutter, relay))
-
-
-class _Relay(SseRelay):
-    """Messages stream events as OpenAI chunks (`anthropic_wire.StreamEvents` decides)."""
-
-    def __init__(self, exchange: Exchange, model: str, include_usage: bool, status: int) -> None:
-        super().__init__(
-            exchange,
-            end_kind="message_stop",
-            include_usage=include_usage,
-            status=status,
-            id="",
-            model=model,
-        )
-        self.events = wire.StreamEvents()
-
-    def event(self, parsed: dict[str, Any]) -> bytes | None:
-        delta, finish = self.events.delta(parsed)
-        if delta is None:
-            return None
-        if self.events.id and not self.id:
-            self.id = self.events.id
-            self.model = self.events.model or self.model
-        return self.chunk(delta, finish)
-
-    def last_usage(self) -> dict[str, Any] | None:
-        return wire.usage_of(self.events.usage) if self.events.usage else None
+    def reader(self) -> StreamReader:
+        return wire.StreamEvents()

@@ -24,6 +24,17 @@ import orjson
 
 from kernel.errors import InvalidChatRequest
 from providers.openai_params import OPENAI_CHAT_PARAMS
+from providers.translation import (
+    LeftToLitellm,
+    UnsupportedParameter,
+    check_parameters,
+    data_url,
+    image_url,
+    positive_count,
+    stop_list,
+)
+
+__all__ = ["LeftToLitellm", "UnsupportedParameter"]  # the fallback signal and the 400, here too
 
 VERSION = "2023-06-01"
 """The `anthropic-version` header sent (the API's current version)."""
@@ -63,16 +74,6 @@ FINISH = {
 """Anthropic's `stop_reason` → OpenAI's `finish_reason` (anything else: "stop")."""
 
 
-class LeftToLitellm(Exception):  # a routing signal, not a failure
-    """The request uses a feature this translation leaves to litellm's (the reason)."""
-
-
-class UnsupportedParameter(InvalidChatRequest):
-    """An OpenAI parameter the provider has no equivalent for."""
-
-    code = "unsupported_parameter"
-
-
 def request_body(
     body: Mapping[str, Any],
     messages: Sequence[Mapping[str, Any]],
@@ -87,17 +88,9 @@ def request_body(
     for an OpenAI parameter Anthropic lacks (unless `drop_params`), `InvalidChatRequest` for
     a message or tool that is not OpenAI's shape.
     """
-    left = body.keys() & LITELLMS
-    if left:
-        raise LeftToLitellm(min(left))
-    unsupported = sorted(body.keys() & UNSUPPORTED)
-    if unsupported and not drop_params:
-        names = ", ".join(unsupported)
-        raise UnsupportedParameter(
-            f"anthropic does not support the parameter(s) {names}: remove them, or set "
-            "litellm_settings.drop_params: true in overspill's config to drop them",
-            param=unsupported[0],
-        )
+    check_parameters(
+        body, "anthropic", litellms=LITELLMS, unsupported=UNSUPPORTED, drop_params=drop_params
+    )
     system, turns = _messages(messages)
     out: dict[str, Any] = {"model": model, "messages": turns}
     if system:
@@ -105,14 +98,12 @@ def request_body(
     for key, value in body.items():
         if key in ("model", "messages", "stream", "stream_options") or key in UNSUPPORTED:
             continue
-        if value is None and key in TRANSLATED:
+        if value is None and key in OPENAI_CHAT_PARAMS:
             continue  # OpenAI's null: the default
         if key in ("max_tokens", "max_completion_tokens"):
-            out["max_tokens"] = _count(value, key)
+            out["max_tokens"] = positive_count(value, key)
         elif key == "stop":
-            stops = [value] if isinstance(value, str) else value
-            if not isinstance(stops, list) or not all(isinstance(s, str) for s in stops):
-                raise InvalidChatRequest("stop must be a string or a list of strings", param=key)
+            stops = stop_list(value)
             if stops:
                 out["stop_sequences"] = stops
         elif key == "tools":
@@ -134,12 +125,6 @@ def request_body(
     if body.get("stream"):
         out["stream"] = True
     return out
-
-
-def _count(value: object, param: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 1:
-        raise InvalidChatRequest(f"{param} must be a positive integer", param=param)
-    return max(1, round(value))
 
 
 # -- messages ---------------------------------------------------------------------------------
@@ -215,16 +200,9 @@ def _part(part: object, where: str, images: bool) -> dict[str, Any]:
 
 def _image(value: object, where: str) -> dict[str, str]:
     """An image_url part's source: a `data:` URL's bytes, or the URL for Anthropic to fetch."""
-    url = value.get("url") if isinstance(value, dict) else value
-    if not isinstance(url, str):
-        raise InvalidChatRequest(f"{where}.image_url.url must be a string")
+    url = image_url(value, where)
     if url.startswith("data:"):
-        head, comma, data = url.partition(",")
-        media, _, encoding = head[5:].partition(";")
-        if not comma or encoding != "base64" or not media:
-            raise InvalidChatRequest(
-                f"{where}.image_url.url: a data URL must be data:<media type>;base64,<data>"
-            )
+        media, data = data_url(url, where)
         return {"type": "base64", "media_type": media, "data": data}
     if url.startswith(("https://", "http://")):
         return {"type": "url", "url": url}
@@ -393,6 +371,12 @@ class StreamEvents:
         """A tool_use block's index → its tool call's index (OpenAI counts tool calls)."""
         self.started = 0
         """Tool calls started so far."""
+        self.finished = False
+        """Never set here: the relay sees the end event (`message_stop`) itself."""
+
+    def openai_usage(self) -> dict[str, Any] | None:
+        """The usage so far in OpenAI's terms (None before any)."""
+        return usage_of(self.usage) if self.usage else None
 
     def delta(self, event: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
         """(the delta to send or None, the finish reason or None) for one event."""

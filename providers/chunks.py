@@ -72,7 +72,7 @@ class SseRelay:
             if kind == "ping":
                 continue
             if kind == "error" or (isinstance(parsed, dict) and "error" in parsed and not kind):
-                raise self.exchange.failure(None, parsed, None)
+                raise self.exchange.failure(_event_status(parsed), parsed, None)
             if kind == self.end_kind:
                 self.finished = True
                 continue
@@ -130,6 +130,14 @@ def sse_data(event: bytes) -> bytes | None:
     if not lines:
         return None
     return b"\n".join(line[5:].strip() for line in lines)
+
+
+def _event_status(event: dict[str, Any]) -> int | None:
+    """An error event's HTTP status when it names one (Gemini's `error.code`: a stream that
+    began 200 can end in a 429), else None."""
+    error = event.get("error")
+    code = error.get("code") if isinstance(error, dict) else None
+    return code if isinstance(code, int) and 400 <= code <= 599 else None
 
 
 def include_usage(request: ChatRequest) -> bool:

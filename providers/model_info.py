@@ -34,6 +34,9 @@ class Known(NamedTuple):
     max_output: int | None
     """`max_output_tokens`, else `max_tokens`: what litellm sends as an Anthropic request's
     `max_tokens` when the client sets none."""
+    system_messages: bool
+    """`supports_system_messages: true`: litellm sends system messages as the model's own
+    system instruction (Gemini's `system_instruction`), else as user text."""
 
 
 @functools.cache
@@ -62,6 +65,7 @@ def _known(info: dict[str, Any]) -> Known:
         provider=str(provider) if provider is not None else None,
         chat=info.get("mode") == "chat",
         max_output=_positive(info.get("max_output_tokens") or info.get("max_tokens")),
+        system_messages=info.get("supports_system_messages") is True,
     )
 
 
@@ -85,6 +89,12 @@ def known_window(model: str) -> int | None:
 def known_max_output(model: str) -> int | None:
     """litellm's `max_output_tokens` for a litellm model string (its `get_max_tokens`)."""
     return next((info.max_output for info in _entries(model) if info.max_output), None)
+
+
+def known_system_messages(model: str) -> bool:
+    """Whether litellm's map says the model takes system messages (unknown: it does not)."""
+    found = _entries(model)
+    return bool(found) and found[0].system_messages
 
 
 def context_window(entry: ModelEntry) -> int | None:

@@ -39,11 +39,12 @@ from kernel.types import (
 )
 from kernel.wildcards import is_wildcard
 from middleware.pipeline import LAYERS, LayerFactory, Pipeline, build_pipeline
-from providers import anthropic
+from providers import anthropic, gemini
 from providers.deferred import DeferredProvider
 from providers.model_info import self_hosted
 from providers.ollama import OllamaWindows, native
 from providers.openai_compat import OpenAICompatProvider
+from providers.own_translation import OwnTranslation
 from providers.router import Router
 from providers.transport import HttpxUpstream, Upstream, upstream_client
 from providers.windows import ModelWindows
@@ -331,6 +332,13 @@ def build_providers(
     return groups, unavailable
 
 
+OWN_TRANSLATIONS: tuple[tuple[Callable[[ModelEntry], bool], type[OwnTranslation]], ...] = (
+    (anthropic.serves, anthropic.AnthropicProvider),
+    (gemini.serves, gemini.GeminiProvider),
+)
+"""The deployments overspill translates itself (`serves`), and the provider for each."""
+
+
 def _provider(entry: ModelEntry, settings: Settings, client: Upstream) -> Provider:
     timeout = settings.general_settings.request_timeout
     limit = settings.general_settings.max_response_bytes
@@ -353,8 +361,10 @@ def _provider(entry: ModelEntry, settings: Settings, client: Upstream) -> Provid
 
     # litellm's import costs seconds and over 100 MB: paid on the model's first request only
     deferred = DeferredProvider(entry.litellm_params.provider, "providers.translated", build)
-    if anthropic.serves(entry):  # litellm only for requests this translation leaves to it
-        return anthropic.AnthropicProvider(
+    # Anthropic's and Gemini's APIs: litellm only for requests our translation leaves to it
+    own = next((made for serves, made in OWN_TRANSLATIONS if serves(entry)), None)
+    if own is not None:
+        return own(
             entry,
             client,
             deferred,

@@ -1,15 +1,20 @@
 """Memory and startup of real `overspill serve` processes: idle RSS, time to ready, growth.
 
-Two configs, each served by `python -m proxy serve` (one worker) in turn:
+Three configs, each served by `python -m proxy serve` (one worker) in turn:
 
 - `openai`: only OpenAI-wire models (the byte passthrough);
 - `litellm`: the same plus an `anthropic/...` model (overspill translates it; litellm is
   imported only by a request that needs its translation: the last first request, with
-  `response_format`, shows what that import costs).
+  `response_format`, shows what that import costs);
+- `gemini`: the OpenAI-wire models plus a `gemini/...` model (the same, for Gemini's API);
+- `gemini-litellm`: the same deployment with a litellm setting overspill's Gemini path does
+  not apply (`top_k` in its litellm_params), so every request goes through
+  `litellm.acompletion`, as every `gemini/` request did before: the comparison.
 
 The upstream is the scripted server of the fault suite (`tests/faulty_upstream.py`), run in a
 child process so its memory is not counted: it answers OpenAI's wire on
-`/v1/chat/completions` and Anthropic's on `/v1/messages`. No key is needed.
+`/v1/chat/completions`, Anthropic's on `/v1/messages` and Gemini's on
+`/v1beta/models/M:generateContent` (and `:streamGenerateContent`). No key is needed.
 
 Printed for each config: the time from process start to the first 200 on
 `/health/readiness`, the RSS and USS (private memory) after a few idle seconds, the first
@@ -22,7 +27,7 @@ files (`RssFile`: the code, and the store's SQLite file, which diskcache memory-
 store that fills with conversations shows there). Figures only: the machine may be busy, so read
 ratios within one run.
 
-    .venv/bin/python scripts/bench_memory.py [--configs openai,litellm] [--load-minutes 10]
+    .venv/bin/python scripts/bench_memory.py [--configs openai,gemini] [--load-minutes 10]
 """
 
 from __future__ import annotations
@@ -64,6 +69,12 @@ _LITELLM_MODEL = """  - model_name: claude
       api_base: "{base}"
       api_key: none
 """
+_GEMINI_MODEL = """  - model_name: gem
+    litellm_params:
+      model: gemini/gemini-2.5-flash
+      api_base: "{base}/v1beta"
+      api_key: none
+"""
 _SETTINGS = """general_settings:
   store: {{path: "{store}"}}
   max_body_bytes: 4000000
@@ -71,7 +82,11 @@ _SETTINGS = """general_settings:
 CONFIGS = {  # the same, but for one litellm-path model
     "openai": _WIRE_MODELS + _SETTINGS,
     "litellm": _WIRE_MODELS + _LITELLM_MODEL + _SETTINGS,
+    "gemini": _WIRE_MODELS + _GEMINI_MODEL + _SETTINGS,
+    "gemini-litellm": _WIRE_MODELS + _GEMINI_MODEL + "      top_k: 40\n" + _SETTINGS,
 }
+TRANSLATED_MODELS = {"litellm": "claude", "gemini": "gem", "gemini-litellm": "gem"}
+"""The model of each config that overspill translates (litellm for what it cannot)."""
 
 
 def memory(pid: int) -> tuple[int, int]:
@@ -135,8 +150,8 @@ def turns(count: int, conversation: int) -> list[dict[str, str]]:
 class Load:
     """The mixed load: one request shape after another, per concurrent client."""
 
-    def __init__(self, litellm: bool) -> None:
-        self.litellm = litellm
+    def __init__(self, translated: str | None) -> None:
+        self.translated = translated
         self.statuses: Counter[str] = Counter()
         self.headers: Counter[str] = Counter()
         self.conversations = itertools.count()
@@ -145,8 +160,8 @@ class Load:
     def shapes(self) -> list[str]:
         """The request shapes, in the order each client cycles through them."""
         names = ["json", "sse", "large-json", "large-sse", "long", "json", "sse"]
-        if self.litellm:
-            names += ["claude-json", "claude-sse"]
+        if self.translated:
+            names += ["translated-json", "translated-sse"]
         return names
 
     def body(self, shape: str, grow: list[int]) -> dict[str, Any]:
@@ -161,7 +176,7 @@ class Load:
                 "metadata": {"conversation_id": f"bench-{os.getpid()}-{grow[0]}"},
             }
         stream = shape.endswith("sse")
-        model = "claude" if shape.startswith("claude") else "wire-large"
+        model = self.translated if shape.startswith("translated") else "wire-large"
         text = self.big if shape.startswith("large") else "Hello, how are you?"
         return {"model": model, "messages": [message("user", text)], "stream": stream}
 
@@ -195,7 +210,7 @@ async def wait_ready(url: str, process: asyncio.subprocess.Process, started: flo
 
 
 JSON_MODE = {"response_format": {"type": "json_object"}}
-"""What only litellm's Anthropic translation writes: the request that imports litellm."""
+"""What only litellm's translation writes: the request that imports litellm."""
 
 
 async def first_call(url: str, model: str, extra: dict[str, Any]) -> tuple[int, float]:
@@ -207,7 +222,9 @@ async def first_call(url: str, model: str, extra: dict[str, Any]) -> tuple[int, 
         return response.status_code, time.monotonic() - start
 
 
-async def one_config(name: str, base: str, minutes: float, clients: int) -> None:
+async def one_config(
+    name: str, base: str, minutes: float, clients: int, fallback: bool = True
+) -> None:
     """Start overspill with one config, measure it, stop it."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "config.yaml"
@@ -226,18 +243,21 @@ async def one_config(name: str, base: str, minutes: float, clients: int) -> None
             ready = await wait_ready(url, process, started)
             await asyncio.sleep(IDLE_SECONDS)
             rss, uss = memory(process.pid)
-            print(f"{name:<8} ready {ready:6.2f} s   idle RSS {rss / MIB:6.1f} MiB"
+            print(f"{name:<14} ready {ready:6.2f} s   idle RSS {rss / MIB:6.1f} MiB"
                   f"   USS {uss / MIB:6.1f} MiB")  # fmt: skip
             asks: list[tuple[str, str, dict[str, Any]]] = [("wire", "wire", {})]
-            if name == "litellm":
-                asks += [("claude", "claude", {}), ("claude+json", "claude", JSON_MODE)]
+            model = TRANSLATED_MODELS.get(name)
+            if model is not None:
+                asks.append((model, model, {}))
+                if fallback:
+                    asks.append((f"{model}+json", model, JSON_MODE))
             for label, model, extra in asks:
                 status, seconds = await first_call(url, model, extra)
                 second = await first_call(url, model, extra)
-                print(f"{'':<8} first request to {label:<11} {status} in {seconds:6.3f} s"
+                print(f"{'':<14} first request to {label:<11} {status} in {seconds:6.3f} s"
                       f" (second {second[1]:6.3f} s)")  # fmt: skip
                 rss, uss = memory(process.pid)
-                print(f"{'':<8} after it   RSS {rss / MIB:6.1f} MiB   USS {uss / MIB:6.1f} MiB")
+                print(f"{'':<14} after it   RSS {rss / MIB:6.1f} MiB   USS {uss / MIB:6.1f} MiB")
             if minutes > 0:
                 await load(name, url, process.pid, minutes, clients)
         finally:
@@ -252,7 +272,7 @@ async def one_config(name: str, base: str, minutes: float, clients: int) -> None
 
 async def load(name: str, url: str, pid: int, minutes: float, clients: int) -> None:
     """The mixed load for `minutes`; RSS after its first minute against RSS at its end."""
-    work = Load(litellm=name == "litellm")
+    work = Load(TRANSLATED_MODELS.get(name))
     start = time.monotonic()
     until = start + minutes * 60
     tasks = [asyncio.create_task(work.client(url, until)) for _ in range(clients)]
@@ -271,21 +291,21 @@ async def load(name: str, url: str, pid: int, minutes: float, clients: int) -> N
     end_kinds = resident(pid)
     assert first_minute is not None
     requests = sum(work.statuses.values())
-    print(f"{'':<8} load {minutes:g} min, {clients} clients, {requests} requests: "
+    print(f"{'':<14} load {minutes:g} min, {clients} clients, {requests} requests: "
           f"RSS after 1 min {first_minute / MIB:6.1f} MiB, at the end {end / MIB:6.1f} MiB, "
           f"ratio {end / first_minute:5.3f}")  # fmt: skip
-    print(f"{'':<8} of which after 1 min / at the end (MiB): " + ", ".join(
+    print(f"{'':<14} of which after 1 min / at the end (MiB): " + ", ".join(
         f"{kind} {first_kinds[kind] / MIB:.1f} / {end_kinds[kind] / MIB:.1f}" for kind in end_kinds
     ))  # fmt: skip
-    print(f"{'':<8} RSS each minute (MiB): "
+    print(f"{'':<14} RSS each minute (MiB): "
           + " ".join(f"{value / MIB:.0f}" for value in samples))  # fmt: skip
-    print(f"{'':<8} answers: " + ", ".join(f"{k}: {v}" for k, v in sorted(work.statuses.items())))
+    print(f"{'':<14} answers: " + ", ".join(f"{k}: {v}" for k, v in sorted(work.statuses.items())))
     if work.headers:
-        print(f"{'':<8} overspill headers: "
+        print(f"{'':<14} overspill headers: "
               + ", ".join(f"{k}: {v}" for k, v in sorted(work.headers.items())))  # fmt: skip
 
 
-async def main(configs: list[str], minutes: float, clients: int) -> None:
+async def main(configs: list[str], minutes: float, clients: int, fallback: bool) -> None:
     child = await asyncio.create_subprocess_exec(
         sys.executable, __file__, "--serve-upstream", stdin=PIPE, stdout=PIPE, cwd=ROOT
     )
@@ -294,7 +314,7 @@ async def main(configs: list[str], minutes: float, clients: int) -> None:
     base = f"http://127.0.0.1:{int(await child.stdout.readline())}"
     try:
         for name in configs:
-            await one_config(name, base, minutes, clients)
+            await one_config(name, base, minutes, clients, fallback)
     finally:
         child.stdin.close()
         await child.wait()
@@ -302,12 +322,22 @@ async def main(configs: list[str], minutes: float, clients: int) -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--configs", default="openai,litellm", help="openai, litellm or both")
+    parser.add_argument(
+        "--configs",
+        default="openai,litellm,gemini,gemini-litellm",
+        help="openai, litellm, gemini, gemini-litellm (any of)",
+    )
     parser.add_argument("--load-minutes", type=float, default=0.0)
     parser.add_argument("--clients", type=int, default=4, help="concurrent clients under load")
+    parser.add_argument(
+        "--no-fallback",
+        action="store_true",
+        help="no response_format request (litellm stays unimported under load)",
+    )
     parser.add_argument("--serve-upstream", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_upstream:
         asyncio.run(upstream())
     else:
-        asyncio.run(main(args.configs.split(","), args.load_minutes, args.clients))
+        configs = args.configs.split(",")
+        asyncio.run(main(configs, args.load_minutes, args.clients, not args.no_fallback))

@@ -1,9 +1,10 @@
 """A scripted misbehaving upstream: a real HTTP/1.1 socket server on 127.0.0.1 for fault tests.
 
-It speaks two wires, enough for both of overspill's provider paths: OpenAI's
+It speaks three wires, enough for overspill's provider paths: OpenAI's
 (`POST /v1/chat/completions`, JSON or SSE `data:` events ending with `[DONE]`) for the byte
-passthrough, and Anthropic's Messages API (`POST /v1/messages`, JSON or SSE with
-`message_start` ... `message_stop`) for an `anthropic/...` model served through litellm.
+passthrough, Anthropic's Messages API (`POST /v1/messages`, JSON or SSE with
+`message_start` ... `message_stop`) for an `anthropic/...` model, and Gemini's
+(`POST .../models/M:generateContent`, or `:streamGenerateContent?alt=sse`) for `gemini/...`.
 
 `upstream.fault` picks what the next requests get (see `FAULTS`); every request is counted,
 and what was written to each connection is recorded, so a test can tell that overspill hung
@@ -109,6 +110,7 @@ class FaultyUpstream:
             )
             body = await reader.readexactly(int(headers.get("content-length", "0")))
             conn.stream = bool(orjson.loads(body).get("stream")) if body else False
+            conn.stream = conn.stream or ":streamGenerateContent" in conn.path
             self.connections.append(conn)
             await self._answer(conn, writer)
         except (ConnectionError, asyncio.IncompleteReadError):
@@ -121,7 +123,11 @@ class FaultyUpstream:
 
     async def _answer(self, conn: Connection, writer: asyncio.StreamWriter) -> None:
         fault = self.fault
-        wire = Anthropic() if conn.path.endswith("/messages") else OpenAI()
+        wire: Wire = OpenAI()
+        if conn.path.endswith("/messages"):
+            wire = Anthropic()
+        elif "generateContent" in conn.path or "GenerateContent" in conn.path:
+            wire = Gemini()
         if fault == "hang":
             await self._stop.wait()
             return
@@ -387,6 +393,36 @@ class Anthropic(Wire):
     def error_event(self, kind: str, message: str) -> bytes:
         """`event: error`."""
         return b"event: error\ndata: " + self.error_body(kind, message) + b"\n\n"
+
+
+class Gemini(Wire):
+    """Google AI Studio's Gemini API wire (each stream event a whole response)."""
+
+    def answer(self, text: str = "Hello there") -> bytes:
+        """A GenerateContentResponse."""
+        return orjson.dumps(self._response(text, "STOP"))
+
+    def events(self, pieces: list[str]) -> list[bytes]:
+        """A response per piece, the last one with the finish reason."""
+        out = [self._response(piece, None) for piece in pieces]
+        out.append(self._response("", "STOP"))
+        return [b"data: " + orjson.dumps(event) + b"\r\n\r\n" for event in out]
+
+    def _response(self, text: str, finish: str | None) -> dict[str, object]:
+        candidate: dict[str, object] = {"content": {"role": "model", "parts": [{"text": text}]}}
+        if finish:
+            candidate["finishReason"] = finish
+        usage = {"promptTokenCount": 5, "candidatesTokenCount": 2, "totalTokenCount": 7}
+        return {"candidates": [candidate], "usageMetadata": usage, "responseId": "faulty"}
+
+    def error_body(self, kind: str, message: str) -> bytes:
+        """Google's error object."""
+        code = 429 if kind == "rate_limit_error" else 500
+        return orjson.dumps({"error": {"code": code, "message": message, "status": kind}})
+
+    def error_event(self, kind: str, message: str) -> bytes:
+        """`data: {"error": ...}`."""
+        return b"data: " + self.error_body(kind, message) + b"\r\n\r\n"
 
 
 def _named(name: str, payload: object) -> bytes:

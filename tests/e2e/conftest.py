@@ -188,6 +188,27 @@ def serve(config: str, tmp: Path, upstream: str) -> Iterator[Served]:
         stop(process)
 
 
+def run_mock(script: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A provider mock of `scripts/` (`mock_anthropic.py`, `mock_gemini.py`) on a free
+    port: its base URL while it runs."""
+    port = free_port()
+    log = tmp_path_factory.mktemp("mock") / "mock.log"
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            [sys.executable, str(ROOT / "scripts" / script), "--port", str(port)],
+            stdout=sink, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while "listening" not in log.read_text():  # it prints once bound
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"mock not listening on {port}: {log.read_text()}")
+            time.sleep(0.05)  # polling a starting process, not a test sleep
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stop(process)
+
+
 @pytest.fixture(scope="session")
 def overspill(llama_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     """overspill serve with `middleware: []` (no layers) before the real llama-server."""

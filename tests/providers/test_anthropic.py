@@ -6,14 +6,12 @@ on it alone.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import httpx
-import litellm
 import orjson
 import pytest
-import pytest_asyncio
 import respx
 
 from kernel.errors import (
@@ -30,9 +28,12 @@ from kernel.types import ChatRequest, ChatResponse, Provider, RequestContext
 from providers.anthropic import AnthropicProvider, serves
 from providers.litellm import LitellmProvider
 from providers.translated import TranslatedProvider, build_provider
-from providers.transport import HttpxUpstream, Upstream
+from providers.transport import Upstream
 from proxy.http import parse_chat_request
 from tests.conftest import settings_from
+from tests.providers.conftest import Pieces, chunks_of
+
+pytestmark = pytest.mark.usefixtures("no_aiohttp")
 
 URL = "https://api.anthropic.com/v1/messages"
 ANSWER = {
@@ -51,13 +52,6 @@ def _config(model: str = "anthropic/claude-sonnet-4-5", extra: str = "") -> str:
     )
 
 
-@pytest_asyncio.fixture
-async def client() -> AsyncIterator[Upstream]:
-    """The shared upstream client the app would pass (httpx: respx answers for the upstream)."""
-    async with httpx.AsyncClient() as made:
-        yield HttpxUpstream(made)
-
-
 def _built(kind: str, client: Upstream, config: str | None = None, **options: Any) -> Provider:
     """A deployment's provider: overspill's translation ("own"), litellm's over overspill's
     transport ("litellm"), or `litellm.acompletion` ("acompletion": a deployment with other
@@ -70,15 +64,6 @@ def _built(kind: str, client: Upstream, config: str | None = None, **options: An
     if kind == "litellm":
         return litellms
     return AnthropicProvider(entry, client, litellms, **options)
-
-
-@pytest.fixture(autouse=True)
-def no_aiohttp() -> Iterator[None]:
-    """litellm's aiohttp transport bypasses respx; `litellm.acompletion` uses httpx here."""
-    previous = litellm.disable_aiohttp_transport
-    litellm.disable_aiohttp_transport = True
-    yield
-    litellm.disable_aiohttp_transport = previous
 
 
 @pytest.fixture(params=["own", "litellm", "acompletion"])
@@ -126,25 +111,6 @@ def events(*pieces: str, end: bool = True) -> list[bytes]:
         out.append(event("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None}, "usage": {"output_tokens": 2}}))  # fmt: skip
         out.append(event("message_stop", {"type": "message_stop"}))
     return out
-
-
-class Pieces(httpx.AsyncByteStream):
-    """A body arriving as separate reads, one per item."""
-
-    def __init__(self, items: list[bytes]) -> None:
-        self.items = items
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        for item in self.items:
-            yield item
-
-
-async def chunks_of(response: ChatResponse) -> list[dict[str, object] | str]:
-    """The stream's events, parsed (`[DONE]` as the string)."""
-    assert response.stream is not None
-    out = b"".join([chunk async for chunk in response.stream])
-    payloads = [part[6:] for part in out.split(b"\n\n") if part.startswith(b"data: ")]
-    return [p.decode() if p == b"[DONE]" else orjson.loads(p) for p in payloads]
 
 
 @respx.mock
@@ -309,10 +275,10 @@ async def test_stream_is_sse_in_openai_chunks(provider: Provider) -> None:
     parsed = [c for c in chunks if isinstance(c, dict)]
     assert all(c["object"] == "chat.completion.chunk" for c in parsed)
     assert len({c["id"] for c in parsed}) == 1
-    deltas = [c["choices"][0]["delta"] for c in parsed]  # type: ignore[index]
+    deltas = [c["choices"][0]["delta"] for c in parsed]
     assert deltas[0]["role"] == "assistant"
     assert "".join(d.get("content") or "" for d in deltas) == "Paris"
-    assert parsed[-1]["choices"][0]["finish_reason"] == "stop"  # type: ignore[index]
+    assert parsed[-1]["choices"][0]["finish_reason"] == "stop"
     assert orjson.loads(route.calls.last.request.content)["stream"] is True
 
 
@@ -325,8 +291,8 @@ async def test_stream_usage_comes_when_asked(translating: Provider) -> None:
     last = chunks[-2]
     assert isinstance(last, dict)
     assert last["choices"] == []
-    assert last["usage"]["prompt_tokens"] == 12  # type: ignore[index]
-    assert last["usage"]["completion_tokens"] == 2  # type: ignore[index]
+    assert last["usage"]["prompt_tokens"] == 12
+    assert last["usage"]["completion_tokens"] == 2
 
 
 @pytest.mark.reliability("streams")
@@ -413,11 +379,11 @@ async def test_streamed_tool_call_becomes_tool_call_deltas(provider: Provider) -
     respx.post(URL).respond(200, stream=Pieces(body), headers=SSE)
     chunks = await chunks_of(await provider.complete(parse_chat_request(chat(stream=True)), CTX))
     parsed = [c for c in chunks if isinstance(c, dict)]
-    calls = [call for c in parsed for call in c["choices"][0]["delta"].get("tool_calls") or []]  # type: ignore[index]
+    calls = [call for c in parsed for call in c["choices"][0]["delta"].get("tool_calls") or []]
     assert calls[0]["id"] == "toolu_1"
     assert calls[0]["function"]["name"] == "get_weather"
     assert "".join(c["function"].get("arguments") or "" for c in calls) == '{"city": "Paris"}'
-    assert parsed[-1]["choices"][0]["finish_reason"] == "tool_calls"  # type: ignore[index]
+    assert parsed[-1]["choices"][0]["finish_reason"] == "tool_calls"
 
 
 def test_parameter_mapping_is_remembered_as_new_objects(litellms: TranslatedProvider) -> None:

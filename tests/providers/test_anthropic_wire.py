@@ -18,6 +18,7 @@ from providers.translated import TranslatedProvider, build_provider
 from providers.transport import HttpxUpstream
 from proxy.http import parse_chat_request
 from tests.conftest import settings_from
+from tests.providers.fuzzing import JsonShapes
 from tests.reliability import examples
 
 MODEL = "claude-sonnet-4-5"
@@ -278,6 +279,13 @@ def test_unsupported_parameters_are_named_or_dropped() -> None:
     assert "n" not in own_body(chat, drop_params=True)
 
 
+def test_null_parameters_are_absent() -> None:
+    """A null response_format or logit_bias is absent, as litellm reads it: no fallback, no
+    refusal, nothing sent."""
+    chat = {"messages": [{"role": "user", "content": "hi"}]}
+    assert own_body({**chat, "response_format": None, "logit_bias": None}) == own_body(chat)
+
+
 def test_max_tokens_defaults_to_the_given_value_and_nulls_are_defaults() -> None:
     """No max_tokens (or null ones) sends the deployment's default; null temperature is unset."""
     body = wire.request_body(
@@ -440,18 +448,9 @@ KEYS = [
     "usage", "id", "name", "content", "function", "arguments", "url", "cache_control",
     "stop_reason", "thinking", "input_tokens", "output_tokens", "parameters",
 ]  # fmt: skip
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-2, 3) | st.text(max_size=4),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(KEYS), inner, max_size=4),
-    max_leaves=12,
-)  # fmt: skip
-
-
-def shaped(kinds: list[str], **fields: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
-    """An object of one of `kinds` with any of `fields` (each any JSON value, or its own
-    strategy), or any JSON value at all."""
-    optional = {name: strategy | json_values for name, strategy in fields.items()}
-    return st.fixed_dictionaries({"type": st.sampled_from(kinds)}, optional=optional) | json_values
+SHAPES = JsonShapes(KEYS)
+json_values = SHAPES.any
+shaped = SHAPES.shaped
 
 
 parts = shaped(

@@ -24,6 +24,8 @@ model_list:
     litellm_params: {model: openai/faulty, api_base: "BASE/v1", api_key: sk-fake}
   - model_name: claude
     litellm_params: {model: anthropic/claude-faulty, api_base: "BASE", api_key: sk-fake}
+  - model_name: gem
+    litellm_params: {model: gemini/gemini-2.5-flash, api_base: "BASE/v1beta", api_key: AIza-fake}
 general_settings: {store: {path: "STORE"}}
 middleware: []
 '''
@@ -44,7 +46,8 @@ async def main():
             async with httpx.AsyncClient(transport=transport, base_url="http://o.test") as client:
                 seen["ready"] = (await client.get("/health/readiness")).status_code
                 seen["at_start"] = "litellm" in sys.modules
-                asks = {"wire": {}, "claude": {}, "claude_json": {"response_format": {"type": "json_object"}}}
+                json_mode = {"response_format": {"type": "json_object"}}
+                asks = {"wire": {}, "claude": {}, "gem": {}, "claude_json": json_mode, "gem_json": json_mode}
                 for name, extra in asks.items():
                     body = {"model": name.removesuffix("_json"), "messages": [{"role": "user", "content": "hi"}], **extra}
                     answer = await client.post("/v1/chat/completions", json=body)
@@ -59,10 +62,10 @@ asyncio.run(main())
 
 @pytest.mark.reliability("memory")
 def test_litellm_is_imported_by_the_first_request_that_needs_it(tmp_path: Path) -> None:
-    """A worker with an OpenAI-wire and an `anthropic/...` model starts and serves both
-    without importing litellm; the first request that only litellm's Anthropic translation
-    writes (`response_format`) imports it, is answered, and litellm's loggers log through
-    overspill's handler, not their own."""
+    """A worker with an OpenAI-wire, an `anthropic/...` and a `gemini/...` model starts and
+    serves all three without importing litellm; the first request that only litellm's
+    translation writes (`response_format`) imports it, is answered (Anthropic's and Gemini's),
+    and litellm's loggers log through overspill's handler, not their own."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     done = subprocess.run(
         [sys.executable, "-c", SCRIPT, str(tmp_path)],
@@ -77,7 +80,11 @@ def test_litellm_is_imported_by_the_first_request_that_needs_it(tmp_path: Path) 
         "after_wire": False,
         "claude": 200,
         "after_claude": False,
+        "gem": 200,
+        "after_gem": False,
         "claude_json": 200,
         "after_claude_json": True,
+        "gem_json": 200,
+        "after_gem_json": True,
         "litellm_handlers": 0,
     }

@@ -1,0 +1,83 @@
+"""What overspill's own translations of a chat request share (Anthropic's, Gemini's).
+
+A translation writes the requests chat clients send; for the rest it raises `LeftToLitellm`
+and the provider hands the request to litellm's translation. An OpenAI parameter the
+provider has no equivalent for is refused with a 400 naming it, or dropped with
+`litellm_settings.drop_params`, as litellm does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from kernel.errors import InvalidChatRequest
+
+
+class LeftToLitellm(Exception):  # a routing signal, not a failure
+    """The request uses a feature this translation leaves to litellm's (the reason)."""
+
+
+class UnsupportedParameter(InvalidChatRequest):
+    """An OpenAI parameter the provider has no equivalent for."""
+
+    code = "unsupported_parameter"
+
+
+def check_parameters(
+    body: Mapping[str, Any],
+    provider: str,
+    *,
+    litellms: Collection[str],
+    unsupported: Collection[str],
+    drop_params: bool,
+) -> None:
+    """Raise `LeftToLitellm` for a parameter only litellm writes, `UnsupportedParameter`
+    naming every parameter the provider lacks (unless `drop_params`). A null is OpenAI's
+    default: as if the parameter were not there, as litellm reads it."""
+    given = {key for key, value in body.items() if value is not None}
+    left = given & set(litellms)
+    if left:
+        raise LeftToLitellm(min(left))
+    refused = sorted(given & set(unsupported))
+    if refused and not drop_params:
+        names = ", ".join(refused)
+        raise UnsupportedParameter(
+            f"{provider} does not support the parameter(s) {names}: remove them, or set "
+            "litellm_settings.drop_params: true in overspill's config to drop them",
+            param=refused[0],
+        )
+
+
+def positive_count(value: object, param: str) -> int:
+    """A token count: a positive number, rounded."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 1:
+        raise InvalidChatRequest(f"{param} must be a positive integer", param=param)
+    return max(1, round(value))
+
+
+def stop_list(value: object, param: str = "stop") -> list[str]:
+    """`stop` as a list of strings."""
+    stops = [value] if isinstance(value, str) else value
+    if not isinstance(stops, list) or not all(isinstance(s, str) for s in stops):
+        raise InvalidChatRequest("stop must be a string or a list of strings", param=param)
+    return stops
+
+
+def image_url(value: object, where: str) -> str:
+    """An image_url part's URL (`{"url": ...}` or the bare string)."""
+    url = value.get("url") if isinstance(value, dict) else value
+    if not isinstance(url, str):
+        raise InvalidChatRequest(f"{where}.image_url.url must be a string")
+    return url
+
+
+def data_url(url: str, where: str) -> tuple[str, str]:
+    """(media type, base64 data) of a `data:<media type>;base64,<data>` URL."""
+    head, comma, data = url.partition(",")
+    media, _, encoding = head[5:].partition(";")
+    if not url.startswith("data:") or not comma or encoding != "base64" or not media:
+        raise InvalidChatRequest(
+            f"{where}.image_url.url: a data URL must be data:<media type>;base64,<data>"
+        )
+    return media, data
