@@ -20,7 +20,12 @@ from kernel.config import ModelEntry
 from kernel.types import ChatRequest
 from providers import anthropic_wire as wire
 from providers.model_info import known_max_output
-from providers.own_translation import SETTINGS, OwnTranslation, StreamReader
+from providers.own_translation import (
+    OwnTranslation,
+    StreamReader,
+    deployment_key,
+    translates,
+)
 
 PATH = "/v1/messages"
 DEFAULT_API_BASE = "https://api.anthropic.com"
@@ -43,20 +48,13 @@ def messages_url(entry: ModelEntry) -> str:
 def api_key(entry: ModelEntry) -> str | None:
     """The deployment's key, else `ANTHROPIC_API_KEY` (as litellm reads it), when it is one
     sent as `x-api-key` (an OAuth token, `sk-ant-oat...`, is litellm's to send)."""
-    params = entry.litellm_params
-    key = params.api_key.get_secret_value() if params.api_key is not None else None
-    key = (key or os.environ.get("ANTHROPIC_API_KEY") or "").strip()
+    key = deployment_key(entry, ("ANTHROPIC_API_KEY",))
     return key if key and not key.startswith("sk-ant-oat") else None
 
 
 def serves(entry: ModelEntry) -> bool:
     """Whether this path serves a deployment: Anthropic, an API key, no other litellm setting."""
-    params = entry.litellm_params
-    return (
-        params.provider == "anthropic"
-        and set(params.extras()) <= SETTINGS
-        and api_key(entry) is not None
-    )
+    return translates(entry, "anthropic", api_key)
 
 
 class AnthropicProvider(OwnTranslation):

@@ -20,7 +20,12 @@ from kernel.config import ModelEntry
 from kernel.types import ChatRequest
 from providers import gemini_wire as wire
 from providers.model_info import known_system_messages
-from providers.own_translation import SETTINGS, OwnTranslation, StreamReader
+from providers.own_translation import (
+    OwnTranslation,
+    StreamReader,
+    deployment_key,
+    translates,
+)
 
 KEY_VARIABLES = ("GOOGLE_API_KEY", "GEMINI_API_KEY", "PALM_API_KEY")
 """Where litellm looks for a Gemini key when the deployment has none, in its order."""
@@ -28,20 +33,12 @@ KEY_VARIABLES = ("GOOGLE_API_KEY", "GEMINI_API_KEY", "PALM_API_KEY")
 
 def api_key(entry: ModelEntry) -> str | None:
     """The deployment's key, else the first of `KEY_VARIABLES` set (as litellm reads it)."""
-    params = entry.litellm_params
-    key = params.api_key.get_secret_value() if params.api_key is not None else None
-    key = key or next((os.environ[name] for name in KEY_VARIABLES if os.environ.get(name)), "")
-    return key.strip() or None
+    return deployment_key(entry, KEY_VARIABLES)
 
 
 def serves(entry: ModelEntry) -> bool:
     """Whether this path serves a deployment: Gemini, an API key, no other litellm setting."""
-    params = entry.litellm_params
-    return (
-        params.provider == "gemini"
-        and set(params.extras()) <= SETTINGS
-        and api_key(entry) is not None
-    )
+    return translates(entry, "gemini", api_key)
 
 
 class GeminiProvider(OwnTranslation):

@@ -10,8 +10,9 @@ event by event as OpenAI chunks. A subclass says how its wire writes and reads.
 from __future__ import annotations
 
 import functools
+import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import orjson
@@ -28,6 +29,25 @@ from providers.transport import Reply, Upstream
 SETTINGS = frozenset({"extra_headers", "max_retries", "num_retries"})
 """Deployment settings these providers apply (no retries ever; extra headers sent as
 given): a deployment with any other litellm setting stays on litellm's path."""
+
+
+def deployment_key(entry: ModelEntry, variables: Sequence[str]) -> str | None:
+    """The deployment's key, else the first of `variables` set (as litellm reads them);
+    None when there is none, or only blanks."""
+    params = entry.litellm_params
+    key = params.api_key.get_secret_value() if params.api_key is not None else None
+    key = key or next((os.environ[name] for name in variables if os.environ.get(name)), "")
+    return key.strip() or None
+
+
+def translates(entry: ModelEntry, provider: str, key: Callable[[ModelEntry], str | None]) -> bool:
+    """Whether an own translation serves a deployment: its provider, no litellm setting
+    beyond `SETTINGS`, and a key it sends (`key` of the deployment)."""
+    return (
+        entry.litellm_params.provider == provider
+        and set(entry.litellm_params.extras()) <= SETTINGS
+        and key(entry) is not None
+    )
 
 
 class StreamReader(Protocol):

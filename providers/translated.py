@@ -44,6 +44,7 @@ from providers.chunks import SseRelay, include_usage
 from providers.exchange import Exchange
 from providers.failures import classify_failure
 from providers.litellm import LITELLM_SETTINGS, LitellmProvider, _message
+from providers.own_translation import SETTINGS
 from providers.transport import Reply, Upstream
 
 
@@ -98,9 +99,6 @@ _MEMO_KEY_BYTES = 2048
 _MEMO_ENTRIES = 256
 """The parameter mappings one deployment remembers (small parameter sets only)."""
 
-APPLIED_SETTINGS = frozenset({"extra_headers", "max_retries", "num_retries"})
-"""Deployment settings this path applies (no retries ever; extra headers sent as given)."""
-
 
 def build_provider(
     entry: ModelEntry,
@@ -112,7 +110,7 @@ def build_provider(
 ) -> Provider:
     """The translated provider when litellm's config covers the deployment, else litellm's."""
     params = entry.litellm_params
-    if params.provider in WIRES and set(params.extras()) <= APPLIED_SETTINGS:
+    if params.provider in WIRES and set(params.extras()) <= SETTINGS:
         return TranslatedProvider(
             entry,
             client,
