@@ -8,7 +8,7 @@ import os
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import httpx
@@ -84,6 +84,17 @@ def make_services(
     """Services for layer tests: a real store and estimator, given calls and windows."""
     table = StaticWindows(windows) if isinstance(windows, Mapping) else windows
     return Services(settings, store, Estimator(store), table, internal)
+
+
+@pytest.fixture
+def no_aiohttp() -> Iterator[None]:
+    """litellm's aiohttp transport bypasses respx; `litellm.acompletion` uses httpx here."""
+    import litellm  # only the modules that use this fixture pay for the import
+
+    previous = litellm.disable_aiohttp_transport
+    litellm.disable_aiohttp_transport = True
+    yield
+    litellm.disable_aiohttp_transport = previous
 
 
 @pytest.fixture

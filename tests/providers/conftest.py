@@ -3,12 +3,11 @@ litellm's httpx transport (so respx sees its calls), bodies read in pieces."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import orjson
-import pytest
 import pytest_asyncio
 
 from kernel.types import ChatResponse
@@ -20,17 +19,6 @@ async def client() -> AsyncIterator[Upstream]:
     """The shared upstream client the app would pass (httpx: respx answers for the upstream)."""
     async with httpx.AsyncClient() as made:
         yield HttpxUpstream(made)
-
-
-@pytest.fixture
-def no_aiohttp() -> Iterator[None]:
-    """litellm's aiohttp transport bypasses respx; `litellm.acompletion` uses httpx here."""
-    import litellm  # only the modules that use this fixture pay for the import
-
-    previous = litellm.disable_aiohttp_transport
-    litellm.disable_aiohttp_transport = True
-    yield
-    litellm.disable_aiohttp_transport = previous
 
 
 class Pieces(httpx.AsyncByteStream):

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
-import litellm
 import orjson
 import pytest
 import respx
@@ -304,15 +303,6 @@ async def test_error_and_non_json_responses_are_left_alone(store: DiskHistorySto
 
 
 # --- the layer, the resolver, litellm and the fake Ollama together ------------------------------
-
-
-@pytest.fixture
-def no_aiohttp() -> Iterator[None]:
-    """litellm's aiohttp transport bypasses respx; use httpx here."""
-    previous = litellm.disable_aiohttp_transport
-    litellm.disable_aiohttp_transport = True
-    yield
-    litellm.disable_aiohttp_transport = previous
 
 
 @pytest.mark.usefixtures("no_aiohttp")
