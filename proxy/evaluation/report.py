@@ -33,8 +33,8 @@ _REQUIRED = [name for name, field in _FIELDS.items() if field.default is datacla
 _TYPES: dict[str, tuple[type, ...]] = {
     "seed": (int,), "seed_set": (str,), "condition": (str,), "kind": (str,), "question": (str,),
     "status": (str,), "answer": (str, type(None)), "correct": (bool, type(None)),
-    "present": (bool, type(None)), "growths": (int, type(None)), "detail": (str,),
-    "shown": (str, type(None)),
+    "present": (bool, type(None)), "growths": (int, type(None)),
+    "condensed": (int, type(None)), "detail": (str,), "shown": (str, type(None)),
 }  # fmt: skip
 
 
@@ -112,7 +112,41 @@ def _block(seed_set: str, rows: Sequence[Row], conditions: Sequence[str]) -> str
         line("not asked", (str(sum(r.status != "ok" for r in per[c])) for c in conditions))
     )
     lines.append(line("growths (mean)", (_growths(per[c]) for c in conditions)))
+    binned = {c: by_condensed(per[c], answerable(rows)) for c in conditions}
+    if any(bin_rows for c in conditions for _, bin_rows in binned[c]):
+        lines.append("recall by how often the value was condensed (kinds answered somewhere):")
+        for index, (label, _, _) in enumerate(CONDENSED_BINS):
+            cells = (_counted(binned[c][index][1]) for c in conditions)
+            lines.append(line(f"condensed {label}", cells))
     return "\n".join(lines)
+
+
+CONDENSED_BINS: tuple[tuple[str, int, int], ...] = (
+    ("0", 0, 0), ("1", 1, 1), ("2-3", 2, 3), ("4-6", 4, 6), ("7-9", 7, 9), ("10+", 10, 1 << 30),
+)  # fmt: skip
+"""How `Row.condensed` is grouped: the growths that condensed a probe's value."""
+
+
+def answerable(rows: Sequence[Row]) -> set[str]:
+    """The probe kinds some row answers right: a kind no condition gets right says nothing
+    about what compaction lost, and would only weigh on the most condensed values (an
+    instruction from the first turn is condensed by every growth)."""
+    return {row.kind for row in rows if row.correct}
+
+
+def by_condensed(rows: Sequence[Row], kinds: set[str]) -> list[tuple[str, list[Row]]]:
+    """The rows of `kinds` whose condensed count is known, in `CONDENSED_BINS`."""
+    known = [(row, row.condensed) for row in rows if row.kind in kinds]
+    return [
+        (label, [row for row, n in known if n is not None and low <= n <= high])
+        for label, low, high in CONDENSED_BINS
+    ]
+
+
+def _counted(rows: Sequence[Row]) -> str:
+    """Recall and how many answers it is of ('-' when none)."""
+    answered = sum(row.status == "ok" for row in rows)
+    return "-" if not answered else f"{_cell(recall(rows))} of {answered}"
 
 
 def _growths(rows: Sequence[Row]) -> str:
@@ -143,8 +177,8 @@ def _percent(value: float | None) -> float:
 
 
 def chart(rows: Sequence[Row], conditions: Sequence[str], path: Path) -> None:
-    """A PNG: recall by probe kind and condition, and recall against the growths of
-    `overspill-turns` beside the whole history's and one extraction's recall (all kinds).
+    """A PNG: recall by probe kind and condition, and the overspill conditions' recall
+    against how many growths condensed the value asked about, beside the whole history's.
     Raises ImportError (with `CHART_HINT`) without matplotlib."""
     try:
         import matplotlib
@@ -175,27 +209,43 @@ def chart(rows: Sequence[Row], conditions: Sequence[str], path: Path) -> None:
     bars.set_yticks(range(0, 101, 20))
     bars.legend(fontsize="small", ncols=2)
     bars.set_title("recall by probe kind")
-    nested = [row for row in rows if row.condition == "overspill-turns" and row.growths is not None]
-    counts = sorted({row.growths for row in nested if row.growths is not None})
-    trend.plot(
-        counts,
-        [_percent(recall([r for r in nested if r.growths == n])) for n in counts],
-        marker="o",
-    )
-    for reference, style in (("full", "--"), ("overspill-once", ":")):
-        level = recall([row for row in rows if row.condition == reference])
-        if level is not None and reference in conditions:
-            trend.axhline(100 * level, linestyle=style, color="grey", label=f"{reference} (all)")
-    if trend.get_legend_handles_labels()[0]:
-        trend.legend(fontsize="small")
-    trend.set_xticks(counts)
-    trend.set_xlabel("nested growths (overspill-turns)")
-    trend.set_ylabel("recall (%)")
-    trend.set_ylim(0, 105)
-    trend.set_title("recall against growths")
+    _trend(trend, rows, conditions)
     seeds = sorted({row.seed for row in rows})
     sets = " and ".join(s for s in ("tune", "held-out") if any(r.seed_set == s for r in rows))
     figure.suptitle(f"{len(seeds)} conversations, {sets} seeds {seed_ranges(seeds)}")
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
+
+
+def _trend(axes: Any, rows: Sequence[Row], conditions: Sequence[str]) -> None:
+    """Recall by `CONDENSED_BINS` for each overspill condition (each point says how many
+    answers it is of), and the whole history's recall over the same kinds as a line."""
+    kinds = answerable(rows)
+    labels = [label for label, _, _ in CONDENSED_BINS]
+    for condition, marker in (("overspill-turns", "o"), ("overspill-once", "s")):
+        if condition not in conditions:
+            continue
+        mine = [row for row in rows if row.condition == condition]
+        points = [
+            (index, recall(bin_rows), sum(r.status == "ok" for r in bin_rows))
+            for index, (_, bin_rows) in enumerate(by_condensed(mine, kinds))
+        ]
+        drawn = [(i, 100 * value, n) for i, value, n in points if value is not None]
+        if not drawn:
+            continue
+        axes.plot([i for i, _, _ in drawn], [v for _, v, _ in drawn], marker=marker,
+                  label=condition)  # fmt: skip
+        for index, value, count in drawn:
+            axes.annotate(f"{count}", (index, value), textcoords="offset points",
+                          xytext=(0, 6), ha="center", fontsize="x-small")  # fmt: skip
+    level = recall([r for r in rows if r.condition == "full" and r.kind in kinds])
+    if level is not None and "full" in conditions:
+        axes.axhline(100 * level, linestyle="--", color="grey", label="full (same kinds)")
+    if axes.get_legend_handles_labels()[0]:
+        axes.legend(fontsize="small")
+    axes.set_xticks(range(len(labels)), labels)
+    axes.set_xlabel("growths that condensed the value (n answers above each point)")
+    axes.set_ylabel("recall (%)")
+    axes.set_ylim(0, 110)
+    axes.set_title("recall against nested growths")

@@ -68,6 +68,9 @@ class Row:
     """Whether what the model was shown still held the right value (None: unknown)."""
     growths: int | None = None
     """Extractions grown for this conversation (the overspill conditions)."""
+    condensed: int | None = None
+    """Of those, the extractions that condensed the latest message holding the right value
+    (the overspill conditions; 0: that message was still sent as it was)."""
     detail: str = ""
     shown: str | None = None
     """What the model was shown before the question (only when the run keeps it)."""
@@ -219,24 +222,42 @@ async def _through_overspill(
             continue
         replaced.add(sent.replaced)
         asked.append((probe, sent))
-    growths = len(replaced - {0})
+    grown = replaced - {0}
     rows = []
     for probe, outcome in asked:
+        counts = {"growths": len(grown), "condensed": condensed(messages, probe, grown)}
         if isinstance(outcome, OverspillError):
             status, detail = _status(outcome), outcome.message
-            rows.append(
-                _row(conversation, condition, probe, status, growths=growths, detail=detail)
-            )
+            rows.append(_row(conversation, condition, probe, status, detail=detail, **counts))
             continue
         present = probe.present(outcome.shown) if outcome.shown is not None else None
         rows.append(
             _row(
                 conversation, condition, probe, "ok", answer=outcome.text,
-                correct=probe.score(outcome.text), present=present, growths=growths,
-                shown=outcome.shown if setup.keep_shown else None,
+                correct=probe.score(outcome.text), present=present,
+                shown=outcome.shown if setup.keep_shown else None, **counts,
             )
         )  # fmt: skip
     return rows
+
+
+def condensed(messages: Sequence[Message], probe: Probe, grown: set[int]) -> int | None:
+    """How many growths condensed the latest message holding `probe`'s right value.
+
+    A growth is known by the messages its extraction stands in for (`Sent.replaced`): the
+    first that many messages after the system messages. Each growth folds the one before
+    it, so a message is condensed again by every growth that covers it. None: no message
+    holds the value."""
+    position, latest = 0, None
+    for message in messages:
+        if message.get("role") == "system":
+            continue
+        position += 1
+        if probe.present(text_of([message])):
+            latest = position
+    if latest is None:
+        return None
+    return sum(1 for size in grown if size >= latest)
 
 
 def _status(error: OverspillError) -> str:

@@ -39,7 +39,7 @@ from proxy.evaluation.conditions import (
 from proxy.evaluation.conversations import HELD_OUT_FROM, generate, seed_set
 from proxy.evaluation.probes import PROBE_KINDS, Probe
 from proxy.evaluation.report import chart, seed_ranges, table
-from proxy.evaluation.runner import Sent, Setup, run_conversation
+from proxy.evaluation.runner import Sent, Setup, condensed, run_conversation
 from proxy.evaluation.targets import InProcess, Remote
 from proxy.system import build_system
 from tests.conftest import AppClient, settings_from
@@ -246,6 +246,25 @@ async def test_the_turns_condition_replays_the_conversation_then_probes() -> Non
     expected = len({n // 15 * 10 for n, _, _ in target.sent} - {0})
     assert {r.growths for r in rows} == {expected}
     assert expected >= 2
+    assert all(r.condensed is not None and 0 <= r.condensed <= expected for r in rows)
+
+
+def test_condensed_counts_the_growths_that_covered_the_latest_mention() -> None:
+    """A value's latest message is condensed by each growth whose extraction reaches it
+    (system messages not counted); a later mention resets the count; no mention is None."""
+    probe = Probe("user_fact", "What is the code?", ("PRJ-4242",))
+    messages: list[Message] = [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "The code is PRJ-4242."},  # position 1
+        {"role": "assistant", "content": "Noted."},
+        {"role": "user", "content": "Still PRJ-4242, mind you."},  # position 3
+        {"role": "assistant", "content": "Yes."},
+    ]
+    assert condensed(messages, probe, {2, 3, 4}) == 2
+    assert condensed(messages, probe, {1, 2}) == 0
+    assert condensed(messages[:3], probe, {1, 2}) == 2
+    assert condensed(messages, probe, set()) == 0
+    assert condensed(messages[:1], probe, {1}) is None
 
 
 async def test_an_overflow_is_not_asked_and_not_scored() -> None:
@@ -293,6 +312,9 @@ async def test_in_process_the_real_layers_grow_nested_extractions(tmp_path: Path
     (growths,) = {r.growths for r in rows}
     assert growths is not None
     assert growths >= 2
+    by_kind = {r.kind: r.condensed for r in rows}
+    assert by_kind["instruction"] == growths  # the first turn: condensed by every growth
+    assert all(c is not None and 0 <= c <= growths for c in by_kind.values())
     probes = [
         r
         for r in fake.requests
@@ -398,9 +420,11 @@ def test_the_chart_is_a_png_of_recall(tmp_path: Path) -> None:
         Row(1, "tune", "full", "user_fact", "q", "ok", "v", True),
         Row(1, "tune", "overspill-turns", "user_fact", "q", "ok", "v", True, growths=3),
         Row(2, "tune", "overspill-turns", "tool_fact", "q", "ok", "x", False, growths=5),
+        Row(2, "tune", "overspill-turns", "user_fact", "q", "ok", "v", True, condensed=4),
+        Row(2, "tune", "overspill-once", "user_fact", "q", "ok", "v", False, condensed=1),
     ]
     path = tmp_path / "recall.png"
-    chart(rows, ["full", "overspill-turns"], path)
+    chart(rows, ["full", "overspill-once", "overspill-turns"], path)
     assert path.read_bytes().startswith(b"\x89PNG")
 
 
@@ -451,6 +475,33 @@ def test_the_table_counts_what_was_not_asked_apart() -> None:
     assert lines["tool_fact"] == ["0%"]
     assert lines["not"] == ["asked", "1"]
     assert lines["all"] == ["50%"]
+
+
+def test_the_table_groups_recall_by_how_often_the_value_was_condensed() -> None:
+    """Rows that know their condensed count are grouped in bins, each cell saying how many
+    answers it is of; a kind no condition answers right is left out of those lines."""
+    from proxy.evaluation.runner import Row
+
+    def turns(kind: str, right: bool, condensed: int) -> Row:
+        return Row(1, "tune", "overspill-turns", kind, "q", "ok", "a", right, condensed=condensed)
+
+    rows = [
+        turns("user_fact", True, 0),
+        turns("tool_fact", False, 0),
+        turns("decision", True, 5),
+        turns("instruction", False, 12),
+        Row(1, "tune", "full", "instruction", "q", "ok", "a", False),
+        Row(1, "tune", "full", "tool_fact", "q", "ok", "a", True),
+    ]
+    printed = table(rows, ["full", "overspill-turns"])
+    lines = {line[:16].strip(): line[16:].split() for line in printed.splitlines()}
+    assert lines["condensed 0"] == ["-", "50%", "of", "2"]
+    assert lines["condensed 4-6"] == ["-", "100%", "of", "1"]
+    assert lines["condensed 10+"] == ["-", "-"]  # the instruction: no condition answers it
+    assert "recall by how often the value was condensed" in printed
+    assert "condensed" not in table(
+        [Row(1, "tune", "full", "user_fact", "q", "ok", "v", True)], ["full"]
+    )
 
 
 async def test_a_running_server_is_evaluated_over_http(app_client: AppClient) -> None:
@@ -527,7 +578,21 @@ def test_report_reads_split_runs_into_one_table_and_chart(
     )
     turns = _rows_file(
         tmp_path / "turns.jsonl",
-        [Row(1, "tune", "overspill-turns", "user_fact", "q", "ok", "v", True, True, 6, "", "s")],
+        [
+            Row(
+                1,
+                "tune",
+                "overspill-turns",
+                "user_fact",
+                "q",
+                "ok",
+                "v",
+                True,
+                True,
+                growths=6,
+                shown="s",
+            )
+        ],
     )
     png = tmp_path / "c.png"
     out = tmp_path / "never.jsonl"
