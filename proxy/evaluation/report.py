@@ -112,6 +112,10 @@ def _block(seed_set: str, rows: Sequence[Row], conditions: Sequence[str]) -> str
         line("not asked", (str(sum(r.status != "ok" for r in per[c])) for c in conditions))
     )
     lines.append(line("growths (mean)", (_growths(per[c]) for c in conditions)))
+    if CEILING in conditions:
+        paired = {c: against_ceiling(c, per[c], per[CEILING]) for c in conditions}
+        for label, side in ((f"lost vs {CEILING}", 0), (f"won vs {CEILING}", 1)):
+            lines.append(line(label, ("-" if p is None else str(p[side]) for p in paired.values())))
     binned = {c: by_condensed(per[c], answerable(rows)) for c in conditions}
     if any(bin_rows for c in conditions for _, bin_rows in binned[c]):
         lines.append("recall by how often the value was condensed (kinds answered somewhere):")
@@ -119,6 +123,33 @@ def _block(seed_set: str, rows: Sequence[Row], conditions: Sequence[str]) -> str
             cells = (_counted(binned[c][index][1]) for c in conditions)
             lines.append(line(f"condensed {label}", cells))
     return "\n".join(lines)
+
+
+CEILING = "full"
+"""The condition the others are paired with, probe by probe."""
+UNPAIRED = frozenset({CEILING, "short"})
+"""Conditions not paired with the ceiling: itself, and `short` (another conversation)."""
+
+
+def against_ceiling(
+    condition: str, rows: Sequence[Row], ceiling: Sequence[Row]
+) -> tuple[int, int] | None:
+    """Probes (a seed's kind) both asked: how many the ceiling answers right and `rows`
+    wrong (lost), and the other way round (won). Paired, this is what one condition loses
+    against the other on the same conversations, apart from what both miss. None: not
+    paired (`UNPAIRED`, or no probe both asked)."""
+    right = {(r.seed, r.kind): bool(r.correct) for r in ceiling if r.status == "ok"}
+    if condition in UNPAIRED or not any(
+        r.status == "ok" and (r.seed, r.kind) in right for r in rows
+    ):
+        return None
+    lost = won = 0
+    for row in rows:
+        if row.status != "ok" or (row.seed, row.kind) not in right:
+            continue
+        lost += right[(row.seed, row.kind)] and not row.correct
+        won += bool(row.correct) and not right[(row.seed, row.kind)]
+    return lost, won
 
 
 CONDENSED_BINS: tuple[tuple[str, int, int], ...] = (

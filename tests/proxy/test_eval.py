@@ -477,6 +477,36 @@ def test_the_table_counts_what_was_not_asked_apart() -> None:
     assert lines["all"] == ["50%"]
 
 
+def test_the_table_pairs_each_condition_with_the_full_history_probe_by_probe() -> None:
+    """Lost: right under full, wrong here; won: the other way round; probes both miss or
+    only one asked do not count, and full itself and short (another conversation) are
+    not paired."""
+    from proxy.evaluation.runner import Row
+
+    def row(condition: str, seed: int, kind: str, right: bool | None) -> Row:
+        status = "overflow" if right is None else "ok"
+        return Row(seed, "tune", condition, kind, "q", status, "a", right)
+
+    rows = [
+        row("full", 1, "user_fact", True),
+        row("full", 1, "tool_fact", False),
+        row("full", 1, "decision", False),
+        row("full", 2, "user_fact", True),
+        row("full", 2, "decision", None),
+        row("overspill-once", 1, "user_fact", False),  # lost
+        row("overspill-once", 1, "tool_fact", True),  # won
+        row("overspill-once", 1, "decision", False),  # both miss
+        row("overspill-once", 2, "user_fact", True),  # both right
+        row("overspill-once", 2, "decision", True),  # full did not ask it
+        row("short", 1, "user_fact", False),
+    ]
+    printed = table(rows, ["short", "full", "overspill-once"])
+    lines = {line[:16].strip(): line[16:].split() for line in printed.splitlines()}
+    assert lines["lost vs full"] == ["-", "-", "1"]
+    assert lines["won vs full"] == ["-", "-", "1"]
+    assert "vs full" not in table(rows, ["short", "overspill-once"])
+
+
 def test_the_table_groups_recall_by_how_often_the_value_was_condensed() -> None:
     """Rows that know their condensed count are grouped in bins, each cell saying how many
     answers it is of; a kind no condition answers right is left out of those lines."""
@@ -605,7 +635,8 @@ def test_report_reads_split_runs_into_one_table_and_chart(
     assert tune.splitlines()[1].split() == ["full", "overspill-turns"]
     assert tune.splitlines()[2].split() == ["user_fact", "100%", "100%"]
     assert held.splitlines()[2].split() == ["user_fact", "0%", "-"]
-    assert tune.splitlines()[-1].split() == ["growths", "(mean)", "-", "6.0"]
+    assert ["growths", "(mean)", "-", "6.0"] in [line.split() for line in tune.splitlines()]
+    assert tune.splitlines()[-1].split() == ["won", "vs", "full", "-", "0"]
     assert png.read_bytes().startswith(b"\x89PNG")
     assert not out.exists()
     assert main(["eval", "--report", str(full), str(turns), "--conditions", "full"]) == 0
