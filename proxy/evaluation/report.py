@@ -153,7 +153,7 @@ def against_ceiling(
 
 
 CONDENSED_BINS: tuple[tuple[str, int, int], ...] = (
-    ("0", 0, 0), ("1", 1, 1), ("2-3", 2, 3), ("4-6", 4, 6), ("7-9", 7, 9), ("10+", 10, 1 << 30),
+    ("0", 0, 0), ("1-3", 1, 3), ("4-6", 4, 6), ("7-9", 7, 9), ("10+", 10, 1 << 30),
 )  # fmt: skip
 """How `Row.condensed` is grouped: the growths that condensed a probe's value."""
 
@@ -254,7 +254,7 @@ def _trend(axes: Any, rows: Sequence[Row], conditions: Sequence[str]) -> None:
     answers it is of), and the whole history's recall over the same kinds as a line."""
     kinds = answerable(rows)
     labels = [label for label, _, _ in CONDENSED_BINS]
-    for condition, marker in (("overspill-turns", "o"), ("overspill-once", "s")):
+    for condition, marker, above in (("overspill-turns", "o", 6), ("overspill-once", "s", -12)):
         if condition not in conditions:
             continue
         mine = [row for row in rows if row.condition == condition]
@@ -269,14 +269,14 @@ def _trend(axes: Any, rows: Sequence[Row], conditions: Sequence[str]) -> None:
                   label=condition)  # fmt: skip
         for index, value, count in drawn:
             axes.annotate(f"{count}", (index, value), textcoords="offset points",
-                          xytext=(0, 6), ha="center", fontsize="x-small")  # fmt: skip
+                          xytext=(0, above), ha="center", fontsize="x-small")  # fmt: skip
     level = recall([r for r in rows if r.condition == "full" and r.kind in kinds])
     if level is not None and "full" in conditions:
         axes.axhline(100 * level, linestyle="--", color="grey", label="full (same kinds)")
     if axes.get_legend_handles_labels()[0]:
         axes.legend(fontsize="small")
     axes.set_xticks(range(len(labels)), labels)
-    axes.set_xlabel("growths that condensed the value (n answers above each point)")
+    axes.set_xlabel("growths that condensed the value\n(the number over a point: answers in it)")
     axes.set_ylabel("recall (%)")
     axes.set_ylim(0, 110)
     axes.set_title("recall against nested growths")
