@@ -116,7 +116,8 @@ def _block(seed_set: str, rows: Sequence[Row], conditions: Sequence[str]) -> str
         paired = {c: against_ceiling(c, per[c], per[CEILING]) for c in conditions}
         for label, side in ((f"lost vs {CEILING}", 0), (f"won vs {CEILING}", 1)):
             lines.append(line(label, ("-" if p is None else str(p[side]) for p in paired.values())))
-    binned = {c: by_condensed(per[c], answerable(rows)) for c in conditions}
+    kinds = answerable(rows)
+    binned = {c: by_condensed(per[c], kinds) for c in conditions}
     if any(bin_rows for c in conditions for _, bin_rows in binned[c]):
         lines.append("recall by how often the value was condensed (kinds answered somewhere):")
         for index, (label, _, _) in enumerate(CONDENSED_BINS):
@@ -270,9 +271,9 @@ def _trend(axes: Any, rows: Sequence[Row], conditions: Sequence[str]) -> None:
         for index, value, count in drawn:
             axes.annotate(f"{count}", (index, value), textcoords="offset points",
                           xytext=(0, above), ha="center", fontsize="x-small")  # fmt: skip
-    level = recall([r for r in rows if r.condition == "full" and r.kind in kinds])
-    if level is not None and "full" in conditions:
-        axes.axhline(100 * level, linestyle="--", color="grey", label="full (same kinds)")
+    level = recall([r for r in rows if r.condition == CEILING and r.kind in kinds])
+    if level is not None and CEILING in conditions:
+        axes.axhline(100 * level, linestyle="--", color="grey", label=f"{CEILING} (same kinds)")
     if axes.get_legend_handles_labels()[0]:
         axes.legend(fontsize="small")
     axes.set_xticks(range(len(labels)), labels)
