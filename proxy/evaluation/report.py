@@ -139,18 +139,17 @@ def against_ceiling(
     wrong (lost), and the other way round (won). Paired, this is what one condition loses
     against the other on the same conversations, apart from what both miss. None: not
     paired (`UNPAIRED`, or no probe both asked)."""
-    right = {(r.seed, r.kind): bool(r.correct) for r in ceiling if r.status == "ok"}
-    if condition in UNPAIRED or not any(
-        r.status == "ok" and (r.seed, r.kind) in right for r in rows
-    ):
+    if condition in UNPAIRED:
         return None
-    lost = won = 0
+    right = {(r.seed, r.kind): bool(r.correct) for r in ceiling if r.status == "ok"}
+    lost = won = paired = 0
     for row in rows:
         if row.status != "ok" or (row.seed, row.kind) not in right:
             continue
+        paired += 1
         lost += right[(row.seed, row.kind)] and not row.correct
         won += bool(row.correct) and not right[(row.seed, row.kind)]
-    return lost, won
+    return (lost, won) if paired else None
 
 
 CONDENSED_BINS: tuple[tuple[str, int, int], ...] = (
