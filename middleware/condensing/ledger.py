@@ -22,6 +22,13 @@ A file's ``name = value`` lines (a listing of settings) are quoted together, a f
 and the value beside its name. When such a line does not fit, each ``name = value`` stays
 one term on the merged line (a value listed apart from its name answers nothing).
 
+An action is quoted beside the request it answered. A user's short message that holds no
+fact is quoted nowhere on its own ("Please fix the rounding bug in the invoice totals."), yet
+without it "called edit_file(src/billing/x.py)" answers nothing about the rounding bug. The
+first line quoted from the tool calls or tool results that answered it carries it: a
+``- user:`` line rendered just before its own, which goes and stays with it and adds no key
+term. Parsed back, a ``- user:`` line that bears no fact is such a request, of the line after.
+
 A user's statement a later one corrects is not quoted beside its correction (a small model
 picks either side of the two): it goes like any line that does not fit, and the correction
 holds its old value (``corrections``). An assistant's line that only repeats values the user
@@ -42,7 +49,7 @@ import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kernel.tokens import count_text
 from kernel.types import Message
@@ -88,6 +95,8 @@ USER_BONUS = 6
 """What the user said on purpose and nothing can recover ranks first."""
 TOOL_BONUS = 2
 """A tool's result can be fetched again; it ranks between the user's and the assistant's."""
+FOCUS_BONUS = 2
+"""A line sharing a word with the focus (the question being answered) ranks this higher."""
 LISTING_SCORE = 1
 """A listing's line (search hits, test lines, a file's lines of one shape): kept last."""
 LISTING = "listing"
@@ -109,6 +118,10 @@ MAX_SOURCE_CHARS = 80
 LISTING_ROWS = 3
 """Lines of one shape in one tool result that make it a listing."""
 MAX_LINE_CHARS = 300
+MAX_REQUEST_CHARS = 160
+"""A longer user's message is no request an action's line carries (it costs more than it tells)."""
+MIN_REQUEST_WORDS = 2
+"""Content words a request needs ("Thanks." or "go on" asks nothing)."""
 LAYOUT_TOKENS = 24
 """Tokens the layout (headers, bullets) adds around the notes and the quoted facts."""
 LEDGER_SHARE = 0.6
@@ -151,10 +164,13 @@ class FactLine:
     role: str
     text: str
     score: int
+    asked: str = ""
+    """The user's request this line answered, quoted nowhere else, rendered before it."""
 
     def render(self) -> str:
-        """The ledger line: ``- role: text``."""
-        return f"- {self.role}: {self.text}"
+        """The ledger line: ``- role: text``, after ``- user: asked`` when it has a request."""
+        line = f"- {self.role}: {self.text}"
+        return f"- user: {self.asked}\n{line}" if self.asked else line
 
 
 def notes_room(target_tokens: int, ledger_tokens: int) -> int:
@@ -253,7 +269,7 @@ def fact_score(sentence: str, role: str, focus_words: frozenset[str] = frozenset
     bonus = USER_BONUS if who == "user" else TOOL_BONUS if who == "tool" else 0
     if sentence.rstrip().endswith("?"):
         bonus = 0  # a question states nothing: it ranks with the assistant's lines
-    return signal + bonus + (2 if focused else 0)
+    return signal + bonus + (FOCUS_BONUS if focused else 0)
 
 
 def _clip(sentence: str) -> str:
@@ -306,30 +322,72 @@ def fact_lines(messages: Sequence[Message], focus: str | None = None) -> list[Fa
     focus_words = content_words(focus) if focus else frozenset()
     found: list[FactLine] = []
     sources: dict[str, str] = {}
+    request = ""  # the user's latest request, while no action's line has taken it
     for message in messages:
         role = speaker(message)
         sources.update(call_sources(message))
         found_in = sentences(content_text(message))
-        if role == "user" and len(found_in) > 1 and sum(map(len, found_in)) <= MAX_LINE_CHARS:
-            score = max(fact_score(sentence, role, focus_words) for sentence in found_in)
-            if score > 0:  # one short message, one line: "done X. Next is Y" stays together
-                found.append(FactLine(role, " ".join(found_in), score))
-            continue
-        listing = role.startswith("tool") and is_listing(found_in)
-        settings = [s for s in found_in if _SETTING.match(s)] if listing else []
-        if settings:
-            said = f"{role} {SETTINGS}"
-            source = sources.get(str(message.get("tool_call_id")), "")
-            for text in settings_lines(settings, source):
-                found.append(FactLine(said, text, fact_score(text, said, focus_words)))
-        for sentence in found_in:
-            if listing and _SETTING.match(sentence):
-                continue
-            said = f"{role} {LISTING}" if listing else role
-            score = fact_score(sentence, said, focus_words)
-            if score > 0:
-                found.append(FactLine(said, _clip(sentence), score))
+        quoted = _message_facts(message, role, found_in, sources, focus_words)
+        if role == "user":
+            request = "" if quoted else _request(found_in)
+        elif request and (role.startswith("tool") or message.get("tool_calls")):
+            first = next(
+                (i for i, fact in enumerate(quoted) if not fact.role.endswith((LISTING, SETTINGS))),
+                None,
+            )
+            if first is not None:  # the action's first line says what it was for
+                quoted[first] = with_request(quoted[first], request, focus_words)
+                request = ""
+        found += quoted
     return demote_templates(dedupe_facts(found))
+
+
+def _message_facts(
+    message: Message,
+    role: str,
+    found_in: Sequence[str],
+    sources: Mapping[str, str],
+    focus_words: frozenset[str],
+) -> list[FactLine]:
+    """One message's ledger lines (``fact_lines``)."""
+    if role == "user" and len(found_in) > 1 and sum(map(len, found_in)) <= MAX_LINE_CHARS:
+        score = max(fact_score(sentence, role, focus_words) for sentence in found_in)
+        # one short message, one line: "done X. Next is Y" stays together
+        return [FactLine(role, " ".join(found_in), score)] if score > 0 else []
+    found: list[FactLine] = []
+    listing = role.startswith("tool") and is_listing(found_in)
+    settings = [s for s in found_in if _SETTING.match(s)] if listing else []
+    if settings:
+        said = f"{role} {SETTINGS}"
+        source = sources.get(str(message.get("tool_call_id")), "")
+        for text in settings_lines(settings, source):
+            found.append(FactLine(said, text, fact_score(text, said, focus_words)))
+    for sentence in found_in:
+        if listing and _SETTING.match(sentence):
+            continue
+        said = f"{role} {LISTING}" if listing else role
+        score = fact_score(sentence, said, focus_words)
+        if score > 0:
+            found.append(FactLine(said, _clip(sentence), score))
+    return found
+
+
+def _request(found_in: Sequence[str]) -> str:
+    """A user's message that holds no fact, as the request an action's line carries: when it
+    is short (`MAX_REQUEST_CHARS`) and asks something (`MIN_REQUEST_WORDS`); else empty."""
+    text = " ".join(found_in)
+    if len(text) > MAX_REQUEST_CHARS or len(content_words(text)) < MIN_REQUEST_WORDS:
+        return ""
+    return text
+
+
+def with_request(fact: FactLine, request: str, focus_words: frozenset[str]) -> FactLine:
+    """The line carrying the request it answered; a request sharing a word with the focus
+    ranks the line as if the line itself did."""
+    focused = bool(focus_words & content_words(request)) and not (
+        focus_words & content_words(fact.text)
+    )
+    return replace(fact, asked=request, score=fact.score + (FOCUS_BONUS if focused else 0))
 
 
 def call_sources(message: Message) -> dict[str, str]:
@@ -393,7 +451,7 @@ def demote_templates(facts: Sequence[FactLine]) -> list[FactLine]:
     ]
     seen = Counter(shape for shape in shapes if shape is not None)
     return [
-        FactLine(fact.role, fact.text, min(fact.score, LISTING_SCORE))
+        replace(fact, score=min(fact.score, LISTING_SCORE))
         if shape is not None and seen[shape] > 1
         else fact
         for fact, shape in zip(facts, shapes, strict=True)
@@ -413,18 +471,28 @@ def dedupe_facts(facts: Iterable[FactLine]) -> list[FactLine]:
 
 
 def parse_extraction(text: str, focus: str | None = None) -> tuple[str, list[FactLine]]:
-    """Split an earlier extraction into its notes and its ledger facts (re-scored)."""
+    """Split an earlier extraction into its notes and its ledger facts (re-scored); a user's
+    line that bears no fact is the request the line after it carries."""
     notes, _, facts_part = text.partition(FACTS_HEADER)
     notes = notes.strip()
     notes = notes.removeprefix(NOTES_HEADER).strip()
     focus_words = content_words(focus) if focus else frozenset()
     facts: list[FactLine] = []
+    request = ""
     for line in facts_part.splitlines():
         match = _FACT_LINE.match(line.strip())
-        if match:
-            role, body = match.group(1), match.group(2)
-            score = fact_score(body, role, focus_words)
-            facts.append(FactLine(role, body, max(score, 1)))
+        if not match:
+            continue
+        role, body = match.group(1), match.group(2)
+        score = fact_score(body, role, focus_words)
+        if role == "user" and score <= 0 and not request:
+            request = body
+            continue
+        fact = FactLine(role, body, max(score, 1))
+        facts.append(with_request(fact, request, focus_words) if request else fact)
+        request = ""
+    if request:  # nothing after it: quoted as it was
+        facts.append(FactLine("user", request, 1))
     return notes, demote_templates(facts)
 
 
@@ -528,9 +596,7 @@ def settled(facts: Sequence[FactLine]) -> tuple[list[FactLine], list[FactLine]]:
     lines = [Line(fact.role, fact.text, key_spans(fact.text)) for fact in facts]
     found = settle(lines)
     every = [
-        FactLine(fact.role, fact.text, min(fact.score, LISTING_SCORE))
-        if i in found.echoes
-        else fact
+        replace(fact, score=min(fact.score, LISTING_SCORE)) if i in found.echoes else fact
         for i, fact in enumerate(facts)
     ]
     return every, [fact for i, fact in enumerate(every) if i not in found.replaced]

@@ -390,3 +390,60 @@ def test_a_carried_note_ranks_below_every_statement_and_keeps_that_when_parsed_b
     assert LISTING_SCORE < note.score < pick.score
     _, parsed = parse_extraction(assemble("", [note, pick], 200))
     assert [fact.score for fact in parsed] == [note.score, pick.score]
+
+
+FIX_REQUEST: list[Message] = [
+    {"role": "user", "content": "Please fix the rounding bug in the invoice totals."},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "call_3", "function": {"name": "edit_file", "arguments": '{"path": "src/billing/x.py"}'}},
+        ],
+    },
+    {"role": "tool", "tool_call_id": "call_3", "content": "Edited src/billing/x.py: three lines changed."},
+    {"role": "tool", "tool_call_id": "call_4", "content": "Edited src/billing/y.py: one line changed."},
+]  # fmt: skip
+
+
+def test_an_action_is_quoted_beside_the_request_it_answered() -> None:
+    """The user's request, quoted nowhere for holding no fact, is rendered just before the
+    first line of the action that answered it (and no other), adds no key term and no score,
+    goes with that line, and parses back onto it."""
+    facts = fact_lines(FIX_REQUEST)
+    assert [fact.asked for fact in facts] == [FIX_REQUEST[0]["content"], "", ""]
+    call = facts[0]
+    assert call.render() == (
+        "- user: Please fix the rounding bug in the invoice totals.\n"
+        '- assistant: called edit_file({"path": "src/billing/x.py"})'
+    )
+    (alone,) = fact_lines([FIX_REQUEST[1]])
+    assert (call.score, key_tokens(call.text)) == (alone.score, key_tokens(alone.text))
+    _, parsed = parse_extraction(assemble("", facts, 200))
+    assert parsed == facts
+    kept = select_facts(facts, "", sum(count_text(f.render()) + 1 for f in facts[1:]))
+    assert "invoice totals" not in layout("", kept)
+
+
+def test_a_request_is_carried_only_when_it_says_something_no_line_quotes() -> None:
+    """A request holding a fact has its own line, a long one costs more than it tells, and
+    "Thanks." asks nothing: none of them is carried; a newer request replaces an older one."""
+    stated = "Please fix the rounding bug in INV-2291."
+    long = "Please fix the rounding bug in the invoice totals " + "and the reports " * 12
+    for request in (stated, long, "Thanks."):
+        facts = fact_lines([{"role": "user", "content": request}, *FIX_REQUEST[1:]])
+        assert not any(fact.asked for fact in facts)
+    newer = "Look at the reports module instead."
+    later = [FIX_REQUEST[0], {"role": "user", "content": newer}, *FIX_REQUEST[1:]]
+    assert [fact.asked for fact in fact_lines(later)] == [newer, "", ""]
+
+
+def test_a_request_sharing_the_focus_ranks_its_action_higher() -> None:
+    """Asked which file fixed the rounding bug, the edit that answered that request ranks as
+    a line sharing the question's words would, also when parsed back."""
+    focus = "Which file did you edit to fix the rounding bug?"
+    plain = fact_lines(FIX_REQUEST)[0]
+    focused = fact_lines(FIX_REQUEST, focus)[0]
+    assert focused.score == plain.score + 2
+    _, parsed = parse_extraction(layout("", [focused]), focus)
+    assert parsed == [focused]
