@@ -34,7 +34,7 @@ __all__ = [
     "speaker",
 ]
 
-PROMPT_VERSION = "x10"
+PROMPT_VERSION = "x11"
 NOTES_HEADER = "Notes:"
 MIN_GROUNDED = 0.5  # share of a note line's words the source must contain
 _LOOP_NGRAM = 8
@@ -90,6 +90,10 @@ _REFUSAL = re.compile(
     r"error\b|\{\s*\"error\")",
     re.IGNORECASE,
 )
+_SNAKE = re.compile(r"\b[A-Za-z]\w*_\w+\b")
+"""A code identifier: what notes must not invent either."""
+_QUOTED = re.compile(r'"([^"\n]{1,80})"|`([^`\n]{1,80})`|\u201c([^\u201d\n]{1,80})\u201d')
+"""A term in double quotes or backticks: notes that quote say it was said as written."""
 _HEADING = re.compile(r"^\s*#*\s*(?:\**[A-Z][\w ]{0,30}:\**\s*)+$")
 
 
@@ -257,16 +261,24 @@ def looks_refused(text: str) -> bool:
 
 
 def drop_unsupported(notes: str, source: str, focus: str | None = None) -> str:
-    """The notes without invented lines: a number or identifier the source never mentions,
-    mostly words the source never uses (a small model's elaboration), or a word only the
-    user's current question (`focus`) uses: that line answers the question, and notes that
-    did would tell the model it was said earlier."""
-    haystack = source.lower()
+    """The notes without invented lines: a number, a code identifier (``snake_case``) or a
+    quoted term (in double quotes or backticks) the source never holds, mostly words the
+    source never uses (a small model's elaboration), or a word only the user's current
+    question (`focus`) uses: that line answers the question, and notes that did would tell
+    the model it was said earlier. Asked for "the host name of the staging server", a small
+    model writes 'The staging server's host name is "staging-server"' beside the user's
+    ``ibis-756.staging.internal``, and a reader believes the notes first."""
+    haystack = " ".join(source.lower().split())
     source_words = content_words(source)
     asked_only = content_words(focus or "") - source_words
     kept = []
     for line in notes.splitlines():
         tokens = {m.group(0).strip(".,:;-/").lower() for m in DIGIT_TOKEN.finditer(line)}
+        tokens |= {m.group(0).lower() for m in _SNAKE.finditer(line)}
+        tokens |= {
+            " ".join(next(g for g in m.groups() if g).lower().split())
+            for m in _QUOTED.finditer(line)
+        }
         words = content_words(line)
         share = len(words & source_words) / len(words) if words else 1.0
         grounded = share >= MIN_GROUNDED or bool(_HEADING.match(line))

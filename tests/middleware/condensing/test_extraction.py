@@ -248,6 +248,26 @@ def test_drop_unsupported_removes_a_line_that_answers_the_current_question() -> 
     assert drop_unsupported(notes, source, focus) == "- the team merges twice a week"
 
 
+def test_drop_unsupported_removes_quoted_terms_and_identifiers_the_source_never_had() -> None:
+    """A term quoted in double quotes or backticks, or a snake_case identifier, that the
+    source never holds is invented; one the source holds (case and spacing aside) stays."""
+    source = (
+        "user: The staging host is ibis-756.staging.internal; every deploy goes there first.\n"
+        "assistant: I renamed `Quota_Report` to the \"nightly  build\" job."
+    )
+    notes = (
+        '- The staging server\'s host name is "staging-server"\n'
+        "- The staging host is called `staging_host`\n"
+        "- the staging host is hosting_vendor\n"
+        "- the staging host is ibis-756.staging.internal\n"
+        '- quota_report became the "Nightly build" job'
+    )
+    assert drop_unsupported(notes, source) == (
+        "- the staging host is ibis-756.staging.internal\n"
+        '- quota_report became the "Nightly build" job'
+    )
+
+
 def test_drop_unsupported_keeps_lines_whose_question_words_the_source_has() -> None:
     """The question's words that the conversation also used do not condemn a line."""
     notes = "- the mock payment server uses port 26883"
