@@ -317,8 +317,9 @@ def fact_lines(messages: Sequence[Message], focus: str | None = None) -> list[Fa
     little on its own and hundreds of them would crowd out every other fact; they are quoted
     last and otherwise accounted for on the merged line. A listing's ``name = value`` lines
     (a file's settings) are quoted together as ``tool settings`` lines (``settings_lines``)
-    naming the call that read them. The roles keep their rank when an extraction's ledger is
-    parsed back."""
+    naming the call that read them. A user's request that holds no fact rides on the first
+    line of the action that answered it (``FactLine.asked``). The roles keep their rank when
+    an extraction's ledger is parsed back."""
     focus_words = content_words(focus) if focus else frozenset()
     found: list[FactLine] = []
     sources: dict[str, str] = {}
@@ -336,7 +337,7 @@ def fact_lines(messages: Sequence[Message], focus: str | None = None) -> list[Fa
                 None,
             )
             if first is not None:  # the action's first line says what it was for
-                quoted[first] = with_request(quoted[first], request, focus_words)
+                quoted[first] = _with_request(quoted[first], request, focus_words)
                 request = ""
         found += quoted
     return demote_templates(dedupe_facts(found))
@@ -381,7 +382,7 @@ def _request(found_in: Sequence[str]) -> str:
     return text
 
 
-def with_request(fact: FactLine, request: str, focus_words: frozenset[str]) -> FactLine:
+def _with_request(fact: FactLine, request: str, focus_words: frozenset[str]) -> FactLine:
     """The line carrying the request it answered; a request sharing a word with the focus
     ranks the line as if the line itself did."""
     focused = bool(focus_words & content_words(request)) and not (
@@ -489,7 +490,7 @@ def parse_extraction(text: str, focus: str | None = None) -> tuple[str, list[Fac
             request = body
             continue
         fact = FactLine(role, body, max(score, 1))
-        facts.append(with_request(fact, request, focus_words) if request else fact)
+        facts.append(_with_request(fact, request, focus_words) if request else fact)
         request = ""
     if request:  # nothing after it: quoted as it was
         facts.append(FactLine("user", request, 1))
