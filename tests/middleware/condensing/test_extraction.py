@@ -253,7 +253,7 @@ def test_drop_unsupported_removes_quoted_terms_and_identifiers_the_source_never_
     source never holds is invented; one the source holds (case and spacing aside) stays."""
     source = (
         "user: The staging host is ibis-756.staging.internal; every deploy goes there first.\n"
-        "assistant: I renamed `Quota_Report` to the \"nightly  build\" job."
+        'assistant: I renamed `Quota_Report` to the "nightly  build" job.'
     )
     notes = (
         '- The staging server\'s host name is "staging-server"\n'
