@@ -58,6 +58,7 @@ from middleware.condensing.cutting import cut_tail
 from middleware.condensing.prompt import (
     DIGIT_TOKEN,
     NOTES_HEADER,
+    SNAKE_TOKEN,
     content_text,
     content_words,
     speaker,
@@ -132,7 +133,9 @@ MIN_NOTES_TOKENS = 32
 MAX_SELECT_EXACT = 300
 
 _IDENT_TOKEN = re.compile(
-    r"\b[\w.-]*/[\w./-]*\.[A-Za-z]\w{0,5}\b|`[^`\n]{1,80}`|\b[A-Za-z]\w*_\w+\b|\b[a-z]+[A-Z]\w*\b|\b\w+\.\w+\(\)|\b[\w.+-]+@[\w-]+\.\w+"
+    r"\b[\w.-]*/[\w./-]*\.[A-Za-z]\w{0,5}\b|`[^`\n]{1,80}`|"
+    + SNAKE_TOKEN.pattern
+    + r"|\b[a-z]+[A-Z]\w*\b|\b\w+\.\w+\(\)|\b[\w.+-]+@[\w-]+\.\w+"
 )
 _NAME_RUN = re.compile(r"(?<![.!?:]\s)(?<!^)\b[A-Z][a-z]+(?:\s+[A-Z][a-z]+)+")
 _CAPITAL = re.compile(r"(?<!^)(?<![.!?]\s)\b[A-Z][a-z]{2,}\b")

@@ -22,6 +22,7 @@ __all__ = [
     "DIGIT_TOKEN",
     "NOTES_HEADER",
     "PROMPT_VERSION",
+    "SNAKE_TOKEN",
     "clean_output",
     "condense_prompt",
     "content_text",
@@ -90,8 +91,8 @@ _REFUSAL = re.compile(
     r"error\b|\{\s*\"error\")",
     re.IGNORECASE,
 )
-_SNAKE = re.compile(r"\b[A-Za-z]\w*_\w+\b")
-"""A code identifier: what notes must not invent either."""
+SNAKE_TOKEN = re.compile(r"\b[A-Za-z]\w*_\w+\b")
+"""A ``snake_case`` code identifier: a fact's key term, and what notes must not invent."""
 _QUOTED = re.compile(r'"([^"\n]{1,80})"|`([^`\n]{1,80})`|\u201c([^\u201d\n]{1,80})\u201d')
 """A term in double quotes or backticks: notes that quote say it was said as written."""
 _HEADING = re.compile(r"^\s*#*\s*(?:\**[A-Z][\w ]{0,30}:\**\s*)+$")
@@ -274,11 +275,9 @@ def drop_unsupported(notes: str, source: str, focus: str | None = None) -> str:
     kept = []
     for line in notes.splitlines():
         tokens = {m.group(0).strip(".,:;-/").lower() for m in DIGIT_TOKEN.finditer(line)}
-        tokens |= {m.group(0).lower() for m in _SNAKE.finditer(line)}
-        tokens |= {
-            " ".join(next(g for g in m.groups() if g).lower().split())
-            for m in _QUOTED.finditer(line)
-        }
+        tokens |= {m.group(0).lower() for m in SNAKE_TOKEN.finditer(line)}
+        quoted = (m.group(m.lastindex or 0) for m in _QUOTED.finditer(line))
+        tokens |= {" ".join(term.lower().split()) for term in quoted}
         words = content_words(line)
         share = len(words & source_words) / len(words) if words else 1.0
         grounded = share >= MIN_GROUNDED or bool(_HEADING.match(line))
