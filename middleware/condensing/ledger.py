@@ -29,6 +29,10 @@ first line quoted from the tool calls or tool results that answered it carries i
 ``- user:`` line rendered just before its own, which goes and stays with it and adds no key
 term. Parsed back, a ``- user:`` line that bears no fact is such a request, of the line after.
 
+An earlier note line the new notes lost comes back as a ``- notes:`` line, ranked below what
+anyone stated; one with the shape of a listing's row (the model copied search hits into its
+notes) comes back as ``- notes listing:`` and ranks as the listing's rows do.
+
 A user's statement a later one corrects is not quoted beside its correction (a small model
 picks either side of the two): it goes like any line that does not fit, and the correction
 holds its old value (``corrections``). An assistant's line that only repeats values the user
@@ -75,10 +79,12 @@ __all__ = [
     "fact_lines",
     "fact_score",
     "fact_signal",
+    "is_listing_row",
     "key_spans",
     "key_tokens",
     "layout",
     "ledger_tokens",
+    "listing_shapes",
     "merged_count",
     "merged_terms",
     "notes_room",
@@ -302,6 +308,26 @@ _TEMPLATE_PARTS = re.compile(r"\d+")
 def _row_shape(line: str) -> str:
     """A line's shape with its words and numbers masked (``a/a/a.a:0:    a_a(a, a)``)."""
     return _ROW_PARTS.sub(lambda m: "0" if m.group(0).isdigit() else "a", line)
+
+
+def listing_shapes(facts: Iterable[FactLine]) -> frozenset[str]:
+    """The shapes of the listings' rows among the facts, spacing and backticks aside."""
+    return frozenset(_loose_shape(fact.text) for fact in facts if fact.role.endswith(LISTING))
+
+
+def is_listing_row(line: str, shapes: frozenset[str]) -> bool:
+    """Whether a line has the shape of a listing's row (`listing_shapes`): a note line that
+    copies search hits (``src/x.py:96:    rename(self)``) holds no more than the hits."""
+    return _loose_shape(line) in shapes
+
+
+_LOOSE_PARTS = re.compile(r"\w+")
+
+
+def _loose_shape(line: str) -> str:
+    """A line's shape with each run of letters, digits and underscores masked, its spacing
+    and surrounding backticks aside (``a/a/a.a:a: a(a, a)``)."""
+    return _LOOSE_PARTS.sub("a", " ".join(line.strip().strip("`").split()))
 
 
 def is_listing(lines: Sequence[str]) -> bool:

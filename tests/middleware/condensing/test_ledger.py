@@ -12,10 +12,12 @@ from kernel.types import Message
 from middleware.condensing.extraction import carried_notes
 from middleware.condensing.ledger import (
     FACTS_HEADER,
+    FOCUS_BONUS,
     LISTING,
     LISTING_SCORE,
     MAX_LINE_CHARS,
     MERGED_SHARE,
+    NOTES_SCORE,
     SETTINGS,
     FactLine,
     assemble,
@@ -24,6 +26,7 @@ from middleware.condensing.ledger import (
     key_spans,
     key_tokens,
     layout,
+    listing_shapes,
     merged_count,
     merged_line,
     parse_extraction,
@@ -382,6 +385,25 @@ def test_a_short_user_message_is_one_line() -> None:
     assert len(fact_lines([{"role": "user", "content": long}])) == 20
 
 
+def test_a_carried_note_copying_a_listings_rows_ranks_as_those_rows() -> None:
+    """An earlier note line copying a search hit comes back as a listing's row (spacing and
+    backticks aside), below the notes that say something, also when parsed back; a note of
+    another shape stays a note."""
+    hits = "\n".join(
+        f"src/payload/mod_{i}.py:{90 + i}:    anchor_rename(self, t{i})" for i in range(4)
+    )
+    facts = fact_lines([{"role": "tool", "tool_call_id": "c1", "content": hits}])
+    earlier = "- `src/payload/ledger.py:96: anchor_rename(self, ticket)`\n- the code is DX-4211"
+    copied, note = carried_notes(earlier, "", listing_shapes(facts))
+    assert (copied.role, copied.score) == (f"notes {LISTING}", LISTING_SCORE)
+    assert (note.role, note.score) == ("notes", NOTES_SCORE)
+    _, parsed = parse_extraction(layout("", [copied, note]))
+    assert [(fact.role, fact.score) for fact in parsed] == [
+        (copied.role, copied.score),
+        (note.role, note.score),
+    ]
+
+
 def test_a_carried_note_ranks_below_every_statement_and_keeps_that_when_parsed_back() -> None:
     """An earlier note line carried into the ledger (a model's paraphrase) ranks below the
     assistant's own words, also at the next growth."""
@@ -421,7 +443,7 @@ def test_an_action_is_quoted_beside_the_request_it_answered() -> None:
     assert (call.score, key_tokens(call.text)) == (alone.score, key_tokens(alone.text))
     _, parsed = parse_extraction(assemble("", facts, 200))
     assert parsed == facts
-    kept = select_facts(facts, "", sum(count_text(f.render()) + 1 for f in facts[1:]))
+    kept = select_facts(facts, "", count_text(facts[2].render()) + 1)
     assert "invoice totals" not in layout("", kept)
 
 
@@ -444,6 +466,6 @@ def test_a_request_sharing_the_focus_ranks_its_action_higher() -> None:
     focus = "Which file did you edit to fix the rounding bug?"
     plain = fact_lines(FIX_REQUEST)[0]
     focused = fact_lines(FIX_REQUEST, focus)[0]
-    assert focused.score == plain.score + 2
+    assert focused.score == plain.score + FOCUS_BONUS
     _, parsed = parse_extraction(layout("", [focused]), focus)
     assert parsed == [focused]
