@@ -41,17 +41,14 @@ from kernel.types import Complete, Completion, Message
 from middleware.condensing.chunking import Chunk, chunk_text
 from middleware.condensing.cutting import cut_tail
 from middleware.condensing.ledger import (
-    LISTING,
-    LISTING_SCORE,
     NOTES_SCORE,
     FactLine,
     assemble,
+    copied_rows_demoted,
     dedupe_facts,
     drop_contradicted,
     fact_lines,
-    is_listing_row,
     key_tokens,
-    listing_shapes,
     notes_room,
     parse_extraction,
 )
@@ -334,8 +331,8 @@ async def extract_history(
     notes = drop_contradicted(drop_unsupported(notes, source, focus), facts)
     notes = _bound_note(beyond_bound) + notes
     notes = cut_tail(notes, run.budget.notes, model)
-    carried = carried_notes(earlier, notes, listing_shapes(facts))
-    text = assemble(notes, [*facts, *carried], target_tokens, model)
+    carried = copied_rows_demoted([*facts, *carried_notes(earlier, notes)])
+    text = assemble(notes, carried, target_tokens, model)
     return Extraction(
         text,
         run.calls,
@@ -365,22 +362,16 @@ def cut_history(
     return Extraction(text, 0, 0, 0, bool(previous), cut=True, strategy="middle_cut")
 
 
-def carried_notes(earlier: str, notes: str, shapes: frozenset[str] = frozenset()) -> list[FactLine]:
+def carried_notes(earlier: str, notes: str) -> list[FactLine]:
     """The earlier note lines whose key terms the new notes no longer all hold, as ledger
-    lines (``- notes: …``): what the model merged away or a cut removed comes back quoted.
-    A line with the shape of a listing's row (`shapes`: search hits the model copied into
-    its notes) comes back as ``- notes listing: …`` and ranks as that listing's rows do,
-    also when parsed back: it must not take the room of a file's settings."""
+    lines (``- notes: …``): what the model merged away or a cut removed comes back quoted."""
     held = key_tokens(notes)
     carried = []
     for raw in earlier.splitlines():
         line = raw.strip().lstrip("-*• ").strip()
         keys = key_tokens(line)
         if line and not line.startswith("[") and keys and not keys <= held:
-            if is_listing_row(line, shapes):
-                carried.append(FactLine(f"notes {LISTING}", line, LISTING_SCORE))
-            else:
-                carried.append(FactLine("notes", line, CARRIED_NOTE_SCORE))
+            carried.append(FactLine("notes", line, CARRIED_NOTE_SCORE))
     return carried
 
 

@@ -14,7 +14,8 @@ is accounted for on one visible ``- merged(N facts): `key` `key` …`` line: N c
 every fact an earlier merged line held: an earlier merged line is always folded into the new
 one, never quoted beside it), and its key terms are listed there unless the notes
 or a kept line already hold them. Only when even the key terms do not fit does the merged line
-list fewer of them, and it then says how many terms were left out. So for every fact that came
+list fewer of them, and it then says how many terms were left out. An earlier merged line's
+terms rank above a listing's rows: no row is quoted while they are left out. So for every fact that came
 in, its key terms are in the output, or a visible count on the merged line includes it.
 
 A file's ``name = value`` lines (a listing of settings) are quoted together, a few lines of
@@ -30,8 +31,8 @@ first line quoted from the tool calls or tool results that answered it carries i
 term. Parsed back, a ``- user:`` line that bears no fact is such a request, of the line after.
 
 An earlier note line the new notes lost comes back as a ``- notes:`` line, ranked below what
-anyone stated; one with the shape of a listing's row (the model copied search hits into its
-notes) comes back as ``- notes listing:`` and ranks as the listing's rows do.
+anyone stated; one that copies a listing's row (the model copied search hits into its notes)
+is a ``- notes listing:`` line and ranks as the listing's rows do.
 
 A user's statement a later one corrects is not quoted beside its correction (a small model
 picks either side of the two): it goes like any line that does not fit, and the correction
@@ -73,18 +74,17 @@ __all__ = [
     "FactLine",
     "assemble",
     "call_sources",
+    "copied_rows_demoted",
     "dedupe_facts",
     "demote_templates",
     "drop_contradicted",
     "fact_lines",
     "fact_score",
     "fact_signal",
-    "is_listing_row",
     "key_spans",
     "key_tokens",
     "layout",
     "ledger_tokens",
-    "listing_shapes",
     "merged_count",
     "merged_terms",
     "notes_room",
@@ -310,18 +310,30 @@ def _row_shape(line: str) -> str:
     return _ROW_PARTS.sub(lambda m: "0" if m.group(0).isdigit() else "a", line)
 
 
-def listing_shapes(facts: Iterable[FactLine]) -> frozenset[str]:
-    """The shapes of the listings' rows among the facts, spacing and backticks aside."""
-    return frozenset(_loose_shape(fact.text) for fact in facts if fact.role.endswith(LISTING))
-
-
-def is_listing_row(line: str, shapes: frozenset[str]) -> bool:
-    """Whether a line has the shape of a listing's row (`listing_shapes`): a note line that
-    copies search hits (``src/x.py:96:    rename(self)``) holds no more than the hits."""
-    return _loose_shape(line) in shapes
-
-
+_HIT_ROW = re.compile(r"^[\w./-]+\.\w{1,6}:\d+:")
+"""A search hit's ``path:line:`` start."""
 _LOOSE_PARTS = re.compile(r"\w+")
+
+
+def copied_rows_demoted(facts: Sequence[FactLine]) -> list[FactLine]:
+    """The facts with each carried note line that copies a listing's row (the shape of a
+    row the ledger quotes, spacing and backticks aside, or a search hit's ``path:line:``)
+    as a ``notes listing`` line scored `LISTING_SCORE`, which it stays when parsed back: the
+    model's copy of search hits holds no more than the hits and must not take the room of
+    a file's settings."""
+    shapes = {_loose_shape(fact.text) for fact in facts if fact.role.endswith(LISTING)}
+    return [
+        replace(fact, role=f"notes {LISTING}", score=LISTING_SCORE)
+        if fact.role == "notes" and _copies_row(fact.text, shapes)
+        else fact
+        for fact in facts
+    ]
+
+
+def _copies_row(line: str, shapes: set[str]) -> bool:
+    """Whether a note line has a listing row's shape or a search hit's start."""
+    bare = line.strip().strip("`")
+    return bool(_HIT_ROW.match(bare)) or _loose_shape(bare) in shapes
 
 
 def _loose_shape(line: str) -> str:
@@ -594,12 +606,15 @@ def assemble(notes: str, facts: Sequence[FactLine], target_tokens: int, model: s
     listing's hundreds of paths and test names must not push out every quoted line, nor may
     bare terms (which a small model cannot answer from, having no
     sentence around them) take the room of the sentences; they fill what is left, and the
-    merged line says how many did not fit.
+    merged line says how many did not fit. An earlier merged line's terms still rank above
+    a listing's rows (as its score says): a row is quoted only while the merged line lists
+    the terms of everything above the rows, within that same share.
     """
     facts, live = settled(facts)
     live = [fact for fact in live if not _MERGED_ROLE.match(fact.role)]  # folded, not quoted
     room = target_tokens - count_text(layout(notes, ()), model) - LAYOUT_TOKENS // 2
-    ranked = [f for f in facts if f.score > LISTING_SCORE and not _MERGED_ROLE.match(f.role)]
+    above_rows = [f for f in facts if f.score > LISTING_SCORE]
+    ranked = [f for f in above_rows if not _MERGED_ROLE.match(f.role)]
     reserve = 0
     while True:
         budget = room - reserve
@@ -611,12 +626,39 @@ def assemble(notes: str, facts: Sequence[FactLine], target_tokens: int, model: s
         if short > 0 and chosen:
             reserve += max(short, room // 10, 1)
             continue
+        chosen = _rows_making_room(chosen, above_rows, notes, room, model)
+        used = sum(_cost(fact, model) for fact in chosen)
         fitted = merged_line(facts, chosen, notes, room - used, model)
         text = layout(notes, [*chosen, fitted[0]] if fitted is not None else chosen)
         over = count_text(text, model) - target_tokens
         if over <= 0 or not chosen:
             return cut_tail(text, target_tokens, model)
         reserve += over
+
+
+def _rows_making_room(
+    chosen: Sequence[FactLine],
+    above_rows: Sequence[FactLine],
+    notes: str,
+    room: int,
+    model: str,
+) -> list[FactLine]:
+    """The chosen lines without as many of a listing's rows (the longest, then the latest,
+    first) as the merged line needs to list the terms of the facts ranked above the rows,
+    an earlier merged line's among them (at most `MERGED_SHARE` of the room)."""
+    rows = [i for i, fact in enumerate(chosen) if fact.score <= LISTING_SCORE]
+    whole = merged_line(above_rows, chosen, notes, None, model) if rows else None
+    if whole is None:
+        return list(chosen)
+    need = sum(map(lambda f: _cost(f, model), chosen)) + min(whole[1], int(room * MERGED_SHARE))
+    need -= room
+    gone: set[int] = set()
+    for i in sorted(rows, key=lambda i: (-_cost(chosen[i], model), -i)):
+        if need <= 0:
+            break
+        gone.add(i)
+        need -= _cost(chosen[i], model)
+    return [fact for i, fact in enumerate(chosen) if i not in gone]
 
 
 def settled(facts: Sequence[FactLine]) -> tuple[list[FactLine], list[FactLine]]:

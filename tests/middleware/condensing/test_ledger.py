@@ -22,11 +22,11 @@ from middleware.condensing.ledger import (
     FactLine,
     assemble,
     call_sources,
+    copied_rows_demoted,
     fact_lines,
     key_spans,
     key_tokens,
     layout,
-    listing_shapes,
     merged_count,
     merged_line,
     parse_extraction,
@@ -110,6 +110,26 @@ def test_an_earlier_merged_lines_terms_take_no_room_from_quoted_statements() -> 
     text = assemble("", [earlier, *facts], count_text(layout("", facts)) + 40)
     assert all(fact.render() in text for fact in facts)
     assert MERGED.search(text) is not None
+
+
+def test_an_earlier_merged_lines_terms_take_the_room_of_a_listings_rows() -> None:
+    """A setting an earlier growth could only list on the merged line is listed again before
+    any listing's row is quoted; with room for both, the rows stay."""
+    settings = " ".join(f"`limit_{i} = {5000 + i}`" for i in range(8))
+    earlier = FactLine("merged(30 facts)", settings, 2)
+    rows = [
+        FactLine(f"tool {LISTING}", f"tests/test_{n}.py::test_{n}_split PASSED", LISTING_SCORE)
+        for n in ("cart", "box", "tag", "lid", "pan", "cup")
+    ]
+    facts = facts_about(3)
+    tight = count_text(layout("", [*facts, *rows])) + 8
+    text = assemble("", [earlier, *facts, *rows], tight)
+    assert all(fact.render() in text for fact in facts)
+    assert "`limit_0 = 5000`" in text
+    assert not all(row.render() in text for row in rows)
+    roomy = assemble("", [earlier, *facts, *rows], tight + 200)
+    assert all(row.render() in roomy for row in rows)
+    assert "`limit_7 = 5007`" in roomy
 
 
 def test_when_even_key_terms_do_not_fit_the_line_says_how_many_were_left_out() -> None:
@@ -386,21 +406,23 @@ def test_a_short_user_message_is_one_line() -> None:
 
 
 def test_a_carried_note_copying_a_listings_rows_ranks_as_those_rows() -> None:
-    """An earlier note line copying a search hit comes back as a listing's row (spacing and
-    backticks aside), below the notes that say something, also when parsed back; a note of
-    another shape stays a note."""
-    hits = "\n".join(
-        f"src/payload/mod_{i}.py:{90 + i}:    anchor_rename(self, t{i})" for i in range(4)
+    """An earlier note line copying a listing's row (spacing and backticks aside) or a search
+    hit comes back as a listing's row, below the notes that say something, also when parsed
+    back; a note of another shape stays a note."""
+    rows = "\n".join(f"tests/test_{n}.py::test_{n}_split PASSED" for n in ("cart", "box", "tag"))
+    facts = fact_lines([{"role": "tool", "tool_call_id": "c1", "content": rows}])
+    earlier = (
+        "- `tests/test_quota.py::test_quota_merge   PASSED`\n"
+        "- src/payload/ledger.py:96:    anchor_rename(self, ticket)\n"
+        "- the code is DX-4211"
     )
-    facts = fact_lines([{"role": "tool", "tool_call_id": "c1", "content": hits}])
-    earlier = "- `src/payload/ledger.py:96: anchor_rename(self, ticket)`\n- the code is DX-4211"
-    copied, note = carried_notes(earlier, "", listing_shapes(facts))
-    assert (copied.role, copied.score) == (f"notes {LISTING}", LISTING_SCORE)
+    *_, row, hit, note = copied_rows_demoted([*facts, *carried_notes(earlier, "")])
+    for copied in (row, hit):
+        assert (copied.role, copied.score) == (f"notes {LISTING}", LISTING_SCORE)
     assert (note.role, note.score) == ("notes", NOTES_SCORE)
-    _, parsed = parse_extraction(layout("", [copied, note]))
+    _, parsed = parse_extraction(layout("", [row, hit, note]))
     assert [(fact.role, fact.score) for fact in parsed] == [
-        (copied.role, copied.score),
-        (note.role, note.score),
+        (fact.role, fact.score) for fact in (row, hit, note)
     ]
 
 
