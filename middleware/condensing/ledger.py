@@ -14,9 +14,10 @@ is accounted for on one visible ``- merged(N facts): `key` `key` …`` line: N c
 every fact an earlier merged line held: an earlier merged line is always folded into the new
 one, never quoted beside it), and its key terms are listed there unless the notes
 or a kept line already hold them. Only when even the key terms do not fit does the merged line
-list fewer of them, and it then says how many terms were left out. An earlier merged line's
-terms rank above a listing's rows: no row is quoted while they are left out. So for every fact that came
-in, its key terms are in the output, or a visible count on the merged line includes it.
+list fewer of them, and it then says how many terms were left out. So for every fact that came
+in, its key terms are in the output, or a visible count on the merged line includes it. An
+earlier merged line's terms rank above a listing's rows: no row is quoted while they are left
+out.
 
 A file's ``name = value`` lines (a listing of settings) are quoted together, a few lines of
 ``[call that read it] name = value; name = value``: the file's name stays beside each value
