@@ -22,7 +22,9 @@ out.
 A file's ``name = value`` lines (a listing of settings) are quoted together, a few lines of
 ``[call that read it] name = value; name = value``: the file's name stays beside each value
 and the value beside its name. When such a line does not fit, each ``name = value`` stays
-one term on the merged line (a value listed apart from its name answers nothing).
+one term on the merged line (a value listed apart from its name answers nothing); parsed back,
+those terms are a settings line again (``regained_settings``), so a growth that squeezed them
+onto the merged line does not rank them below every quoted line for good.
 
 An action is quoted beside the request it answered. A user's short message that holds no
 fact is quoted nowhere on its own ("Please fix the rounding bug in the invoice totals."), yet
@@ -90,6 +92,7 @@ __all__ = [
     "merged_terms",
     "notes_room",
     "parse_extraction",
+    "regained_settings",
     "select_facts",
     "sentences",
     "setting_pairs",
@@ -532,11 +535,52 @@ def parse_extraction(text: str, focus: str | None = None) -> tuple[str, list[Fac
             request = body
             continue
         fact = FactLine(role, body, max(score, 1))
+        if _MERGED_ROLE.match(role):
+            facts += regained_settings(fact)
+            continue
         facts.append(_with_request(fact, request, focus_words) if request else fact)
         request = ""
     if request:  # nothing after it: quoted as it was
         facts.append(FactLine("user", request, 1))
     return notes, demote_templates(facts)
+
+
+_MERGED_TERM = re.compile(r"`([^`\n]+)`")
+_LEFT_OUT_NOTE = re.compile(r"\[… (\d+) more key terms left out: no room\]")
+
+
+def regained_settings(merged: FactLine) -> list[FactLine]:
+    """A merged line's ``name = value`` terms as ``tool settings`` lines again (each run of
+    them, named by the file path listed just before it), then the merged line with the rest:
+    a file's settings that one growth could not quote rank as settings at the next, instead
+    of as bare terms below every quoted line, which would lose them for good."""
+    runs: list[tuple[str, list[str]]] = []
+    rest: list[str] = []
+    in_run = False
+    for term in _MERGED_TERM.findall(merged.text):
+        if not _SETTING.match(term):
+            rest.append(term)
+        elif in_run:
+            runs[-1][1].append(term)
+        else:  # merged_terms lists a settings line's file just before its settings
+            runs.append((rest.pop() if rest and "/" in rest[-1] else "", [term]))
+        in_run = bool(_SETTING.match(term))
+    if not runs:
+        return [merged]
+    lines = [
+        FactLine(f"tool {SETTINGS}", text, SETTING_SCORE)
+        for source, pairs in runs
+        for text in settings_lines(pairs, source)
+    ]
+    left = _LEFT_OUT_NOTE.search(merged.text)
+    body = " ".join(f"`{term}`" for term in rest)
+    if left:
+        body = f"{body} {left.group(0)}".strip()
+    count = merged_count(merged) - len(lines)
+    if count <= 0 and not body:
+        return lines
+    role = MERGED_ROLE.format(max(count, 1))
+    return [*lines, FactLine(role, body or "(no key terms)", merged.score)]
 
 
 def select_facts(

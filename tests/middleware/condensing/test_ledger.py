@@ -18,6 +18,7 @@ from middleware.condensing.ledger import (
     MAX_LINE_CHARS,
     MERGED_SHARE,
     NOTES_SCORE,
+    SETTING_SCORE,
     SETTINGS,
     FactLine,
     assemble,
@@ -315,8 +316,8 @@ def test_a_long_settings_file_is_split_into_lines_each_naming_its_source() -> No
 
 def test_a_setting_left_out_keeps_its_name_beside_its_value_on_the_merged_line() -> None:
     """A settings line not quoted leaves each `name = value` as one term on the merged line
-    (a value apart from its name answers nothing), and a nested growth carries the pairs on
-    as they were."""
+    (a value apart from its name answers nothing); parsed back at a nested growth the pairs
+    are a settings line naming the file again, and not quoted they are the same terms."""
     statement = FactLine("user", "Our customer number with the vendor is CUST-89712.", 12)
     (setting,) = [fact for fact in fact_lines(CONFIG_READ) if fact.role.endswith(SETTINGS)]
     found = merged_line([statement, setting], [statement], "", None)
@@ -326,12 +327,33 @@ def test_a_setting_left_out_keeps_its_name_beside_its_value_on_the_merged_line()
     assert "`config/channel.toml`" in merged.text
     assert "`794`" not in merged.text
     _, parsed = parse_extraction(layout("", [statement, merged]))
+    assert parsed[1] == FactLine(
+        f"tool {SETTINGS}",
+        "[config/channel.toml] pool_size = 4200; shard_count = 735; queue_depth = 136; "
+        "retry_limit = 794",
+        SETTING_SCORE,
+    )
     again = merged_line(parsed, [statement], "", None)
     assert again is not None
-    assert again[0].text == merged.text
+    assert sorted(re.findall(r"`([^`]+)`", again[0].text)) == sorted(
+        re.findall(r"`([^`]+)`", merged.text)
+    )
     held = merged_line([setting], [], "we set retry_limit to 794", None)
     assert held is not None
     assert "retry_limit = 794" not in held[0].text
+
+
+def test_settings_squeezed_onto_the_merged_line_are_quoted_again_when_there_is_room() -> None:
+    """A growth with little room lists a file's setting on the merged line; the next growth,
+    with room, quotes it as a settings line again (not as a bare term below every quoted
+    line)."""
+    statement = FactLine("user", "Our customer number with the vendor is CUST-89712.", 12)
+    (setting,) = [fact for fact in fact_lines(CONFIG_READ) if fact.role.endswith(SETTINGS)]
+    squeezed = assemble("", [statement, setting], count_text(layout("", [statement])) + 40)
+    assert "`pool_size = 4200`" in squeezed
+    assert "- tool settings:" not in squeezed
+    _, parsed = parse_extraction(squeezed)
+    assert "- tool settings: pool_size = 4200\n" in assemble("", parsed, 400)
 
 
 def test_a_call_names_its_source_by_name_and_short_arguments() -> None:
