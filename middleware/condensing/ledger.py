@@ -119,6 +119,10 @@ SETTING_SCORE = 5
 values the conversation may ask about: they rank as an assistant's line stating a value
 (`MIN_ASSISTANT_SIGNAL` + 2), above its explanations, a listing's rows and templates, below
 the user's and a tool's statements; among equals the longer line goes first."""
+REGAINED_SETTING_SCORE = SETTING_SCORE - 1
+"""Settings an earlier growth could only list on the merged line, quoted again
+(``regained_settings``): below a quoted setting and an assistant's stated value, which they
+lost to once, above carried notes, merged terms and a listing's rows."""
 NOTES_SCORE = 3
 """A note line carried from earlier notes (role ``notes``): below statements and settings."""
 _SETTING = re.compile(r"^[A-Za-z_][\w.-]*\s*[=:]\s*\S")
@@ -568,7 +572,7 @@ def regained_settings(merged: FactLine) -> list[FactLine]:
     if not runs:
         return [merged]
     lines = [
-        FactLine(f"tool {SETTINGS}", text, SETTING_SCORE)
+        FactLine(f"tool {SETTINGS}", text, REGAINED_SETTING_SCORE)
         for source, pairs in runs
         for text in settings_lines(pairs, source)
     ]

@@ -18,7 +18,7 @@ from middleware.condensing.ledger import (
     MAX_LINE_CHARS,
     MERGED_SHARE,
     NOTES_SCORE,
-    SETTING_SCORE,
+    REGAINED_SETTING_SCORE,
     SETTINGS,
     FactLine,
     assemble,
@@ -331,7 +331,7 @@ def test_a_setting_left_out_keeps_its_name_beside_its_value_on_the_merged_line()
         f"tool {SETTINGS}",
         "[config/channel.toml] pool_size = 4200; shard_count = 735; queue_depth = 136; "
         "retry_limit = 794",
-        SETTING_SCORE,
+        REGAINED_SETTING_SCORE,
     )
     again = merged_line(parsed, [statement], "", None)
     assert again is not None
