@@ -23,8 +23,8 @@ A file's ``name = value`` lines (a listing of settings) are quoted together, a f
 ``[call that read it] name = value; name = value``: the file's name stays beside each value
 and the value beside its name. When such a line does not fit, each ``name = value`` stays
 one term on the merged line (a value listed apart from its name answers nothing); parsed back,
-those terms are a settings line again (``regained_settings``), so a growth that squeezed them
-onto the merged line does not rank them below every quoted line for good.
+those terms are a settings line again (``regained_settings``, naming no file), so a growth
+that squeezed them onto the merged line does not rank them below every quoted line for good.
 
 An action is quoted beside the request it answered. A user's short message that holds no
 fact is quoted nowhere on its own ("Please fix the rounding bug in the invoice totals."), yet
@@ -555,26 +555,29 @@ _LEFT_OUT_NOTE = re.compile(r"\[… (\d+) more key terms left out: no room\]")
 
 def regained_settings(merged: FactLine) -> list[FactLine]:
     """A merged line's ``name = value`` terms as ``tool settings`` lines again (each run of
-    them, named by the file path listed just before it), then the merged line with the rest:
-    a file's settings that one growth could not quote rank as settings at the next, instead
-    of as bare terms below every quoted line, which would lose them for good."""
-    runs: list[tuple[str, list[str]]] = []
+    them one line), then the merged line with the rest: a file's settings that one growth
+    could not quote rank as settings at the next, instead of as bare terms below every
+    quoted line, which would lose them for good. The line names no file: the term listed
+    before the run may be another fact's path (the file's own is left out when a kept line
+    holds it), and a wrong file is worse than none."""
+    runs: list[list[str]] = []
     rest: list[str] = []
     in_run = False
     for term in _MERGED_TERM.findall(merged.text):
-        if not _SETTING.match(term):
+        setting = bool(_SETTING.match(term))
+        if not setting:
             rest.append(term)
         elif in_run:
-            runs[-1][1].append(term)
-        else:  # merged_terms lists a settings line's file just before its settings
-            runs.append((rest.pop() if rest and "/" in rest[-1] else "", [term]))
-        in_run = bool(_SETTING.match(term))
+            runs[-1].append(term)
+        else:
+            runs.append([term])
+        in_run = setting
     if not runs:
         return [merged]
     lines = [
         FactLine(f"tool {SETTINGS}", text, REGAINED_SETTING_SCORE)
-        for source, pairs in runs
-        for text in settings_lines(pairs, source)
+        for pairs in runs
+        for text in settings_lines(pairs)
     ]
     left = _LEFT_OUT_NOTE.search(merged.text)
     body = " ".join(f"`{term}`" for term in rest)

@@ -317,7 +317,7 @@ def test_a_long_settings_file_is_split_into_lines_each_naming_its_source() -> No
 def test_a_setting_left_out_keeps_its_name_beside_its_value_on_the_merged_line() -> None:
     """A settings line not quoted leaves each `name = value` as one term on the merged line
     (a value apart from its name answers nothing); parsed back at a nested growth the pairs
-    are a settings line naming the file again, and not quoted they are the same terms."""
+    are a settings line again (naming no file), and not quoted they are the same terms."""
     statement = FactLine("user", "Our customer number with the vendor is CUST-89712.", 12)
     (setting,) = [fact for fact in fact_lines(CONFIG_READ) if fact.role.endswith(SETTINGS)]
     found = merged_line([statement, setting], [statement], "", None)
@@ -329,8 +329,7 @@ def test_a_setting_left_out_keeps_its_name_beside_its_value_on_the_merged_line()
     _, parsed = parse_extraction(layout("", [statement, merged]))
     assert parsed[1] == FactLine(
         f"tool {SETTINGS}",
-        "[config/channel.toml] pool_size = 4200; shard_count = 735; queue_depth = 136; "
-        "retry_limit = 794",
+        "pool_size = 4200; shard_count = 735; queue_depth = 136; retry_limit = 794",
         REGAINED_SETTING_SCORE,
     )
     again = merged_line(parsed, [statement], "", None)
