@@ -340,8 +340,7 @@ def copied_rows_demoted(facts: Sequence[FactLine]) -> list[FactLine]:
 
 def _copies_row(line: str, shapes: set[str]) -> bool:
     """Whether a note line has a listing row's shape or a search hit's start."""
-    bare = line.strip().strip("`")
-    return bool(_HIT_ROW.match(bare)) or _loose_shape(bare) in shapes
+    return bool(_HIT_ROW.match(line.strip().strip("`"))) or _loose_shape(line) in shapes
 
 
 def _loose_shape(line: str) -> str:
@@ -550,7 +549,8 @@ def parse_extraction(text: str, focus: str | None = None) -> tuple[str, list[Fac
 
 
 _MERGED_TERM = re.compile(r"`([^`\n]+)`")
-_LEFT_OUT_NOTE = re.compile(r"\[… (\d+) more key terms left out: no room\]")
+"""A term listed on a merged line."""
+_LEFT_OUT_NOTE = re.compile(re.escape(LEFT_OUT).replace(re.escape("{}"), r"\d+"))
 
 
 def regained_settings(merged: FactLine) -> list[FactLine]:
@@ -678,7 +678,7 @@ def assemble(notes: str, facts: Sequence[FactLine], target_tokens: int, model: s
         if short > 0 and chosen:
             reserve += max(short, room // 10, 1)
             continue
-        chosen = _rows_making_room(chosen, above_rows, notes, room, model)
+        chosen = _rows_making_room(chosen, above_rows, notes, room - used, model)
         used = sum(_cost(fact, model) for fact in chosen)
         fitted = merged_line(facts, chosen, notes, room - used, model)
         text = layout(notes, [*chosen, fitted[0]] if fitted is not None else chosen)
@@ -692,18 +692,19 @@ def _rows_making_room(
     chosen: Sequence[FactLine],
     above_rows: Sequence[FactLine],
     notes: str,
-    room: int,
+    free: int,
     model: str,
 ) -> list[FactLine]:
     """The chosen lines without as many of a listing's rows (the longest, then the latest,
-    first) as the merged line needs to list the terms of the facts ranked above the rows,
-    an earlier merged line's among them (at most `MERGED_SHARE` of the room)."""
+    first) as the merged line needs beyond the `free` tokens to list the terms of the facts
+    ranked above the rows, an earlier merged line's among them (at most `MERGED_SHARE` of
+    the room)."""
     rows = [i for i, fact in enumerate(chosen) if fact.score <= LISTING_SCORE]
     whole = merged_line(above_rows, chosen, notes, None, model) if rows else None
     if whole is None:
         return list(chosen)
-    need = sum(map(lambda f: _cost(f, model), chosen)) + min(whole[1], int(room * MERGED_SHARE))
-    need -= room
+    room = free + sum(_cost(fact, model) for fact in chosen)
+    need = min(whole[1], int(room * MERGED_SHARE)) - free
     gone: set[int] = set()
     for i in sorted(rows, key=lambda i: (-_cost(chosen[i], model), -i)):
         if need <= 0:
@@ -769,7 +770,7 @@ def merged_terms(fact: FactLine) -> list[tuple[str, frozenset[str]]]:
     elsewhere, make it needless: its key spans; a setting's ``name = value`` whole (a value
     apart from its name answers nothing); a merged line's own terms as they were listed."""
     if _MERGED_ROLE.match(fact.role):
-        return [(term, _parts(term)) for term in re.findall(r"`([^`\n]+)`", fact.text)]
+        return [(term, _parts(term)) for term in _MERGED_TERM.findall(fact.text)]
     if fact.role.endswith(SETTINGS):
         pairs = setting_pairs(fact.text)
         head = fact.text[: fact.text.find(pairs[0])] if pairs else fact.text
