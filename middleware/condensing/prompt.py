@@ -35,7 +35,7 @@ __all__ = [
     "speaker",
 ]
 
-PROMPT_VERSION = "x15"
+PROMPT_VERSION = "x16"
 NOTES_HEADER = "Notes:"
 MIN_GROUNDED = 0.5  # share of a note line's words the source must contain
 _LOOP_NGRAM = 8
@@ -93,6 +93,9 @@ _REFUSAL = re.compile(
 )
 SNAKE_TOKEN = re.compile(r"\b[A-Za-z]\w*_\w+\b")
 """A ``snake_case`` code identifier: a fact's key term, and what notes must not invent."""
+_DOTTED = re.compile(r"(?<![\w.\-])(?:[\w\-]+/)*[A-Za-z_][\w\-]+(?:\.[A-Za-z_][\w\-]+)+")
+"""A dotted name (a host, a file, a module path): notes that name one say it was named. Parts
+of one letter ("e.g.", "i.e.") are prose, not names."""
 _QUOTED = re.compile(r'"([^"\n]{1,80})"|`([^`\n]{1,80})`|\u201c([^\u201d\n]{1,80})\u201d')
 """A term in double quotes or backticks: notes that quote say it was said as written."""
 _HEADING = re.compile(r"^\s*#*\s*(?:\**[A-Z][\w ]{0,30}:\**\s*)+$")
@@ -262,13 +265,15 @@ def looks_refused(text: str) -> bool:
 
 
 def drop_unsupported(notes: str, source: str, focus: str | None = None) -> str:
-    """The notes without invented lines: a number, a code identifier (``snake_case``) or a
-    quoted term (in double quotes or backticks) the source never holds, mostly words the
+    """The notes without invented lines: a number, a code identifier (``snake_case``), a dotted
+    name (``staging.example.com``) or a quoted term (in double quotes or backticks) the source
+    never holds, mostly words the
     source never uses (a small model's elaboration), or a word only the user's current
     question (`focus`) uses: that line answers the question, and notes that did would tell
     the model it was said earlier. Asked for "the host name of the staging server", a small
     model writes 'The staging server's host name is "staging-server"' beside the user's
-    ``ibis-756.staging.internal``, and a reader believes the notes first."""
+    ``ibis-756.staging.internal``, and a reader believes the notes first; unquoted, it writes
+    "The staging server is located at staging.example.com"."""
     haystack = " ".join(source.lower().split())
     source_words = content_words(source)
     asked_only = content_words(focus or "") - source_words
@@ -276,6 +281,7 @@ def drop_unsupported(notes: str, source: str, focus: str | None = None) -> str:
     for line in notes.splitlines():
         tokens = {m.group(0).strip(".,:;-/").lower() for m in DIGIT_TOKEN.finditer(line)}
         tokens |= {m.group(0).lower() for m in SNAKE_TOKEN.finditer(line)}
+        tokens |= {m.group(0).lower() for m in _DOTTED.finditer(line)}
         quoted = (m.group(m.lastindex or 0) for m in _QUOTED.finditer(line))
         tokens |= {" ".join(term.lower().split()) for term in quoted}
         words = content_words(line)

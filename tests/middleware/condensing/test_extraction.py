@@ -268,6 +268,25 @@ def test_drop_unsupported_removes_quoted_terms_and_identifiers_the_source_never_
     )
 
 
+def test_drop_unsupported_removes_dotted_names_the_source_never_had() -> None:
+    """A host, file or module name with a dot that the source never holds is invented; one it
+    holds, in any case or as part of a path, and prose abbreviations ("e.g.") stay."""
+    source = (
+        "user: The staging host is walrus-494.staging.internal; every deploy goes there first.\n"
+        "tool: Edited src/billing/Quota_Osprey.py: three lines changed."
+    )
+    notes = (
+        "- The staging server is located at staging.example.com\n"
+        "- The staging host is Walrus-494.staging.internal, e.g. for every deploy\n"
+        "- quota_osprey.py was edited (see https://docs.example.org/billing)\n"
+        "- three lines changed in src/billing/quota_osprey.py."
+    )
+    assert drop_unsupported(notes, source) == (
+        "- The staging host is Walrus-494.staging.internal, e.g. for every deploy\n"
+        "- three lines changed in src/billing/quota_osprey.py."
+    )
+
+
 def test_drop_unsupported_keeps_lines_whose_question_words_the_source_has() -> None:
     """The question's words that the conversation also used do not condemn a line."""
     notes = "- the mock payment server uses port 26883"
