@@ -163,17 +163,17 @@ class FaultyUpstream:
     async def _json(
         self, conn: Connection, writer: asyncio.StreamWriter, wire: Wire, fault: str
     ) -> None:
-        body = wire.answer("x" * self.huge_bytes if fault == "huge" else "Hello there")
+        if fault == "huge":  # no content-length: the size shows only while reading
+            await self._head(writer, 200, "application/json", None)
+            await self._huge(conn, writer, wire.answer(_HUGE_MARK))
+            return
+        body = wire.answer("Hello there")
         if fault == "hang-body":
             await self._head(writer, 200, "application/json", len(body))
             await self._stop.wait()
         elif fault == "drip":
             await self._head(writer, 200, "application/json", len(body))
             await self._drip(conn, writer, body)
-        elif fault == "huge":  # no content-length: the size shows only while reading
-            await self._head(writer, 200, "application/json", None)
-            conn.planned = len(body)
-            await self._chunked(conn, writer, body)
         else:
             await self._send(conn, writer, 200, "application/json", body)
 
@@ -212,11 +212,9 @@ class FaultyUpstream:
         elif fault == "error-event":
             await self._write(conn, writer, wire.error_event("overloaded_error", "overloaded"))
         elif fault == "huge":
-            first = b"".join(events[:3])
-            event = max(wire.events(["x" * self.huge_bytes]), key=len)
-            conn.planned = len(first) + len(event)
-            await self._write(conn, writer, first)
-            await self._chunked(conn, writer, event)
+            await self._write(conn, writer, b"".join(events[:3]))
+            event = next(e for e in wire.events([_HUGE_MARK]) if _HUGE_MARK.encode() in e)
+            await self._huge(conn, writer, event)
         else:
             await self._write(conn, writer, b"".join(events))
 
@@ -245,6 +243,18 @@ class FaultyUpstream:
         for start in range(0, len(data), 64 * 1024):
             await self._write(conn, writer, bytes(view[start : start + 64 * 1024]))
 
+    async def _huge(self, conn: Connection, writer: asyncio.StreamWriter, shape: bytes) -> None:
+        """`shape` (an answer or an event around `_HUGE_MARK`) with `huge_bytes` of text in the
+        mark's place, written as it is made: building 20 MiB first took longer than the
+        tests' 0.5 s timeout on a loaded machine, and the fault read as a hang."""
+        head, tail = shape.split(_HUGE_MARK.encode())
+        conn.planned = conn.written + len(head) + self.huge_bytes + len(tail)
+        await self._write(conn, writer, head)
+        chunk = b"x" * (64 * 1024)
+        for start in range(0, self.huge_bytes, len(chunk)):
+            await self._write(conn, writer, chunk[: self.huge_bytes - start])
+        await self._write(conn, writer, tail)
+
     async def _write(self, conn: Connection, writer: asyncio.StreamWriter, data: bytes) -> None:
         if writer.transport.is_closing():
             raise ConnectionResetError("the peer closed the connection")
@@ -259,6 +269,7 @@ class FaultyUpstream:
 
 
 _CHUNKED = {"transfer-encoding": "chunked"}
+_HUGE_MARK = "HUGE-TEXT-GOES-HERE"
 
 
 def _reset(writer: asyncio.StreamWriter) -> None:
