@@ -108,6 +108,7 @@ def _block(seed_set: str, rows: Sequence[Row], conditions: Sequence[str]) -> str
         lines.append(line(kind, (_cell(recall(by.get((c, kind), []))) for c in conditions)))
     per = {c: [row for row in rows if row.condition == c] for c in conditions}
     lines.append(line("all", (_cell(recall(per[c])) for c in conditions)))
+    lines.append(line("conversations", (str(len({r.seed for r in per[c]})) for c in conditions)))
     lines.append(
         line("not asked", (str(sum(r.status != "ok" for r in per[c])) for c in conditions))
     )
@@ -116,6 +117,12 @@ def _block(seed_set: str, rows: Sequence[Row], conditions: Sequence[str]) -> str
         paired = {c: against_ceiling(c, per[c], per[CEILING]) for c in conditions}
         for label, side in ((f"lost vs {CEILING}", 0), (f"won vs {CEILING}", 1)):
             lines.append(line(label, ("-" if p is None else str(p[side]) for p in paired.values())))
+    if CEILING in conditions and set(conditions) - UNPAIRED:
+        lines.append(f"points against {CEILING} on the probes both asked:")
+        for name in [*PROBE_KINDS, "all"]:
+            of = {c: [r for r in per[c] if name in ("all", r.kind)] for c in conditions}
+            gaps = (_points(points_against(c, of[c], of[CEILING])) for c in conditions)
+            lines.append(line(f"  {name}", gaps))
     kinds = answerable(rows)
     binned = {c: by_condensed(per[c], kinds) for c in conditions}
     if any(bin_rows for c in conditions for _, bin_rows in binned[c]):
@@ -139,17 +146,38 @@ def against_ceiling(
     wrong (lost), and the other way round (won). Paired, this is what one condition loses
     against the other on the same conversations, apart from what both miss. None: not
     paired (`UNPAIRED`, or no probe both asked)."""
-    if condition in UNPAIRED:
+    pairs = _paired(condition, rows, ceiling)
+    if not pairs:
         return None
+    lost = sum(theirs and not mine for mine, theirs in pairs)
+    return lost, sum(mine and not theirs for mine, theirs in pairs)
+
+
+def points_against(condition: str, rows: Sequence[Row], ceiling: Sequence[Row]) -> float | None:
+    """Recall of `rows` minus the ceiling's, in points, over the probes (a seed's kind) both
+    asked: what a target such as "within 10 points of the whole history" is measured on,
+    whatever other conversations either condition ran. None: not paired (as in
+    `against_ceiling`)."""
+    pairs = _paired(condition, rows, ceiling)
+    if not pairs:
+        return None
+    return 100 * sum(int(mine) - int(theirs) for mine, theirs in pairs) / len(pairs)
+
+
+def _paired(condition: str, rows: Sequence[Row], ceiling: Sequence[Row]) -> list[tuple[bool, bool]]:
+    """(right here, right under the ceiling) for each probe both asked; none if unpaired."""
+    if condition in UNPAIRED:
+        return []
     right = {(r.seed, r.kind): bool(r.correct) for r in ceiling if r.status == "ok"}
-    lost = won = paired = 0
-    for row in rows:
-        if row.status != "ok" or (row.seed, row.kind) not in right:
-            continue
-        paired += 1
-        lost += right[(row.seed, row.kind)] and not row.correct
-        won += bool(row.correct) and not right[(row.seed, row.kind)]
-    return (lost, won) if paired else None
+    return [
+        (bool(row.correct), right[(row.seed, row.kind)])
+        for row in rows
+        if row.status == "ok" and (row.seed, row.kind) in right
+    ]
+
+
+def _points(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.0f}"
 
 
 CONDENSED_BINS: tuple[tuple[str, int, int], ...] = (

@@ -507,6 +507,38 @@ def test_the_table_pairs_each_condition_with_the_full_history_probe_by_probe() -
     assert "vs full" not in table(rows, ["short", "overspill-once"])
 
 
+def test_the_table_gives_points_against_full_on_the_probes_both_asked() -> None:
+    """Each kind's gap to the whole history is measured on the probes both conditions asked,
+    so a conversation only one condition ran does not move it; the table says how many
+    conversations each condition ran."""
+    from proxy.evaluation.runner import Row
+
+    def row(condition: str, seed: int, kind: str, right: bool) -> Row:
+        return Row(seed, "tune", condition, kind, "q", "ok", "a", right)
+
+    rows = [
+        row("full", 1, "user_fact", True),
+        row("full", 2, "user_fact", True),
+        row("full", 3, "user_fact", False),
+        row("full", 1, "decision", True),
+        row("overspill-once", 1, "user_fact", True),
+        row("overspill-once", 2, "user_fact", False),
+        row("overspill-once", 3, "user_fact", False),
+        row("overspill-once", 4, "user_fact", True),  # full did not run seed 4
+        row("overspill-once", 1, "decision", True),
+    ]
+    printed = table(rows, ["full", "overspill-once"])
+    recall, gaps = printed.split("points against full on the probes both asked:\n")
+    lines = {line[:16].strip(): line[16:].split() for line in recall.splitlines()}
+    assert lines["user_fact"] == ["67%", "50%"]  # recall over each condition's own probes
+    assert lines["conversations"] == ["3", "4"]
+    gap = {line[:16].strip(): line[16:].split() for line in gaps.splitlines()}
+    assert gap["user_fact"] == ["-", "-33"]  # 1 of 3 against 2 of 3; seed 4 left out
+    assert gap["decision"] == ["-", "+0"]
+    assert gap["tool_fact"] == ["-", "-"]
+    assert gap["all"] == ["-", "-25"]
+
+
 def test_the_table_groups_recall_by_how_often_the_value_was_condensed() -> None:
     """Rows that know their condensed count are grouped in bins, each cell saying how many
     answers it is of; a kind no condition answers right is left out of those lines."""
@@ -636,7 +668,8 @@ def test_report_reads_split_runs_into_one_table_and_chart(
     assert tune.splitlines()[2].split() == ["user_fact", "100%", "100%"]
     assert held.splitlines()[2].split() == ["user_fact", "0%", "-"]
     assert ["growths", "(mean)", "-", "6.0"] in [line.split() for line in tune.splitlines()]
-    assert tune.splitlines()[-1].split() == ["won", "vs", "full", "-", "0"]
+    assert ["won", "vs", "full", "-", "0"] in [line.split() for line in tune.splitlines()]
+    assert tune.splitlines()[-1].split() == ["all", "-", "+0"]
     assert png.read_bytes().startswith(b"\x89PNG")
     assert not out.exists()
     assert main(["eval", "--report", str(full), str(turns), "--conditions", "full"]) == 0
