@@ -39,7 +39,7 @@ from proxy.evaluation.conditions import (
 from proxy.evaluation.conversations import HELD_OUT_FROM, generate, seed_set
 from proxy.evaluation.probes import PROBE_KINDS, Probe
 from proxy.evaluation.report import chart, seed_ranges, table
-from proxy.evaluation.runner import Sent, Setup, condensed, run_conversation
+from proxy.evaluation.runner import Row, Sent, Setup, condensed, run_conversation
 from proxy.evaluation.targets import InProcess, Remote
 from proxy.system import build_system
 from tests.conftest import AppClient, settings_from
@@ -477,28 +477,28 @@ def test_the_table_counts_what_was_not_asked_apart() -> None:
     assert lines["all"] == ["50%"]
 
 
+def _probe(condition: str, seed: int, kind: str, right: bool | None) -> Row:
+    """A tune seed's probe row: right or wrong, or not asked (None: it overflowed)."""
+    status = "overflow" if right is None else "ok"
+    return Row(seed, "tune", condition, kind, "q", status, "a", right)
+
+
 def test_the_table_pairs_each_condition_with_the_full_history_probe_by_probe() -> None:
     """Lost: right under full, wrong here; won: the other way round; probes both miss or
     only one asked do not count, and full itself and short (another conversation) are
     not paired."""
-    from proxy.evaluation.runner import Row
-
-    def row(condition: str, seed: int, kind: str, right: bool | None) -> Row:
-        status = "overflow" if right is None else "ok"
-        return Row(seed, "tune", condition, kind, "q", status, "a", right)
-
     rows = [
-        row("full", 1, "user_fact", True),
-        row("full", 1, "tool_fact", False),
-        row("full", 1, "decision", False),
-        row("full", 2, "user_fact", True),
-        row("full", 2, "decision", None),
-        row("overspill-once", 1, "user_fact", False),  # lost
-        row("overspill-once", 1, "tool_fact", True),  # won
-        row("overspill-once", 1, "decision", False),  # both miss
-        row("overspill-once", 2, "user_fact", True),  # both right
-        row("overspill-once", 2, "decision", True),  # full did not ask it
-        row("short", 1, "user_fact", False),
+        _probe("full", 1, "user_fact", True),
+        _probe("full", 1, "tool_fact", False),
+        _probe("full", 1, "decision", False),
+        _probe("full", 2, "user_fact", True),
+        _probe("full", 2, "decision", None),
+        _probe("overspill-once", 1, "user_fact", False),  # lost
+        _probe("overspill-once", 1, "tool_fact", True),  # won
+        _probe("overspill-once", 1, "decision", False),  # both miss
+        _probe("overspill-once", 2, "user_fact", True),  # both right
+        _probe("overspill-once", 2, "decision", True),  # full did not ask it
+        _probe("short", 1, "user_fact", False),
     ]
     printed = table(rows, ["short", "full", "overspill-once"])
     lines = {line[:16].strip(): line[16:].split() for line in printed.splitlines()}
@@ -511,21 +511,16 @@ def test_the_table_gives_points_against_full_on_the_probes_both_asked() -> None:
     """Each kind's gap to the whole history is measured on the probes both conditions asked,
     so a conversation only one condition ran does not move it; the table says how many
     conversations each condition ran."""
-    from proxy.evaluation.runner import Row
-
-    def row(condition: str, seed: int, kind: str, right: bool) -> Row:
-        return Row(seed, "tune", condition, kind, "q", "ok", "a", right)
-
     rows = [
-        row("full", 1, "user_fact", True),
-        row("full", 2, "user_fact", True),
-        row("full", 3, "user_fact", False),
-        row("full", 1, "decision", True),
-        row("overspill-once", 1, "user_fact", True),
-        row("overspill-once", 2, "user_fact", False),
-        row("overspill-once", 3, "user_fact", False),
-        row("overspill-once", 4, "user_fact", True),  # full did not run seed 4
-        row("overspill-once", 1, "decision", True),
+        _probe("full", 1, "user_fact", True),
+        _probe("full", 2, "user_fact", True),
+        _probe("full", 3, "user_fact", False),
+        _probe("full", 1, "decision", True),
+        _probe("overspill-once", 1, "user_fact", True),
+        _probe("overspill-once", 2, "user_fact", False),
+        _probe("overspill-once", 3, "user_fact", False),
+        _probe("overspill-once", 4, "user_fact", True),  # full did not run seed 4
+        _probe("overspill-once", 1, "decision", True),
     ]
     printed = table(rows, ["full", "overspill-once"])
     recall, gaps = printed.split("points against full on the probes both asked:\n")
