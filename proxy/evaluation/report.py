@@ -96,7 +96,7 @@ def _block(seed_set: str, rows: Sequence[Row], conditions: Sequence[str]) -> str
     seeds = sorted({row.seed for row in rows})
     width = max(len(name) for name in conditions) + 2
     head = f"{'':<16}" + "".join(f"{name:>{width}}" for name in conditions)
-    lines = [f"{seed_set} seeds {', '.join(map(str, seeds))}: recall by probe kind", head]
+    lines = [f"{seed_set} seeds {seed_ranges(seeds)}: recall by probe kind", head]
 
     def line(label: str, values: Iterable[str]) -> str:
         return f"{label:<16}" + "".join(f"{value:>{width}}" for value in values)
