@@ -267,13 +267,13 @@ def looks_refused(text: str) -> bool:
 def drop_unsupported(notes: str, source: str, focus: str | None = None) -> str:
     """The notes without invented lines: a number, a code identifier (``snake_case``), a dotted
     name (``staging.example.com``) or a quoted term (in double quotes or backticks) the source
-    never holds, mostly words the
-    source never uses (a small model's elaboration), or a word only the user's current
-    question (`focus`) uses: that line answers the question, and notes that did would tell
-    the model it was said earlier. Asked for "the host name of the staging server", a small
-    model writes 'The staging server's host name is "staging-server"' beside the user's
-    ``ibis-756.staging.internal``, and a reader believes the notes first; unquoted, it writes
-    "The staging server is located at staging.example.com"."""
+    never holds, mostly words the source never uses (a small model's elaboration), or a word
+    only the user's current question (`focus`) uses: that line answers the question, and
+    notes that did would tell the model it was said earlier. Asked for "the host name of the
+    staging server", a small model writes 'The staging server's host name is
+    "staging-server"' beside the user's ``ibis-756.staging.internal``, and a reader believes
+    the notes first; unquoted, it writes "The staging server is located at
+    staging.example.com"."""
     haystack = " ".join(source.lower().split())
     source_words = content_words(source)
     asked_only = content_words(focus or "") - source_words
