@@ -240,8 +240,8 @@ class FaultyUpstream:
 
     async def _chunked(self, conn: Connection, writer: asyncio.StreamWriter, data: bytes) -> None:
         view = memoryview(data)
-        for start in range(0, len(data), 64 * 1024):
-            await self._write(conn, writer, bytes(view[start : start + 64 * 1024]))
+        for start in range(0, len(data), _PIECE):
+            await self._write(conn, writer, bytes(view[start : start + _PIECE]))
 
     async def _huge(self, conn: Connection, writer: asyncio.StreamWriter, shape: bytes) -> None:
         """`shape` (an answer or an event around `_HUGE_MARK`) with `huge_bytes` of text in the
@@ -250,7 +250,7 @@ class FaultyUpstream:
         head, tail = shape.split(_HUGE_MARK.encode())
         conn.planned = conn.written + len(head) + self.huge_bytes + len(tail)
         await self._write(conn, writer, head)
-        chunk = b"x" * (64 * 1024)
+        chunk = b"x" * _PIECE
         for start in range(0, self.huge_bytes, len(chunk)):
             await self._write(conn, writer, chunk[: self.huge_bytes - start])
         await self._write(conn, writer, tail)
@@ -270,6 +270,8 @@ class FaultyUpstream:
 
 _CHUNKED = {"transfer-encoding": "chunked"}
 _HUGE_MARK = "HUGE-TEXT-GOES-HERE"
+_PIECE = 64 * 1024
+"""How much one write sends of a long body."""
 
 
 def _reset(writer: asyncio.StreamWriter) -> None:
