@@ -33,6 +33,14 @@ first line quoted from the tool calls or tool results that answered it carries i
 ``- user:`` line rendered just before its own, which goes and stays with it and adds no key
 term. Parsed back, a ``- user:`` line that bears no fact is such a request, of the line after.
 
+A user's line is quoted with the assistant's reply that confirmed it. "Decision: we go with
+Jenkins for the mobile app; CircleCI is out." alone leads a small model to answer the option
+named last; the whole history has "Agreed, Jenkins it is for the mobile app." after it. Such
+a reply (short, mostly the line's words: ``confirms``) is not quoted on its own, where it
+would rank as an echo of the user's values and seldom be kept: it is rendered as a
+``- assistant:`` line just after the user's line, goes and stays with it, and adds no key
+term. Parsed back, an assistant's line that confirms the user's line before it is that line's.
+
 An earlier note line the new notes lost comes back as a ``- notes:`` line, ranked below what
 anyone stated; one that copies a listing's row (the model copied search hits into its notes)
 is a ``- notes listing:`` line and ranks as the listing's rows do.
@@ -77,6 +85,7 @@ __all__ = [
     "FactLine",
     "assemble",
     "call_sources",
+    "confirms",
     "copied_rows_demoted",
     "dedupe_facts",
     "demote_templates",
@@ -137,6 +146,14 @@ MAX_REQUEST_CHARS = 160
 """A longer user's message is no request an action's line carries (it costs more than it tells)."""
 MIN_REQUEST_WORDS = 2
 """Content words a request needs ("Thanks." or "go on" asks nothing)."""
+MAX_CONFIRMATION_CHARS = 160
+"""A longer assistant's reply says more than that it agreed: it is quoted on its own."""
+CONFIRMATION_SCORE = 4
+"""A confirmation adds no fact: it ranks as an assistant's weakest stated line, above its
+explanations and carried notes, below a file's settings and the values anyone stated."""
+CONFIRMATION_SHARE = 0.6
+"""The least share of a reply's content words the user's line must hold for the reply to be
+its confirmation ("Agreed, Jenkins it is for the mobile app.")."""
 LAYOUT_TOKENS = 24
 """Tokens the layout (headers, bullets) adds around the notes and the quoted facts."""
 LEDGER_SHARE = 0.6
@@ -183,11 +200,16 @@ class FactLine:
     score: int
     asked: str = ""
     """The user's request this line answered, quoted nowhere else, rendered before it."""
+    confirmed: str = ""
+    """The assistant's short reply repeating this (user's) line, rendered after it."""
 
     def render(self) -> str:
-        """The ledger line: ``- role: text``, after ``- user: asked`` when it has a request."""
+        """The ledger line: ``- role: text``, after ``- user: asked`` when it has a request
+        and before ``- assistant: confirmed`` when the assistant's reply repeated it."""
         line = f"- {self.role}: {self.text}"
-        return f"- user: {self.asked}\n{line}" if self.asked else line
+        if self.asked:
+            line = f"- user: {self.asked}\n{line}"
+        return f"{line}\n- assistant: {self.confirmed}" if self.confirmed else line
 
 
 def notes_room(target_tokens: int, ledger_tokens: int) -> int:
@@ -366,17 +388,27 @@ def fact_lines(messages: Sequence[Message], focus: str | None = None) -> list[Fa
     last and otherwise accounted for on the merged line. A listing's ``name = value`` lines
     (a file's settings) are quoted together as ``tool settings`` lines (``settings_lines``)
     naming the call that read them. A user's request that holds no fact rides on the first
-    line of the action that answered it (``FactLine.asked``). The roles keep their rank when
-    an extraction's ledger is parsed back."""
+    line of the action that answered it (``FactLine.asked``), and the assistant's reply that
+    only confirmed a user's line rides on that line (``FactLine.confirmed``). The roles keep
+    their rank when an extraction's ledger is parsed back."""
     focus_words = content_words(focus) if focus else frozenset()
     found: list[FactLine] = []
     sources: dict[str, str] = {}
     request = ""  # the user's latest request, while no action's line has taken it
+    stated: list[int] = []  # where the previous message's user lines are in `found`
     for message in messages:
         role = speaker(message)
         sources.update(call_sources(message))
         found_in = sentences(content_text(message))
+        reply = " ".join(found_in)
+        if role == "assistant" and not message.get("tool_calls"):
+            line = next((i for i in reversed(stated) if confirms(found[i].text, reply)), None)
+            if line is not None:  # "Agreed, X it is.": said with the line it repeats
+                found[line] = replace(found[line], confirmed=reply)
+                stated = []
+                continue
         quoted = _message_facts(message, role, found_in, sources, focus_words)
+        stated = [len(found) + i for i in range(len(quoted))] if role == "user" else []
         if role == "user":
             request = "" if quoted else _request(found_in)
         elif request and (role.startswith("tool") or message.get("tool_calls")):
@@ -428,6 +460,30 @@ def _request(found_in: Sequence[str]) -> str:
     if len(text) > MAX_REQUEST_CHARS or len(content_words(text)) < MIN_REQUEST_WORDS:
         return ""
     return text
+
+
+def confirms(line: str, reply: str) -> bool:
+    """Whether an assistant's reply is a confirmation of a user's `line`: short
+    (`MAX_CONFIRMATION_CHARS`), mostly (`CONFIRMATION_SHARE` of its content words) the
+    line's words, and no key term the line lacks (a value it adds is a fact of its own).
+    Without it a small model shown "we go with X for P; Y is out" may answer Y; alone, a
+    reply that only repeats the user ranks as an echo (``settled``), is rarely quoted, and
+    tells nothing the line does not."""
+    words = content_words(reply)
+    if (
+        not words
+        or len(reply) > MAX_CONFIRMATION_CHARS
+        or not key_tokens(reply) <= key_tokens(line)
+    ):
+        return False
+    return len(words & content_words(line)) >= CONFIRMATION_SHARE * len(words)
+
+
+def _confirmation_of(last: FactLine | None, role: str, body: str) -> bool:
+    """Whether a parsed ledger line (`role`: `body`) is the confirmation of the one before."""
+    if role != "assistant" or last is None or last.role != "user" or last.confirmed:
+        return False
+    return confirms(last.text, body)
 
 
 def _with_request(fact: FactLine, request: str, focus_words: frozenset[str]) -> FactLine:
@@ -521,7 +577,8 @@ def dedupe_facts(facts: Iterable[FactLine]) -> list[FactLine]:
 
 def parse_extraction(text: str, focus: str | None = None) -> tuple[str, list[FactLine]]:
     """Split an earlier extraction into its notes and its ledger facts (re-scored); a user's
-    line that bears no fact is the request the line after it carries."""
+    line that bears no fact is the request the line after it carries, and an assistant's
+    line that `confirms` the user's line before it is that line's confirmation."""
     notes, _, facts_part = text.partition(FACTS_HEADER)
     notes = notes.strip()
     notes = notes.removeprefix(NOTES_HEADER).strip()
@@ -533,6 +590,10 @@ def parse_extraction(text: str, focus: str | None = None) -> tuple[str, list[Fac
         if not match:
             continue
         role, body = match.group(1), match.group(2)
+        last = facts[-1] if facts and not request else None
+        if _confirmation_of(last, role, body):  # the reply rendered after the line it repeats
+            facts[-1] = replace(facts[-1], confirmed=body)
+            continue
         score = fact_score(body, role, focus_words)
         if role == "user" and score <= 0 and not request:
             request = body
@@ -601,26 +662,38 @@ def select_facts(
     it). Score comes before cover: a user's line covered by a listing's row would otherwise
     go first, and the row with it at a later growth. Among equals the longer line goes first
     (it frees the most room for one fact lost), then the later one (earlier facts have
-    survived more passes: keep the cache stable).
+    survived more passes: keep the cache stable). A line's confirmation (``FactLine.confirmed``)
+    ranks apart, at `CONFIRMATION_SCORE`, and goes with its line.
     """
     facts = _candidates(facts, budget, model)
-    costs = [count_text(fact.render(), model) + 1 for fact in facts]
+    bare = [replace(fact, confirmed="") if fact.confirmed else fact for fact in facts]
+    costs = [count_text(fact.render(), model) + 1 for fact in bare]
     keys = [frozenset() if _MERGED_ROLE.match(f.role) else key_tokens(f.text) for f in facts]
+    scores = [fact.score for fact in facts]
+    line_of = list(range(len(facts)))  # the line a unit belongs to: itself, or a confirmation's
+    for i, fact in enumerate(facts):
+        if fact.confirmed:  # a unit of its own, ranked apart, gone with its line
+            line_of.append(i)
+            costs.append(count_text(f"- assistant: {fact.confirmed}", model) + 1)
+            keys.append(frozenset())
+            scores.append(min(CONFIRMATION_SCORE, fact.score))
     note_keys = key_tokens(notes)
     held: Counter[str] = Counter(k for ks in keys for k in ks)
-    keep = set(range(len(facts)))
+    keep = set(range(len(costs)))
     total = sum(costs)
     while total > budget and keep:
 
         def rank(i: int) -> tuple[int, bool, int, int]:
             covered = bool(keys[i]) and all(k in note_keys or held[k] > 1 for k in keys[i])
-            return (facts[i].score, not covered, -costs[i], -i)
+            return (scores[i], not covered, -costs[i], -line_of[i])
 
         victim = min(keep, key=rank)
-        keep.remove(victim)
-        held.subtract(keys[victim])
-        total -= costs[victim]
-    return [facts[i] for i in sorted(keep)]
+        for unit in [u for u in keep if u == victim or line_of[u] == victim]:
+            keep.remove(unit)
+            held.subtract(keys[unit])
+            total -= costs[unit]
+    confirmed = {line_of[u] for u in keep if u >= len(facts)}
+    return [facts[i] if i in confirmed else bare[i] for i in sorted(keep) if i < len(facts)]
 
 
 def _candidates(facts: Sequence[FactLine], budget: int, model: str) -> Sequence[FactLine]:
@@ -795,8 +868,8 @@ def merged_line(
     and their key terms that neither the notes nor a chosen line hold. When not all fit in
     `budget` tokens the terms of the best-scored facts stay, the most identifying first, and
     a count says how many were left out. None when every fact was chosen."""
-    kept = {id(fact) for fact in chosen}
-    dropped = [fact for fact in facts if id(fact) not in kept]
+    kept = {(fact.role, fact.text) for fact in chosen}  # a line kept without its confirmation
+    dropped = [fact for fact in facts if (fact.role, fact.text) not in kept]
     if not dropped:
         return None
     held = key_tokens(notes).union(*(key_tokens(fact.text) for fact in chosen))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -11,6 +12,7 @@ from kernel.tokens import count_text
 from kernel.types import Message
 from middleware.condensing.extraction import carried_notes
 from middleware.condensing.ledger import (
+    CONFIRMATION_SCORE,
     FACTS_HEADER,
     FOCUS_BONUS,
     LISTING,
@@ -23,6 +25,7 @@ from middleware.condensing.ledger import (
     FactLine,
     assemble,
     call_sources,
+    confirms,
     copied_rows_demoted,
     fact_lines,
     key_spans,
@@ -512,3 +515,76 @@ def test_a_request_sharing_the_focus_ranks_its_action_higher() -> None:
     assert focused.score == plain.score + FOCUS_BONUS
     _, parsed = parse_extraction(layout("", [focused]), focus)
     assert parsed == [focused]
+
+
+DECIDED: list[Message] = [
+    {"role": "user", "content": "Decision: we go with Jenkins for the mobile app; CircleCI is out."},
+    {"role": "assistant", "content": "Agreed, Jenkins it is for the mobile app."},
+    {"role": "user", "content": "The staging host is walrus-494.staging.internal."},
+    {"role": "assistant", "content": "Noted."},
+]  # fmt: skip
+
+
+def test_a_reply_confirming_a_users_line_is_quoted_after_it() -> None:
+    """The assistant's short reply repeating the user's line is rendered just after it, not
+    on its own line, adds no key term and no score, goes with the line, and parses back."""
+    facts = fact_lines(DECIDED)
+    assert [fact.confirmed for fact in facts] == [DECIDED[1]["content"], ""]
+    decision = facts[0]
+    assert decision.render() == (
+        "- user: Decision: we go with Jenkins for the mobile app; CircleCI is out.\n"
+        "- assistant: Agreed, Jenkins it is for the mobile app."
+    )
+    (alone,) = fact_lines(DECIDED[:1])
+    assert (decision.score, decision.text) == (alone.score, alone.text)
+    _, parsed = parse_extraction(assemble("", facts, 200))
+    assert parsed == facts
+    kept = select_facts(facts, "", count_text(facts[1].render()) + 1)
+    assert "Agreed" not in layout("", kept)
+
+
+def test_a_confirmation_goes_before_any_stated_value_and_with_its_line() -> None:
+    """Short of room, the confirmation goes before a line stating a value (its line stays,
+    without it); dropping its line drops it too."""
+    decision, _ = fact_lines(DECIDED)
+    stated = FactLine("assistant", "I'll use port 26567 for the mock payment server.", 5)
+    lines = [decision, stated]
+    whole = sum(count_text(fact.render()) + 1 for fact in lines)
+    kept = select_facts(lines, "", whole - 1)
+    assert kept == [replace(decision, confirmed=""), stated]
+    assert merged_line(lines, kept, "", None) is None  # nothing is counted as left out
+    assert select_facts([replace(decision, score=CONFIRMATION_SCORE - 1), stated], "", 20) == [
+        stated
+    ]
+
+
+def test_only_a_short_reply_mostly_of_the_lines_words_confirms_it() -> None:
+    """A reply saying something else, a long one, a reply to a later message, or one whose
+    user message was quoted nowhere confirms no line (it stays a line of its own, or none)."""
+    decision = DECIDED[0]
+    other = "Agreed. The Android build also needs signing key 4471 from the Vault store."
+    long = "Agreed, Jenkins it is for the mobile app, " + "and the pipelines follow " * 8
+    for reply in (other, long):
+        facts = fact_lines([decision, {"role": "assistant", "content": reply}])
+        assert not any(fact.confirmed for fact in facts)
+        assert [fact.role for fact in facts] == ["user", "assistant"]
+    unquoted = fact_lines([{"role": "user", "content": "ok"}, DECIDED[1]])
+    assert not any(fact.confirmed for fact in unquoted)
+    later = fact_lines([decision, {"role": "user", "content": "Thanks."}, DECIDED[1]])
+    assert not any(fact.confirmed for fact in later)
+    assert not confirms(decision["content"], "Noted.")
+    assert confirms(decision["content"], "Agreed: Jenkins for the mobile app.")
+
+
+def test_a_corrected_line_goes_with_its_confirmation() -> None:
+    """When a later statement replaces the user's line, the reply that confirmed the old
+    value is not quoted either."""
+    messages: list[Message] = [
+        {"role": "user", "content": "The release is on March 3."},
+        {"role": "assistant", "content": "Noted, the release is on March 3."},
+        {"role": "user", "content": "Correction: the release is on March 10."},
+        {"role": "assistant", "content": "Noted, the release is on March 10."},
+    ]
+    text = assemble("", fact_lines(messages), 200)
+    assert "March 3" not in text
+    assert "- assistant: Noted, the release is on March 10." in text
