@@ -148,9 +148,10 @@ MIN_REQUEST_WORDS = 2
 """Content words a request needs ("Thanks." or "go on" asks nothing)."""
 MAX_CONFIRMATION_CHARS = 160
 """A longer assistant's reply says more than that it agreed: it is quoted on its own."""
-CONFIRMATION_SCORE = 4
-"""A confirmation adds no fact: it ranks as an assistant's weakest stated line, above its
-explanations and carried notes, below a file's settings and the values anyone stated."""
+CONFIRMATION_SCORE = MIN_ASSISTANT_SIGNAL
+"""A confirmation adds no fact: it ranks with the assistant's explanations and carried notes,
+below every line stating a value or an action (an edit's call line, at signal 4 and longer,
+would go first on a tie)."""
 CONFIRMATION_SHARE = 0.6
 """The least share of a reply's content words the user's line must hold for the reply to be
 its confirmation ("Agreed, Jenkins it is for the mobile app.")."""
