@@ -544,10 +544,10 @@ def test_a_reply_confirming_a_users_line_is_quoted_after_it() -> None:
 
 
 def test_a_confirmation_goes_before_any_stated_value_and_with_its_line() -> None:
-    """Short of room, the confirmation goes before a line stating a value (its line stays,
-    without it); dropping its line drops it too."""
+    """Short of room, the confirmation goes before a line stating a value, even the weakest
+    (its line stays, without it); dropping its line drops it too."""
     decision, _ = fact_lines(DECIDED)
-    stated = FactLine("assistant", "I'll use port 26567 for the mock payment server.", 5)
+    stated = FactLine("assistant", "I'll use port 26567 for the mock payment server.", 4)
     lines = [decision, stated]
     whole = sum(count_text(fact.render()) + 1 for fact in lines)
     kept = select_facts(lines, "", whole - 1)
