@@ -210,7 +210,11 @@ class FactLine:
         line = f"- {self.role}: {self.text}"
         if self.asked:
             line = f"- user: {self.asked}\n{line}"
-        return f"{line}\n- assistant: {self.confirmed}" if self.confirmed else line
+        return f"{line}\n{self.confirmation()}" if self.confirmed else line
+
+    def confirmation(self) -> str:
+        """The ledger line of the assistant's confirmation (empty without one)."""
+        return f"- assistant: {self.confirmed}" if self.confirmed else ""
 
 
 def notes_room(target_tokens: int, ledger_tokens: int) -> int:
@@ -401,8 +405,8 @@ def fact_lines(messages: Sequence[Message], focus: str | None = None) -> list[Fa
         role = speaker(message)
         sources.update(call_sources(message))
         found_in = sentences(content_text(message))
-        reply = " ".join(found_in)
         if role == "assistant" and not message.get("tool_calls"):
+            reply = " ".join(found_in)
             line = next((i for i in reversed(stated) if confirms(found[i].text, reply)), None)
             if line is not None:  # "Agreed, X it is.": said with the line it repeats
                 found[line] = replace(found[line], confirmed=reply)
@@ -675,7 +679,7 @@ def select_facts(
     for i, fact in enumerate(facts):
         if fact.confirmed:  # a unit of its own, ranked apart, gone with its line
             line_of.append(i)
-            costs.append(count_text(f"- assistant: {fact.confirmed}", model) + 1)
+            costs.append(count_text(fact.confirmation(), model) + 1)
             keys.append(frozenset())
             scores.append(min(CONFIRMATION_SCORE, fact.score))
     note_keys = key_tokens(notes)
