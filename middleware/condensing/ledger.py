@@ -77,6 +77,7 @@ from middleware.condensing.prompt import (
     SNAKE_TOKEN,
     content_text,
     content_words,
+    focus_words_of,
     speaker,
 )
 
@@ -85,6 +86,7 @@ __all__ = [
     "FactLine",
     "assemble",
     "call_sources",
+    "confirmation_score",
     "confirms",
     "copied_rows_demoted",
     "dedupe_facts",
@@ -151,7 +153,8 @@ MAX_CONFIRMATION_CHARS = 160
 CONFIRMATION_SCORE = MIN_ASSISTANT_SIGNAL
 """A confirmation adds no fact: it ranks with the assistant's explanations and carried notes,
 below every line stating a value or an action (an edit's call line, at signal 4 and longer,
-would go first on a tie)."""
+would go first on a tie); `FOCUS_BONUS` higher when its line is about the question, never
+above its line."""
 CONFIRMATION_SHARE = 0.6
 """The least share of a reply's content words the user's line must hold for the reply to be
 its confirmation ("Agreed, Jenkins it is for the mobile app.")."""
@@ -203,6 +206,10 @@ class FactLine:
     """The user's request this line answered, quoted nowhere else, rendered before it."""
     confirmed: str = ""
     """The assistant's short reply repeating this (user's) line, rendered after it."""
+    focused: bool = False
+    """Whether the line (or the request it carries) shares a word with the focus, the
+    question being answered (``focus_words_of``); a stated line ranks `FOCUS_BONUS` higher
+    for it, and so does its confirmation (``confirmation_score``)."""
 
     def render(self) -> str:
         """The ledger line: ``- role: text``, after ``- user: asked`` when it has a request
@@ -309,11 +316,16 @@ def fact_score(sentence: str, role: str, focus_words: frozenset[str] = frozenset
     who = role.split("(")[0]
     if signal < (1 if who in ("user", "tool") else MIN_ASSISTANT_SIGNAL):
         return 0
-    focused = bool(focus_words and focus_words & content_words(sentence))
+    focused = _is_focused(sentence, focus_words)
     bonus = USER_BONUS if who == "user" else TOOL_BONUS if who == "tool" else 0
     if sentence.rstrip().endswith("?"):
         bonus = 0  # a question states nothing: it ranks with the assistant's lines
     return signal + bonus + (FOCUS_BONUS if focused else 0)
+
+
+def _is_focused(text: str, focus_words: frozenset[str]) -> bool:
+    """Whether the text shares a word with the focus (``focus_words_of``)."""
+    return bool(focus_words and focus_words & content_words(text))
 
 
 def _clip(sentence: str) -> str:
@@ -396,7 +408,7 @@ def fact_lines(messages: Sequence[Message], focus: str | None = None) -> list[Fa
     line of the action that answered it (``FactLine.asked``), and the assistant's reply that
     only confirmed a user's line rides on that line (``FactLine.confirmed``). The roles keep
     their rank when an extraction's ledger is parsed back."""
-    focus_words = content_words(focus) if focus else frozenset()
+    focus_words = focus_words_of(focus)
     found: list[FactLine] = []
     sources: dict[str, str] = {}
     request = ""  # the user's latest request, while no action's line has taken it
@@ -438,8 +450,9 @@ def _message_facts(
     """One message's ledger lines (``fact_lines``)."""
     if role == "user" and len(found_in) > 1 and sum(map(len, found_in)) <= MAX_LINE_CHARS:
         score = max(fact_score(sentence, role, focus_words) for sentence in found_in)
-        # one short message, one line: "done X. Next is Y" stays together
-        return [FactLine(role, " ".join(found_in), score)] if score > 0 else []
+        text = " ".join(found_in)  # one short message, one line: "done X. Next is Y" together
+        focused = _is_focused(text, focus_words)
+        return [FactLine(role, text, score, focused=focused)] if score > 0 else []
     found: list[FactLine] = []
     listing = role.startswith("tool") and is_listing(found_in)
     settings = [s for s in found_in if _SETTING.match(s)] if listing else []
@@ -447,14 +460,16 @@ def _message_facts(
         said = f"{role} {SETTINGS}"
         source = sources.get(str(message.get("tool_call_id")), "")
         for text in settings_lines(settings, source):
-            found.append(FactLine(said, text, fact_score(text, said, focus_words)))
+            score = fact_score(text, said, focus_words)
+            found.append(FactLine(said, text, score, focused=_is_focused(text, focus_words)))
     for sentence in found_in:
         if listing and _SETTING.match(sentence):
             continue
         said = f"{role} {LISTING}" if listing else role
         score = fact_score(sentence, said, focus_words)
         if score > 0:
-            found.append(FactLine(said, _clip(sentence), score))
+            focused = _is_focused(sentence, focus_words)
+            found.append(FactLine(said, _clip(sentence), score, focused=focused))
     return found
 
 
@@ -494,10 +509,9 @@ def _confirmation_of(last: FactLine | None, role: str, body: str) -> bool:
 def _with_request(fact: FactLine, request: str, focus_words: frozenset[str]) -> FactLine:
     """The line carrying the request it answered; a request sharing a word with the focus
     ranks the line as if the line itself did."""
-    focused = bool(focus_words & content_words(request)) and not (
-        focus_words & content_words(fact.text)
-    )
-    return replace(fact, asked=request, score=fact.score + (FOCUS_BONUS if focused else 0))
+    focused = _is_focused(request, focus_words) and not fact.focused
+    bonus = FOCUS_BONUS if focused else 0
+    return replace(fact, asked=request, score=fact.score + bonus, focused=fact.focused or focused)
 
 
 def call_sources(message: Message) -> dict[str, str]:
@@ -587,7 +601,7 @@ def parse_extraction(text: str, focus: str | None = None) -> tuple[str, list[Fac
     notes, _, facts_part = text.partition(FACTS_HEADER)
     notes = notes.strip()
     notes = notes.removeprefix(NOTES_HEADER).strip()
-    focus_words = content_words(focus) if focus else frozenset()
+    focus_words = focus_words_of(focus)
     facts: list[FactLine] = []
     request = ""
     for line in facts_part.splitlines():
@@ -603,7 +617,7 @@ def parse_extraction(text: str, focus: str | None = None) -> tuple[str, list[Fac
         if role == "user" and score <= 0 and not request:
             request = body
             continue
-        fact = FactLine(role, body, max(score, 1))
+        fact = FactLine(role, body, max(score, 1), focused=_is_focused(body, focus_words))
         if _MERGED_ROLE.match(role):
             facts += regained_settings(fact)
             continue
@@ -668,7 +682,7 @@ def select_facts(
     go first, and the row with it at a later growth. Among equals the longer line goes first
     (it frees the most room for one fact lost), then the later one (earlier facts have
     survived more passes: keep the cache stable). A line's confirmation (``FactLine.confirmed``)
-    ranks apart, at `CONFIRMATION_SCORE`, and goes with its line.
+    ranks apart, at ``confirmation_score``, and goes with its line.
     """
     facts = _candidates(facts, budget, model)
     bare = [replace(fact, confirmed="") if fact.confirmed else fact for fact in facts]
@@ -681,7 +695,7 @@ def select_facts(
             line_of.append(i)
             costs.append(count_text(fact.confirmation(), model) + 1)
             keys.append(frozenset())
-            scores.append(min(CONFIRMATION_SCORE, fact.score))
+            scores.append(min(fact.score, confirmation_score(fact)))
     note_keys = key_tokens(notes)
     held: Counter[str] = Counter(k for ks in keys for k in ks)
     keep = set(range(len(costs)))
@@ -699,6 +713,12 @@ def select_facts(
             total -= costs[unit]
     confirmed = {line_of[u] for u in keep if u >= len(facts)}
     return [facts[i] if i in confirmed else bare[i] for i in sorted(keep) if i < len(facts)]
+
+
+def confirmation_score(fact: FactLine) -> int:
+    """The rank of a line's confirmation: `CONFIRMATION_SCORE`, `FOCUS_BONUS` higher when the
+    line is about the question (a small model answering it needs the confirmation most)."""
+    return CONFIRMATION_SCORE + (FOCUS_BONUS if fact.focused else 0)
 
 
 def _candidates(facts: Sequence[FactLine], budget: int, model: str) -> Sequence[FactLine]:

@@ -28,6 +28,7 @@ __all__ = [
     "content_text",
     "content_words",
     "drop_unsupported",
+    "focus_words_of",
     "looks_refused",
     "map_prompt",
     "merge_prompt",
@@ -35,7 +36,7 @@ __all__ = [
     "speaker",
 ]
 
-PROMPT_VERSION = "x17"
+PROMPT_VERSION = "x18"
 NOTES_HEADER = "Notes:"
 MIN_GROUNDED = 0.5  # share of a note line's words the source must contain
 _LOOP_NGRAM = 8
@@ -191,6 +192,54 @@ def condense_prompt(text: str, *, max_words: int, focus: str | None = None) -> l
 def content_words(text: str) -> frozenset[str]:
     """Lower-cased content words of four letters or more."""
     return frozenset(w.lower() for w in re.findall(r"[A-Za-z]{4,}", text))
+
+
+FOCUS_STOP_WORDS = frozenset(
+    (
+        "what",
+        "which",
+        "when",
+        "where",
+        "with",
+        "just",
+        "answer",
+        "value",
+        "that",
+        "this",
+        "from",
+        "have",
+        "your",
+        "about",
+        "does",
+        "were",
+        "been",
+        "will",
+        "would",
+        "should",
+        "could",
+        "there",
+        "their",
+        "them",
+        "they",
+        "into",
+        "only",
+        "please",
+        "tell",
+        "also",
+        "then",
+        "than",
+        "some",
+        "here",
+    )
+)
+"""Words of a question that say how to answer, not what about ("Answer with just the value."):
+a ledger line sharing only these with the question is not about it."""
+
+
+def focus_words_of(focus: str | None) -> frozenset[str]:
+    """The words a ledger line shares with the question (`focus`) to rank as about it: its
+    content words without `FOCUS_STOP_WORDS`."""
+    return content_words(focus) - FOCUS_STOP_WORDS if focus else frozenset()
 
 
 def _cut_loop(line: str) -> str:

@@ -25,6 +25,7 @@ from middleware.condensing.ledger import (
     FactLine,
     assemble,
     call_sources,
+    confirmation_score,
     confirms,
     copied_rows_demoted,
     fact_lines,
@@ -38,6 +39,7 @@ from middleware.condensing.ledger import (
     setting_pairs,
     term_weight,
 )
+from middleware.condensing.prompt import focus_words_of
 from tests.reliability import examples
 
 MERGED = re.compile(r"^- merged\((\d+) facts\): ", re.MULTILINE)
@@ -588,3 +590,43 @@ def test_a_corrected_line_goes_with_its_confirmation() -> None:
     text = assemble("", fact_lines(messages), 200)
     assert "March 3" not in text
     assert "- assistant: Noted, the release is on March 10." in text
+
+
+CI_QUESTION = "Which CI system did we decide to use for the mobile app? Answer with just the value."
+
+
+def test_words_saying_how_to_answer_make_no_line_about_the_question() -> None:
+    """A question's words on how to answer ("Answer with just the value.") rank no line as
+    about it; its words on what is asked do."""
+    assert focus_words_of(CI_QUESTION) == {"system", "decide", "mobile"}
+    assert focus_words_of(None) == focus_words_of("") == frozenset()
+    said: list[Message] = [
+        {"role": "user", "content": "Just give the value with units: the budget is 4,000 EUR."}
+    ]
+    (plain,) = fact_lines(said)
+    (asked,) = fact_lines(said, "What is the answer? Answer with just the value.")
+    assert asked == plain
+    assert not asked.focused
+    (about,) = fact_lines(said, "Which budget did we set?")
+    assert about.focused
+    assert about.score == plain.score + FOCUS_BONUS
+
+
+def test_the_confirmation_of_a_line_about_the_question_outranks_explanations() -> None:
+    """Asked what was decided, the decision's confirmation ranks above the assistant's
+    explanations, still below its line, also when parsed back; unasked, it goes first."""
+    decision, _ = fact_lines(DECIDED, CI_QUESTION)
+    unasked, _ = fact_lines(DECIDED)
+    assert decision.focused
+    assert not unasked.focused
+    assert confirmation_score(decision) == CONFIRMATION_SCORE + FOCUS_BONUS < decision.score
+    brief = FactLine("assistant", "It builds in 9 min.", CONFIRMATION_SCORE)
+
+    def kept_short_of_one_line(line: FactLine) -> list[FactLine]:
+        lines = [line, brief]
+        return select_facts(lines, "", sum(count_text(f.render()) + 1 for f in lines) - 1)
+
+    assert kept_short_of_one_line(decision) == [decision]
+    assert kept_short_of_one_line(unasked) == [replace(unasked, confirmed=""), brief]
+    _, parsed = parse_extraction(assemble("", [decision], 200), CI_QUESTION)
+    assert parsed == [decision]
