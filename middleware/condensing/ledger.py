@@ -175,14 +175,19 @@ _IDENT_TOKEN = re.compile(
 _NAME_RUN = re.compile(r"(?<![.!?:]\s)(?<!^)\b[A-Z][a-z]+(?:\s+[A-Z][a-z]+)+")
 _CAPITAL = re.compile(r"(?<!^)(?<![.!?]\s)\b[A-Z][a-z]{2,}\b")
 _DATE_WORD = re.compile(
-    r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\b|"
-    r"\b(?:mon|tues|wednes|thurs|fri|satur|sun)day\b|\b(?:tomorrow|yesterday|tonight)\b",
+    r"\b(?:january|february|march|april|june|july|august|september|october|november|december|"
+    r"jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec)\b|"
+    r"(?-i:(?<!^)\bMay\b)|\bmay\s+\d{1,2}\b|"  # the month, not "you may not"
+    r"\b(?:mon|tues|wednes|thurs|fri|satur|sun)days?\b|\b(?:tomorrow|yesterday|tonight)\b",
     re.IGNORECASE,
 )
-_DECISION = re.compile(
+"""A month or a day: whole words ("decided", "separate" and "market" are none), and "may"
+only capitalised inside a sentence or before a day's number."""
+_DECISION = re.compile(  # "the id is 4471" names a value, "an unknown id is the convention" none
     r"\b(?:decided|decision|agreed|chose|chosen|prefer\w*|always|never|must|don'?t|do not|"
     r"deadline|remember|my name|call me|(?:we|i)(?:'ll| will) use|switch(?:ed)? to|todo|"
-    r"next step|open task|password|budget|code is|id is|(?:is|are|was) called|named|"
+    r"next step|open task|password|budget|(?:code|id) is(?! (?:the|an?|not)\b)|"
+    r"(?:is|are|was) called|named|"
     r"suggest\w*|recommend\w*|picked|go(?:ing)? with|settled on|"
     r"edited|written|created|deleted|renamed|fixed|(?:edit|write|create|delete|rename)_\w+)\b",
     re.IGNORECASE,

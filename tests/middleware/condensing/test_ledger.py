@@ -29,6 +29,7 @@ from middleware.condensing.ledger import (
     confirms,
     copied_rows_demoted,
     fact_lines,
+    fact_signal,
     key_spans,
     key_tokens,
     layout,
@@ -414,11 +415,30 @@ def test_a_question_ranks_below_what_anyone_stated() -> None:
     (parsed,) = parse_extraction(assemble("", [setting], 100))[1]
     picked = "I'll use port 24642 for the mock server."
     (pick,) = fact_lines([{"role": "assistant", "content": picked}])
-    said = "It differs from Forbidden, where the resource exists but you may not access it."
+    said = "Unlike Forbidden or Gone, it never says whether the resource existed."
     (explained,) = fact_lines([{"role": "assistant", "content": said}])
+    modal = "It differs from Forbidden, where the resource exists but you may not access it."
+    assert fact_lines([{"role": "assistant", "content": modal}]) == []  # "may" is no month
     (edited,) = fact_lines([{"role": "tool", "content": "Edited src/a.py: three lines."}])
     assert LISTING_SCORE < question.score < explained.score < parsed.score
     assert parsed.score == pick.score < edited.score
+
+
+def test_a_date_is_a_month_or_a_day_not_a_word_starting_like_one() -> None:
+    """A month or a weekday counts as a date; "decide", "separate", "market", "octal" and the
+    modal "may" do not (they made explanations outrank a decision's confirmation)."""
+    for dated in ("the review is in March", "we ship it in May", "we meet on fridays"):
+        assert fact_signal(dated) >= 2, dated
+    for plain in ("we separate the parsers and decide later", "the market may shift", "octal"):
+        assert fact_signal(plain) == 0, plain
+
+
+def test_an_id_or_code_counts_only_when_the_sentence_names_one() -> None:
+    """A sentence like "the id is jdoe" names a value; "an unknown id is the usual convention"
+    and "the code is not ready" name none."""
+    assert fact_signal("my user id is jdoe") == fact_signal("the door code is lynx") == 2
+    assert fact_signal("an unknown id is the usual convention") == 0
+    assert fact_signal("the code is not ready") == 0
 
 
 def test_a_short_user_message_is_one_line() -> None:
