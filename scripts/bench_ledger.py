@@ -8,7 +8,9 @@ value is still in what the model would be shown (the ledger plus the intact tail
 often it is in a quoted line while no line holds a stale value alone (a corrected value, a
 rejected option, a finished step): what a small model can answer from, since a bare term on
 the merged line has no sentence around it; the third figure also counts a merged term that
-holds the value with words around it (a setting's ``name = value``):
+holds the value with words around it (a setting's ``name = value``). Under the table, how
+often the user's line holding the value is quoted with the assistant's reply confirming it
+(``FactLine.confirmed``), for the kinds where a user's line is confirmed:
 
     once    one extraction of everything before the tail
     nested  a growth every `--step` messages, each carrying the previous ledger forward
@@ -28,6 +30,7 @@ Compare a revision: `git worktree add /tmp/old REV`, then run this file with
 from __future__ import annotations
 
 import argparse
+import itertools
 import re
 from collections import defaultdict
 from collections.abc import Sequence
@@ -109,6 +112,17 @@ def stale_alone(quoted: str, probe: Probe) -> bool:
     )
 
 
+def confirmed(quoted: str, probe: Probe) -> bool:
+    """Whether a user's line holding the right value is quoted with the assistant's reply
+    that confirmed it (rendered on the line after it, holding the value too)."""
+    lines = quoted.splitlines()
+    return any(
+        line.startswith("- user: ") and after.startswith("- assistant: ")
+        and probe.present(line) and probe.present(after)
+        for line, after in itertools.pairwise(lines)
+    )  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", default="1-8,1000-1007")
@@ -124,6 +138,7 @@ def main() -> None:
     notes = stand_in_notes(args.notes)
     for fillers in (int(f) for f in args.fillers.split(",")):
         kept: dict[tuple[str, str, str], list[tuple[bool, bool, bool]]] = defaultdict(list)
+        confirming: dict[tuple[str, str, str], list[bool]] = defaultdict(list)
         growths: list[int] = []
         for seed in parse_seeds(args.seeds):
             conversation = generate(seed, fillers=fillers)
@@ -138,6 +153,7 @@ def main() -> None:
                     clean = probe.present(quoted) and not stale_alone(quoted, probe)
                     beside = labelled(shown, probe)
                     kept[(seed_set, mode, probe.kind)].append((right, clean, beside))
+                    confirming[(seed_set, mode, probe.kind)].append(confirmed(quoted, probe))
         span = f"{min(growths)}-{max(growths)}"
         print(f"\nfillers {fillers}, notes {args.notes}: right value present (ledger + tail) /"
               " quoted in a line, no stale value alone in a line / quoted or with its name"
@@ -156,6 +172,12 @@ def main() -> None:
                     f"{present}/{len(found)} {answerable}/{len(found)} {named}/{len(found)}"
                 )
             print(f"{kind:<16}" + "".join(f"{cell:>18}" for cell in cells))
+        print("with the assistant's confirmation:")
+        for kind in PROBE_KINDS:
+            counts = [confirming[(seed_set, mode, kind)] for seed_set, mode in columns]
+            if any(any(found) for found in counts):
+                cells = [f"{sum(found)}/{len(found)}" for found in counts]
+                print(f"{kind:<16}" + "".join(f"{cell:>18}" for cell in cells))
 
 
 if __name__ == "__main__":
