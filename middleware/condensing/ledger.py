@@ -151,10 +151,16 @@ MIN_REQUEST_WORDS = 2
 MAX_CONFIRMATION_CHARS = 160
 """A longer assistant's reply says more than that it agreed: it is quoted on its own."""
 CONFIRMATION_SCORE = MIN_ASSISTANT_SIGNAL
-"""A confirmation adds no fact: it ranks with the assistant's explanations and carried notes,
-below every line stating a value or an action (an edit's call line, at signal 4 and longer,
-would go first on a tie); `FOCUS_BONUS` higher when its line is about the question, never
-above its line."""
+"""A confirmation of a line taking no decision adds no fact: it ranks with the assistant's
+explanations and carried notes, below every line stating a value or an action (an edit's call
+line, at signal 4 and longer, would go first on a tie); `FOCUS_BONUS` higher when its line is
+about the question, never above its line."""
+DECISION_CONFIRMATION_SCORE = MIN_ASSISTANT_SIGNAL + 1
+"""The confirmation of a line taking a decision (a `_DECISION` word: "we go with X; Y is
+out", "that step is done: ... the next step is Z") states which of the line's values holds,
+the chosen one, not the rejected option or the finished step beside it: it ranks as an
+assistant's line stating a value at the least signal, above the explanations and carried
+notes that otherwise push it out at some growth for good (a short line wins a tie)."""
 CONFIRMATION_SHARE = 0.6
 """The least share of a reply's content words the user's line must hold for the reply to be
 its confirmation ("Agreed, Jenkins it is for the mobile app.")."""
@@ -721,9 +727,11 @@ def select_facts(
 
 
 def confirmation_score(fact: FactLine) -> int:
-    """The rank of a line's confirmation: `CONFIRMATION_SCORE`, `FOCUS_BONUS` higher when the
-    line is about the question (a small model answering it needs the confirmation most)."""
-    return CONFIRMATION_SCORE + (FOCUS_BONUS if fact.focused else 0)
+    """The rank of a line's confirmation: `CONFIRMATION_SCORE`, or
+    `DECISION_CONFIRMATION_SCORE` when the line takes a decision; `FOCUS_BONUS` higher when
+    the line is about the question (a small model answering it needs the confirmation most)."""
+    score = DECISION_CONFIRMATION_SCORE if _DECISION.search(fact.text) else CONFIRMATION_SCORE
+    return score + (FOCUS_BONUS if fact.focused else 0)
 
 
 def _candidates(facts: Sequence[FactLine], budget: int, model: str) -> Sequence[FactLine]:

@@ -13,6 +13,7 @@ from kernel.types import Message
 from middleware.condensing.extraction import carried_notes
 from middleware.condensing.ledger import (
     CONFIRMATION_SCORE,
+    DECISION_CONFIRMATION_SCORE,
     FACTS_HEADER,
     FOCUS_BONUS,
     LISTING,
@@ -565,19 +566,64 @@ def test_a_reply_confirming_a_users_line_is_quoted_after_it() -> None:
     assert "Agreed" not in layout("", kept)
 
 
+RULE: list[Message] = [
+    {
+        "role": "user",
+        "content": "One rule for this whole session: end every answer with the tag [OTTER-665].",
+    },
+    {"role": "assistant", "content": "Understood. I will end every answer with the tag [OTTER-665]."},
+]  # fmt: skip
+
+
+def kept_short_of_one_line(lines: list[FactLine]) -> list[FactLine]:
+    """What `select_facts` keeps with one token less than all the lines cost."""
+    return select_facts(lines, "", sum(count_text(f.render()) + 1 for f in lines) - 1)
+
+
 def test_a_confirmation_goes_before_any_stated_value_and_with_its_line() -> None:
-    """Short of room, the confirmation goes before a line stating a value, even the weakest
-    (its line stays, without it); dropping its line drops it too."""
-    decision, _ = fact_lines(DECIDED)
+    """Short of room, the confirmation of a line taking no decision goes before a line
+    stating a value, even the weakest (its line stays, without it); dropping its line drops
+    it too."""
+    (rule,) = fact_lines(RULE)
+    assert rule.confirmed
+    assert confirmation_score(rule) == CONFIRMATION_SCORE
     stated = FactLine("assistant", "I'll use port 26567 for the mock payment server.", 4)
-    lines = [decision, stated]
-    whole = sum(count_text(fact.render()) + 1 for fact in lines)
-    kept = select_facts(lines, "", whole - 1)
-    assert kept == [replace(decision, confirmed=""), stated]
+    lines = [rule, stated]
+    kept = kept_short_of_one_line(lines)
+    assert kept == [replace(rule, confirmed=""), stated]
     assert merged_line(lines, kept, "", None) is None  # nothing is counted as left out
-    assert select_facts([replace(decision, score=CONFIRMATION_SCORE - 1), stated], "", 20) == [
-        stated
-    ]
+    assert select_facts([replace(rule, score=CONFIRMATION_SCORE - 1), stated], "", 20) == [stated]
+
+
+def test_a_decisions_confirmation_ranks_as_a_stated_value() -> None:
+    """The confirmation of a decision ("we go with X; Y is out") says which value holds: it
+    stays before the assistant's explanations and carried notes and a longer line of the
+    weakest stated value, goes before a stronger one, and below its line; parsed back too."""
+    decision, _ = fact_lines(DECIDED)
+    assert confirmation_score(decision) == DECISION_CONFIRMATION_SCORE < decision.score
+    explained = FactLine("assistant", "It builds in 9 min.", CONFIRMATION_SCORE)
+    carried = FactLine("notes", "The Android build needs signing key 4471.", NOTES_SCORE)
+    call = FactLine(
+        "assistant",
+        'called edit_file({"path": "src/billing/anchor_walrus.py", "old": "round", "new": "q"})',
+        DECISION_CONFIRMATION_SCORE,
+    )
+    stated = FactLine("assistant", "I'll use port 26567 for the mock payment server.", 5)
+    for other in (explained, carried, call):
+        assert kept_short_of_one_line([decision, other]) == [decision]
+    assert kept_short_of_one_line([decision, stated]) == [replace(decision, confirmed=""), stated]
+    _, parsed = parse_extraction(assemble("", [decision], 200))
+    assert confirmation_score(parsed[0]) == DECISION_CONFIRMATION_SCORE
+    (step,) = fact_lines(
+        [
+            {"role": "user", "content": "That step is done: we did test_a. The next step now is "
+             "to bisect the failing test test_b."},
+            {"role": "assistant", "content": "Noted: the open next step is to bisect the failing "
+             "test test_b."},
+        ]
+    )  # fmt: skip
+    assert step.confirmed
+    assert confirmation_score(step) == DECISION_CONFIRMATION_SCORE
 
 
 def test_only_a_short_reply_mostly_of_the_lines_words_confirms_it() -> None:
@@ -633,20 +679,18 @@ def test_words_saying_how_to_answer_make_no_line_about_the_question() -> None:
 
 
 def test_the_confirmation_of_a_line_about_the_question_outranks_explanations() -> None:
-    """Asked what was decided, the decision's confirmation ranks above the assistant's
+    """Asked about a line taking no decision, its confirmation ranks above the assistant's
     explanations, still below its line, also when parsed back; unasked, it goes first."""
-    decision, _ = fact_lines(DECIDED, CI_QUESTION)
-    unasked, _ = fact_lines(DECIDED)
-    assert decision.focused
+    question = "Which tag did we agree on for the session? Answer with just the value."
+    (rule,) = fact_lines(RULE, question)
+    (unasked,) = fact_lines(RULE)
+    assert rule.focused
     assert not unasked.focused
-    assert confirmation_score(decision) == CONFIRMATION_SCORE + FOCUS_BONUS < decision.score
+    assert confirmation_score(rule) == CONFIRMATION_SCORE + FOCUS_BONUS < rule.score
     brief = FactLine("assistant", "It builds in 9 min.", CONFIRMATION_SCORE)
-
-    def kept_short_of_one_line(line: FactLine) -> list[FactLine]:
-        lines = [line, brief]
-        return select_facts(lines, "", sum(count_text(f.render()) + 1 for f in lines) - 1)
-
-    assert kept_short_of_one_line(decision) == [decision]
-    assert kept_short_of_one_line(unasked) == [replace(unasked, confirmed=""), brief]
-    _, parsed = parse_extraction(assemble("", [decision], 200), CI_QUESTION)
-    assert parsed == [decision]
+    assert kept_short_of_one_line([rule, brief]) == [rule]
+    assert kept_short_of_one_line([unasked, brief]) == [replace(unasked, confirmed=""), brief]
+    _, parsed = parse_extraction(assemble("", [rule], 200), question)
+    assert parsed == [rule]
+    decision, _ = fact_lines(DECIDED, CI_QUESTION)
+    assert confirmation_score(decision) == DECISION_CONFIRMATION_SCORE + FOCUS_BONUS
