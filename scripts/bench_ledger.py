@@ -10,7 +10,9 @@ rejected option, a finished step): what a small model can answer from, since a b
 the merged line has no sentence around it; the third figure also counts a merged term that
 holds the value with words around it (a setting's ``name = value``). Under the table, how
 often the user's line holding the value is quoted with the assistant's reply confirming it
-(``FactLine.confirmed``), for the kinds where a user's line is confirmed:
+(``FactLine.confirmed``), for the kinds where a user's line is confirmed, and how often a
+line holding the value is quoted after the user's request it answered (``FactLine.asked``:
+an edit's call line after "Please fix …"), for the kinds where one is:
 
     once    one extraction of everything before the tail
     nested  a growth every `--step` messages, each carrying the previous ledger forward
@@ -123,6 +125,18 @@ def confirmed(quoted: str, probe: Probe) -> bool:
     )  # fmt: skip
 
 
+def requested(quoted: str, probe: Probe) -> bool:
+    """Whether a line holding the right value is quoted after the user's request it answered
+    (``FactLine.asked``: an edit's call line after "Please fix …"): what ties the file
+    touched to the bug a question names."""
+    lines = quoted.splitlines()
+    return any(
+        line.startswith("- user: ") and not probe.present(line)
+        and after.startswith(("- assistant: ", "- tool: ")) and probe.present(after)
+        for line, after in itertools.pairwise(lines)
+    )  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", default="1-8,1000-1007")
@@ -139,6 +153,7 @@ def main() -> None:
     for fillers in (int(f) for f in args.fillers.split(",")):
         kept: dict[tuple[str, str, str], list[tuple[bool, bool, bool]]] = defaultdict(list)
         confirming: dict[tuple[str, str, str], list[bool]] = defaultdict(list)
+        asking: dict[tuple[str, str, str], list[bool]] = defaultdict(list)
         growths: list[int] = []
         for seed in parse_seeds(args.seeds):
             conversation = generate(seed, fillers=fillers)
@@ -154,6 +169,7 @@ def main() -> None:
                     beside = labelled(shown, probe)
                     kept[(seed_set, mode, probe.kind)].append((right, clean, beside))
                     confirming[(seed_set, mode, probe.kind)].append(confirmed(quoted, probe))
+                    asking[(seed_set, mode, probe.kind)].append(requested(quoted, probe))
         span = f"{min(growths)}-{max(growths)}"
         print(f"\nfillers {fillers}, notes {args.notes}: right value present (ledger + tail) /"
               " quoted in a line, no stale value alone in a line / quoted or with its name"
@@ -175,6 +191,12 @@ def main() -> None:
         print("with the assistant's confirmation:")
         for kind in PROBE_KINDS:
             counts = [confirming[(seed_set, mode, kind)] for seed_set, mode in columns]
+            if any(any(found) for found in counts):
+                cells = [f"{sum(found)}/{len(found)}" for found in counts]
+                print(f"{kind:<16}" + "".join(f"{cell:>18}" for cell in cells))
+        print("after the user's request it answered:")
+        for kind in PROBE_KINDS:
+            counts = [asking[(seed_set, mode, kind)] for seed_set, mode in columns]
             if any(any(found) for found in counts):
                 cells = [f"{sum(found)}/{len(found)}" for found in counts]
                 print(f"{kind:<16}" + "".join(f"{cell:>18}" for cell in cells))
