@@ -188,18 +188,22 @@ def main() -> None:
                     f"{present}/{len(found)} {answerable}/{len(found)} {named}/{len(found)}"
                 )
             print(f"{kind:<16}" + "".join(f"{cell:>18}" for cell in cells))
-        print("with the assistant's confirmation:")
-        for kind in PROBE_KINDS:
-            counts = [confirming[(seed_set, mode, kind)] for seed_set, mode in columns]
-            if any(any(found) for found in counts):
-                cells = [f"{sum(found)}/{len(found)}" for found in counts]
-                print(f"{kind:<16}" + "".join(f"{cell:>18}" for cell in cells))
-        print("after the user's request it answered:")
-        for kind in PROBE_KINDS:
-            counts = [asking[(seed_set, mode, kind)] for seed_set, mode in columns]
-            if any(any(found) for found in counts):
-                cells = [f"{sum(found)}/{len(found)}" for found in counts]
-                print(f"{kind:<16}" + "".join(f"{cell:>18}" for cell in cells))
+        print_counts("with the assistant's confirmation:", confirming, columns)
+        print_counts("after the user's request it answered:", asking, columns)
+
+
+def print_counts(
+    title: str,
+    counted: dict[tuple[str, str, str], list[bool]],
+    columns: Sequence[tuple[str, str]],
+) -> None:
+    """One count per kind and column, for the kinds counted anywhere."""
+    print(title)
+    for kind in PROBE_KINDS:
+        counts = [counted[(seed_set, mode, kind)] for seed_set, mode in columns]
+        if any(any(found) for found in counts):
+            cells = [f"{sum(found)}/{len(found)}" for found in counts]
+            print(f"{kind:<16}" + "".join(f"{cell:>18}" for cell in cells))
 
 
 if __name__ == "__main__":
