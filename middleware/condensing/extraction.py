@@ -6,10 +6,11 @@ The extractor model writes structured notes: in one call when the input fits its
 else by map-reduce. Every answer that is empty or a refusal/error text, and final notes not
 shorter than what they summarise (transcript + earlier notes), raise ``BadExtraction``. Note
 lines naming numbers or identifiers the input never had are dropped, and so are lines that
-state a subject the user stated without the user's value (a guess, ``drop_contradicted``);
-then notes and ledger are assembled within ``target_tokens`` (the ledger's verbatim lines
-may make a tiny history's extraction as long as the history: the layer's budget, not the
-input's size, bounds it).
+state a subject the user stated without the user's value (a guess, ``drop_contradicted``) or
+copy one of the messages' lines (``drop_copied``: the ledger quotes it, ranked); then notes
+and ledger are assembled within ``target_tokens`` (the ledger's verbatim lines may make a
+tiny history's extraction as long as the history: the layer's budget, not the input's size,
+bounds it).
 Incremental extraction feeds the previous notes to the model and carries the previous ledger
 forward, so facts survive nesting. Earlier notes are never dropped: they go into the one call
 or, when earlier notes and new turns no longer fit one call, into the merge as its first
@@ -47,6 +48,7 @@ from middleware.condensing.ledger import (
     copied_rows_demoted,
     dedupe_facts,
     drop_contradicted,
+    drop_copied,
     fact_lines,
     key_tokens,
     notes_room,
@@ -328,6 +330,7 @@ async def extract_history(
     if reason is not None:
         raise BadExtraction(f"the extractor's notes were {reason}")
     source = f"{previous or ''}\n{transcript}"
+    notes = drop_copied(notes, facts)
     notes = drop_contradicted(drop_unsupported(notes, source, focus), facts)
     notes = _bound_note(beyond_bound) + notes
     notes = cut_tail(notes, run.budget.notes, model)

@@ -52,7 +52,8 @@ or a tool stated ranks with a listing's.
 
 The quoted user statements also judge the model's notes: a note line that states a subject
 the user stated, without the user's latest value, is a guess and is dropped
-(``drop_contradicted``).
+(``drop_contradicted``). A note line that copies one of the messages' lines is dropped too
+(``drop_copied``): the ledger quotes that line itself, ranked with the rest.
 
 The ledger's rules and the extraction's layout are part of a cached extraction's validity:
 bump ``extraction_prompt.PROMPT_VERSION`` whenever they change.
@@ -92,6 +93,7 @@ __all__ = [
     "dedupe_facts",
     "demote_templates",
     "drop_contradicted",
+    "drop_copied",
     "fact_lines",
     "fact_score",
     "fact_signal",
@@ -852,6 +854,34 @@ def drop_contradicted(notes: str, facts: Sequence[FactLine]) -> str:
         return notes
     kept = [line for line in notes.splitlines() if not contradicts(line, statements)]
     return "\n".join(kept)
+
+
+_ROLE_PREFIX = re.compile(r"^(?:user|assistant|tool|system)(?:\([\w.-]*\))?:\s*", re.IGNORECASE)
+"""A transcript's ``role:`` (``tool(search_code):``) at the start of a copied line."""
+
+
+def drop_copied(notes: str, facts: Sequence[FactLine]) -> str:
+    """The notes without a line copied from what the ledger quotes: each of its sentences a
+    quoted line, a request or a confirmation (its role, bullets, backticks, case and spacing
+    aside), or a listing row's shape or a search hit. The ledger ranks those lines against
+    everything else said, and a copy in the notes only takes its room: a small model fills
+    its notes with the last request, test results and search hits, and the confirmation of
+    a decision then has no room left. A sentence the ledger does not quote stays a note."""
+    quoted = {_plain(text) for fact in facts for text in (fact.text, fact.asked, fact.confirmed)}
+    quoted.discard("")
+    shapes = {_loose_shape(fact.text) for fact in facts if fact.role.endswith(LISTING)}
+    kept = []
+    for line in notes.splitlines():
+        body = _ROLE_PREFIX.sub("", line.strip().lstrip("-*• ").strip())
+        copied = bool(body) and all(_plain(part) in quoted for part in sentences(body))
+        if not copied and not (body and _copies_row(body, shapes)):
+            kept.append(line)
+    return "\n".join(kept)
+
+
+def _plain(line: str) -> str:
+    """A line as compared for a copy: bullets, backticks, case and spacing aside."""
+    return " ".join(line.strip().lstrip("-*• ").strip("`").casefold().split())
 
 
 def _cost(fact: FactLine, model: str) -> int:

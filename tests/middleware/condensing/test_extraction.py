@@ -524,6 +524,22 @@ async def test_invented_codes_are_dropped_from_the_notes() -> None:
     assert "- cc the manager" in result.text
 
 
+async def test_a_note_copying_a_message_gives_its_room_to_the_ledger() -> None:
+    """A note line the model copied from the history is dropped from the notes; the ledger
+    quotes that line once, and the model's own note stays."""
+    copied = FACTS["ZX-4471"]
+    complete = Scripted(
+        fixed(f"Facts:\n- {copied}\n- user: {FACTS['8443']}\nGoal:\n- cc the manager")
+    )
+    result = await extract_history(
+        conversation(), complete=complete, target_tokens=300, extractor_window=4096
+    )
+    notes, facts = parse_extraction(result.text)
+    assert notes.splitlines() == ["Goal:", "- cc the manager"]
+    assert result.text.count(copied) == 1
+    assert copied in [fact.text for fact in facts]
+
+
 async def test_a_looping_answer_is_cleaned_before_use() -> None:
     """Repeated lines from the model appear once."""
     complete = Scripted(fixed("- release on 14 March\n" * 30))

@@ -29,6 +29,7 @@ from middleware.condensing.ledger import (
     confirmation_score,
     confirms,
     copied_rows_demoted,
+    drop_copied,
     fact_lines,
     fact_signal,
     key_spans,
@@ -470,6 +471,41 @@ def test_a_carried_note_copying_a_listings_rows_ranks_as_those_rows() -> None:
     _, parsed = parse_extraction(layout("", [row, hit, note]))
     assert [(fact.role, fact.score) for fact in parsed] == [
         (fact.role, fact.score) for fact in (row, hit, note)
+    ]
+
+
+def test_a_note_line_copying_what_the_ledger_quotes_is_dropped() -> None:
+    """A note line each of whose sentences the ledger quotes (a line, a request, a
+    confirmation; role, bullets, backticks, case and spacing aside), a listing row's shape or
+    a search hit is dropped from the notes; a sentence the ledger does not quote stays, and
+    so do the model's own lines and headings."""
+    rows = "\n".join(f"tests/test_{n}.py::test_{n}_split PASSED" for n in ("cart", "box", "tag"))
+    facts = fact_lines(
+        [
+            *FIX_REQUEST[:3],
+            {"role": "user", "content": "Decision: we go with NATS for the events; Kafka is out."},
+            {"role": "assistant", "content": "Agreed, NATS it is for the events."},
+            {"role": "tool", "tool_call_id": "c1", "content": rows},
+            {"role": "assistant", "content": "The root cause was a stale cache."},
+        ]
+    )
+    notes = (
+        "Done:\n"
+        "- - please fix the rounding bug in the invoice totals.\n"
+        "tool: Edited src/billing/x.py:   three lines changed.\n"
+        "- Decision: we go with NATS for the events; Kafka is out. Agreed, NATS it is for the events.\n"
+        "- `tests/test_quota.py::test_quota_merge PASSED`\n"
+        "- src/payload/ledger.py:96:    anchor_rename(self, ticket)\n"
+        "- The root cause was a stale cache.\n"
+        "- The invoice totals are rounded by quantize now."
+    )
+    assert drop_copied(notes, facts).splitlines() == [
+        "Done:",
+        "- The root cause was a stale cache.",
+        "- The invoice totals are rounded by quantize now.",
+    ]
+    assert drop_copied(notes, []).splitlines() == [
+        line for line in notes.splitlines() if "ledger.py" not in line
     ]
 
 
