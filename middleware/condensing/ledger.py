@@ -885,7 +885,8 @@ def drop_copied(notes: str, facts: Sequence[FactLine]) -> str:
     kept = []
     for line in notes.splitlines():
         body = _ROLE_PREFIX.sub("", line.strip().lstrip("-*• ").strip())
-        copied = bool(body) and all(_plain(part) in quoted for part in sentences(body))
+        parts = sentences(body)
+        copied = bool(parts) and all(_plain(part) in quoted for part in parts)
         if not copied and not (body and _copies_row(body, shapes)):
             kept.append(line)
     return "\n".join(kept)

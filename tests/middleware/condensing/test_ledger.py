@@ -497,12 +497,14 @@ def test_a_note_line_copying_what_the_ledger_quotes_is_dropped() -> None:
         "- `tests/test_quota.py::test_quota_merge PASSED`\n"
         "- src/payload/ledger.py:96:    anchor_rename(self, ticket)\n"
         "- The root cause was a stale cache.\n"
-        "- The invoice totals are rounded by quantize now."
+        "- The invoice totals are rounded by quantize now.\n"
+        "```"
     )
     assert drop_copied(notes, facts).splitlines() == [
         "Done:",
         "- The root cause was a stale cache.",
         "- The invoice totals are rounded by quantize now.",
+        "```",
     ]
     assert drop_copied(notes, []).splitlines() == [
         line for line in notes.splitlines() if "ledger.py" not in line
