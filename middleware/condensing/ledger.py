@@ -27,14 +27,11 @@ those terms are a settings line again (``regained_settings``, naming no file), s
 that squeezed them onto the merged line does not rank them below every quoted line for good.
 
 An action is quoted beside the request it answered. A user's short message that holds no
-fact is quoted nowhere on its own ("Please fix the rounding bug in the invoice totals."),
-yet without it "called edit_file(src/billing/x.py)" answers nothing about the rounding bug.
-The first line quoted from the results of the tool calls that answered it carries it
-("Edited src/billing/x.py: three lines changed.", which says what was done, ranks above the
-call and costs less than half of it), else the first line quoted from the calls: a
+fact is quoted nowhere on its own ("Please fix the rounding bug in the invoice totals."), yet
+without it "called edit_file(src/billing/x.py)" answers nothing about the rounding bug. The
+first line quoted from the tool calls or tool results that answered it carries it: a
 ``- user:`` line rendered just before its own, which goes and stays with it and adds no key
-term. Parsed back, a ``- user:`` line that bears no fact is such a request, of the line
-after.
+term. Parsed back, a ``- user:`` line that bears no fact is such a request, of the line after.
 
 A user's line is quoted with the assistant's reply that confirmed it. "Decision: we go with
 Jenkins for the mobile app; CircleCI is out." alone leads a small model to answer the option
@@ -421,21 +418,16 @@ def fact_lines(messages: Sequence[Message], focus: str | None = None) -> list[Fa
     last and otherwise accounted for on the merged line. A listing's ``name = value`` lines
     (a file's settings) are quoted together as ``tool settings`` lines (``settings_lines``)
     naming the call that read them. A user's request that holds no fact rides on the first
-    line of the action's results that answered it, else of its calls (``FactLine.asked``),
-    and the assistant's reply that only confirmed a user's line rides on that line
-    (``FactLine.confirmed``). The roles keep their rank when an extraction's ledger is
-    parsed back."""
+    line of the action that answered it (``FactLine.asked``), and the assistant's reply that
+    only confirmed a user's line rides on that line (``FactLine.confirmed``). The roles keep
+    their rank when an extraction's ledger is parsed back."""
     focus_words = focus_words_of(focus)
     found: list[FactLine] = []
     sources: dict[str, str] = {}
     request = ""  # the user's latest request, while no action's line has taken it
-    call_line: int | None = None  # the call's line the request goes to if its results have none
     stated: list[int] = []  # where the previous message's user lines are in `found`
     for message in messages:
         role = speaker(message)
-        if request and call_line is not None and not role.startswith("tool"):
-            found[call_line] = _with_request(found[call_line], request, focus_words)
-            request, call_line = "", None
         sources.update(call_sources(message))
         found_in = sentences(content_text(message))
         if role == "assistant" and not message.get("tool_calls"):
@@ -454,14 +446,10 @@ def fact_lines(messages: Sequence[Message], focus: str | None = None) -> list[Fa
                 (i for i, fact in enumerate(quoted) if not fact.role.endswith((LISTING, SETTINGS))),
                 None,
             )
-            if first is not None and message.get("tool_calls"):
-                call_line = len(found) + first  # its results' first line takes it, else this
-            elif first is not None:  # the result's line says what the action did and why
+            if first is not None:  # the action's first line says what it was for
                 quoted[first] = _with_request(quoted[first], request, focus_words)
-                request, call_line = "", None
+                request = ""
         found += quoted
-    if request and call_line is not None:
-        found[call_line] = _with_request(found[call_line], request, focus_words)
     return demote_templates(dedupe_facts(found))
 
 

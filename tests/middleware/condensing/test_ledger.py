@@ -537,41 +537,21 @@ FIX_REQUEST: list[Message] = [
 
 def test_an_action_is_quoted_beside_the_request_it_answered() -> None:
     """The user's request, quoted nowhere for holding no fact, is rendered just before the
-    first line of the action's results ("Edited …", which says what was done, not the call),
-    and no other, adds no key term and no score, goes with that line, and parses back onto it."""
+    first line of the action that answered it (and no other), adds no key term and no score,
+    goes with that line, and parses back onto it."""
     facts = fact_lines(FIX_REQUEST)
-    assert [fact.asked for fact in facts] == ["", FIX_REQUEST[0]["content"], ""]
-    edited = facts[1]
-    assert edited.render() == (
+    assert [fact.asked for fact in facts] == [FIX_REQUEST[0]["content"], "", ""]
+    call = facts[0]
+    assert call.render() == (
         "- user: Please fix the rounding bug in the invoice totals.\n"
-        "- tool: Edited src/billing/x.py: three lines changed."
+        '- assistant: called edit_file({"path": "src/billing/x.py"})'
     )
-    (alone,) = fact_lines([FIX_REQUEST[2]])
-    assert (edited.score, key_tokens(edited.text)) == (alone.score, key_tokens(alone.text))
-    assert edited.score > facts[0].score  # the call goes first, the request stays
+    (alone,) = fact_lines([FIX_REQUEST[1]])
+    assert (call.score, key_tokens(call.text)) == (alone.score, key_tokens(alone.text))
     _, parsed = parse_extraction(assemble("", facts, 200))
     assert parsed == facts
-    bare = [replace(fact, asked="") for fact in facts]
-    kept = select_facts(tuple(facts), "", sum(count_text(f.render()) + 1 for f in facts[1:]))
-    assert kept == facts[1:]
-    kept = select_facts(tuple(facts[1:]), "", count_text(bare[2].render()) + 1)
+    kept = select_facts(facts, "", sum(count_text(f.render()) + 1 for f in facts[1:]))
     assert "invoice totals" not in layout("", kept)
-
-
-def test_a_request_goes_to_the_call_when_its_results_quote_no_line() -> None:
-    """An action whose results are only a listing's rows carries its request on the call's
-    line, whether a reply, another request or the end of the history comes next."""
-    rows = "\n".join(f"src/billing/x.py:{n}: total = quantize(total)" for n in (12, 40, 77))
-    action = [*FIX_REQUEST[:2], {"role": "tool", "tool_call_id": "call_3", "content": rows}]
-    after: list[list[Message]] = [
-        [],
-        [{"role": "assistant", "content": "All three tests pass."}],
-        [{"role": "user", "content": "Now look at the box module."}],
-    ]
-    for more in after:
-        call = fact_lines([*action, *more])[0]
-        assert call.text.startswith("called edit_file")
-        assert call.asked == action[0]["content"]
 
 
 def test_a_request_is_carried_only_when_it_says_something_no_line_quotes() -> None:
@@ -584,7 +564,7 @@ def test_a_request_is_carried_only_when_it_says_something_no_line_quotes() -> No
         assert not any(fact.asked for fact in facts)
     newer = "Look at the reports module instead."
     later = [FIX_REQUEST[0], {"role": "user", "content": newer}, *FIX_REQUEST[1:]]
-    assert [fact.asked for fact in fact_lines(later)] == ["", newer, ""]
+    assert [fact.asked for fact in fact_lines(later)] == [newer, "", ""]
 
 
 def test_a_request_sharing_the_focus_ranks_its_action_higher() -> None:
