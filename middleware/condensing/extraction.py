@@ -7,7 +7,7 @@ else by map-reduce. Every answer that is empty or a refusal/error text, and fina
 shorter than what they summarise (transcript + earlier notes), raise ``BadExtraction``. Note
 lines naming numbers or identifiers the input never had are dropped, and so are lines that
 state a subject the user stated without the user's value (a guess, ``drop_contradicted``) or
-copy one of the messages' lines (``drop_copied``: the ledger quotes it, ranked); then notes
+copy a line the ledger quotes (``drop_copied``: the ledger ranks it); then notes
 and ledger are assembled within ``target_tokens`` (the ledger's verbatim lines may make a
 tiny history's extraction as long as the history: the layer's budget, not the input's size,
 bounds it).

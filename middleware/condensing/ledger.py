@@ -52,8 +52,8 @@ or a tool stated ranks with a listing's.
 
 The quoted user statements also judge the model's notes: a note line that states a subject
 the user stated, without the user's latest value, is a guess and is dropped
-(``drop_contradicted``). A note line that copies one of the messages' lines is dropped too
-(``drop_copied``): the ledger quotes that line itself, ranked with the rest.
+(``drop_contradicted``). A note line that copies what the ledger quotes (its lines, a listing's
+rows) is dropped too (``drop_copied``): the ledger ranks that line with the rest.
 
 The ledger's rules and the extraction's layout are part of a cached extraction's validity:
 bump ``extraction_prompt.PROMPT_VERSION`` whenever they change.
