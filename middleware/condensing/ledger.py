@@ -40,6 +40,8 @@ a reply (short, mostly the line's words: ``confirms``) is not quoted on its own,
 would rank as an echo of the user's values and seldom be kept: it is rendered as a
 ``- assistant:`` line just after the user's line, goes and stays with it, and adds no key
 term. Parsed back, an assistant's line that confirms the user's line before it is that line's.
+Ranked short of room, the confirmation of a line taking no decision goes first; a decision's
+stays as long as its line does.
 
 An earlier note line the new notes lost comes back as a ``- notes:`` line, ranked below what
 anyone stated; one that copies a listing's row (the model copied search hits into its notes)
@@ -111,6 +113,7 @@ __all__ = [
     "setting_pairs",
     "settings_lines",
     "settled",
+    "settles",
 ]
 
 FACTS_HEADER = "Quoted facts (verbatim from earlier turns):"
@@ -157,12 +160,6 @@ CONFIRMATION_SCORE = MIN_ASSISTANT_SIGNAL
 explanations and carried notes, below every line stating a value or an action (an edit's call
 line, at signal 4 and longer, would go first on a tie); `FOCUS_BONUS` higher when its line is
 about the question, never above its line."""
-DECISION_CONFIRMATION_SCORE = MIN_ASSISTANT_SIGNAL + 1
-"""The confirmation of a line taking a decision (a `_DECISION` word: "we go with X; Y is
-out", "that step is done: ... the next step is Z") states which of the line's values holds,
-the chosen one, not the rejected option or the finished step beside it: it ranks as an
-assistant's line stating a value at the least signal, above the explanations and carried
-notes that otherwise push it out at some growth for good (a short line wins a tie)."""
 CONFIRMATION_SHARE = 0.6
 """The least share of a reply's content words the user's line must hold for the reply to be
 its confirmation ("Agreed, Jenkins it is for the mobile app.")."""
@@ -695,16 +692,18 @@ def select_facts(
     go first, and the row with it at a later growth. Among equals the longer line goes first
     (it frees the most room for one fact lost), then the later one (earlier facts have
     survived more passes: keep the cache stable). A line's confirmation (``FactLine.confirmed``)
-    ranks apart, at ``confirmation_score``, and goes with its line.
+    ranks apart, at ``confirmation_score``, and goes with its line; a decision's (``settles``)
+    is one unit with its line, kept or dropped together.
     """
     facts = _candidates(facts, budget, model)
-    bare = [replace(fact, confirmed="") if fact.confirmed else fact for fact in facts]
+    apart = [bool(fact.confirmed) and not settles(fact) for fact in facts]
+    bare = [replace(f, confirmed="") if alone else f for f, alone in zip(facts, apart, strict=True)]
     costs = [count_text(fact.render(), model) + 1 for fact in bare]
     keys = [frozenset() if _MERGED_ROLE.match(f.role) else key_tokens(f.text) for f in facts]
     scores = [fact.score for fact in facts]
     line_of = list(range(len(facts)))  # the line a unit belongs to: itself, or a confirmation's
     for i, fact in enumerate(facts):
-        if fact.confirmed:  # a unit of its own, ranked apart, gone with its line
+        if apart[i]:  # a unit of its own, ranked apart, gone with its line
             line_of.append(i)
             costs.append(count_text(fact.confirmation(), model) + 1)
             keys.append(frozenset())
@@ -728,12 +727,23 @@ def select_facts(
     return [facts[i] if i in confirmed else bare[i] for i in sorted(keep) if i < len(facts)]
 
 
+def settles(fact: FactLine) -> bool:
+    """Whether a line takes a decision (a `_DECISION` word: "we go with X; Y is out", "that
+    step is done: ... the next step is Z"), so its confirmation says which of the line's values
+    holds, the chosen one, not the rejected option or the finished step beside it. Such a
+    confirmation goes with its line, one unit: quoted alone, the line names both values and a
+    small model answers the rejected one as often as not, and a confirmation ranked apart was
+    pushed out at some growth for good while its line stayed."""
+    return bool(_DECISION.search(fact.text))
+
+
 def confirmation_score(fact: FactLine) -> int:
-    """The rank of a line's confirmation: `CONFIRMATION_SCORE`, or
-    `DECISION_CONFIRMATION_SCORE` when the line takes a decision; `FOCUS_BONUS` higher when
-    the line is about the question (a small model answering it needs the confirmation most)."""
-    score = DECISION_CONFIRMATION_SCORE if _DECISION.search(fact.text) else CONFIRMATION_SCORE
-    return score + (FOCUS_BONUS if fact.focused else 0)
+    """The rank of a line's confirmation: `CONFIRMATION_SCORE`, `FOCUS_BONUS` higher when the
+    line is about the question (a small model answering it needs the confirmation most); the
+    line's own when the line takes a decision (``settles``: one unit with it)."""
+    if settles(fact):
+        return fact.score
+    return CONFIRMATION_SCORE + (FOCUS_BONUS if fact.focused else 0)
 
 
 def _candidates(facts: Sequence[FactLine], budget: int, model: str) -> Sequence[FactLine]:

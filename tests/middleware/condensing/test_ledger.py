@@ -13,7 +13,6 @@ from kernel.types import Message
 from middleware.condensing.extraction import carried_notes
 from middleware.condensing.ledger import (
     CONFIRMATION_SCORE,
-    DECISION_CONFIRMATION_SCORE,
     FACTS_HEADER,
     FOCUS_BONUS,
     LISTING,
@@ -22,6 +21,7 @@ from middleware.condensing.ledger import (
     MERGED_SHARE,
     NOTES_SCORE,
     REGAINED_SETTING_SCORE,
+    SETTING_SCORE,
     SETTINGS,
     FactLine,
     assemble,
@@ -40,6 +40,7 @@ from middleware.condensing.ledger import (
     parse_extraction,
     select_facts,
     setting_pairs,
+    settles,
     term_weight,
 )
 from middleware.condensing.prompt import focus_words_of
@@ -633,25 +634,23 @@ def test_a_confirmation_goes_before_any_stated_value_and_with_its_line() -> None
     assert select_facts([replace(rule, score=CONFIRMATION_SCORE - 1), stated], "", 20) == [stated]
 
 
-def test_a_decisions_confirmation_ranks_as_a_stated_value() -> None:
-    """The confirmation of a decision ("we go with X; Y is out") says which value holds: it
-    stays before the assistant's explanations and carried notes and a longer line of the
-    weakest stated value, goes before a stronger one, and below its line; parsed back too."""
+def test_a_decisions_confirmation_goes_and_stays_with_its_line() -> None:
+    """The confirmation of a decision ("we go with X; Y is out") or of a next step says which
+    value holds: short of room it stays while its line does, before any lower line, and goes
+    with its line when the line is the one to go; parsed back too."""
     decision, _ = fact_lines(DECIDED)
-    assert confirmation_score(decision) == DECISION_CONFIRMATION_SCORE < decision.score
-    explained = FactLine("assistant", "It builds in 9 min.", CONFIRMATION_SCORE)
-    carried = FactLine("notes", "The Android build needs signing key 4471.", NOTES_SCORE)
-    call = FactLine(
-        "assistant",
-        'called edit_file({"path": "src/billing/anchor_walrus.py", "old": "round", "new": "q"})',
-        DECISION_CONFIRMATION_SCORE,
-    )
+    assert settles(decision)
+    assert confirmation_score(decision) == decision.score
     stated = FactLine("assistant", "I'll use port 26567 for the mock payment server.", 5)
-    for other in (explained, carried, call):
+    setting = FactLine("tool settings", "pool_size = 8663; retry_limit = 4863", SETTING_SCORE)
+    for other in (stated, setting):
         assert kept_short_of_one_line([decision, other]) == [decision]
-    assert kept_short_of_one_line([decision, stated]) == [replace(decision, confirmed=""), stated]
+    stronger = FactLine("user", "Our customer number with the vendor is CUST-15312.", 11)
+    assert decision.score < stronger.score
+    assert select_facts([decision, stronger], "", count_text(stronger.render()) + 1) == [stronger]
     _, parsed = parse_extraction(assemble("", [decision], 200))
-    assert confirmation_score(parsed[0]) == DECISION_CONFIRMATION_SCORE
+    assert parsed == [decision]
+    assert kept_short_of_one_line([parsed[0], stated]) == [decision]
     (step,) = fact_lines(
         [
             {"role": "user", "content": "That step is done: we did test_a. The next step now is "
@@ -661,7 +660,8 @@ def test_a_decisions_confirmation_ranks_as_a_stated_value() -> None:
         ]
     )  # fmt: skip
     assert step.confirmed
-    assert confirmation_score(step) == DECISION_CONFIRMATION_SCORE
+    assert settles(step)
+    assert kept_short_of_one_line([step, stated]) == [step]
 
 
 def test_only_a_short_reply_mostly_of_the_lines_words_confirms_it() -> None:
@@ -731,4 +731,4 @@ def test_the_confirmation_of_a_line_about_the_question_outranks_explanations() -
     _, parsed = parse_extraction(assemble("", [rule], 200), question)
     assert parsed == [rule]
     decision, _ = fact_lines(DECIDED, CI_QUESTION)
-    assert confirmation_score(decision) == DECISION_CONFIRMATION_SCORE + FOCUS_BONUS
+    assert confirmation_score(decision) == decision.score
