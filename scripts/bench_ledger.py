@@ -33,9 +33,10 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import random
 import re
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from kernel.tokens import count_messages, count_text
 from kernel.types import Message
@@ -63,6 +64,16 @@ def stand_in_notes(tokens: int) -> str:
     return "\n".join(lines)
 
 
+def varying_notes(seed: int, low: int, high: int) -> Callable[[int], str]:
+    """Stand-in notes whose size each growth draws between `low` and `high` tokens, the
+    same for a seed and growth on every run."""
+
+    def notes(growth: int) -> str:
+        return stand_in_notes(random.Random(seed * 1000 + growth).randint(low, high))
+
+    return notes
+
+
 def once(conversation: Conversation, target: int, tail: int, notes: str = "") -> str:
     """One extraction's ledger of everything before the tail, then the tail."""
     end = tail_start(conversation.messages, tail)
@@ -71,19 +82,30 @@ def once(conversation: Conversation, target: int, tail: int, notes: str = "") ->
 
 
 def nested(
-    conversation: Conversation, target: int, tail: int, step: int, notes: str = ""
+    conversation: Conversation,
+    target: int,
+    tail: int,
+    step: int,
+    notes: str | Callable[[int], str] = "",
+    rebuild: bool = False,
 ) -> tuple[str, int]:
     """Growths every `step` messages as the conversation is played; the last ledger, the
-    tail after it, and how many growths there were."""
+    tail after it, and how many growths there were. `notes`: the same at every growth, or
+    a growth's by its number; `rebuild`: each growth quotes every message it stands for
+    anew (the client resent them) instead of carrying the previous ledger forward."""
     messages = conversation.messages
     previous, done, growths = "", 1, 0
     for point in conversation.request_points():
         end = tail_start(messages[:point], tail)
         first = not previous and end > done and count_messages(messages[:point]) > target + tail
         if end - done >= step or first:
-            carried = parse_extraction(previous)[1] if previous else []
-            facts = dedupe_facts([*carried, *fact_lines(messages[done:end])])
-            previous, done, growths = assemble(notes, facts, target), end, growths + 1
+            if rebuild:
+                facts = fact_lines(messages[1:end])
+            else:
+                carried = parse_extraction(previous)[1] if previous else []
+                facts = dedupe_facts([*carried, *fact_lines(messages[done:end])])
+            text = notes if isinstance(notes, str) else notes(growths)
+            previous, done, growths = assemble(text, facts, target), end, growths + 1
     return f"{previous}\n{render_transcript(messages[done:])}", growths
 
 
@@ -145,11 +167,17 @@ def main() -> None:
     parser.add_argument("--tail", type=int, default=1100)
     parser.add_argument("--step", type=int, default=12)
     parser.add_argument(
-        "--notes", type=int, default=0,
-        help="tokens of notes (holding no fact) beside the ledger, as a model's take room",
+        "--notes", default="0",
+        help="tokens of notes (holding no fact) beside the ledger, as a model's take room; "
+        "LOW-HIGH: each growth's drawn between them (a model's notes vary)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--rebuild", action="store_true",
+        help="each growth quotes every message it stands for anew (no ledger carried)",
     )  # fmt: skip
     args = parser.parse_args()
-    notes = stand_in_notes(args.notes)
+    low, _, high = args.notes.partition("-")
+    notes = stand_in_notes(int(low))
     for fillers in (int(f) for f in args.fillers.split(",")):
         kept: dict[tuple[str, str, str], list[tuple[bool, bool, bool]]] = defaultdict(list)
         confirming: dict[tuple[str, str, str], list[bool]] = defaultdict(list)
@@ -158,7 +186,10 @@ def main() -> None:
         for seed in parse_seeds(args.seeds):
             conversation = generate(seed, fillers=fillers)
             seed_set = "held-out" if seed >= HELD_OUT_FROM else "tune"
-            shown_nested, grown = nested(conversation, args.target, args.tail, args.step, notes)
+            varied = varying_notes(seed, int(low), int(high)) if high else notes
+            shown_nested, grown = nested(
+                conversation, args.target, args.tail, args.step, varied, args.rebuild
+            )
             growths.append(grown)
             for mode, shown in (("once", once(conversation, args.target, args.tail, notes)),
                                 ("nested", shown_nested)):  # fmt: skip
@@ -171,9 +202,10 @@ def main() -> None:
                     confirming[(seed_set, mode, probe.kind)].append(confirmed(quoted, probe))
                     asking[(seed_set, mode, probe.kind)].append(requested(quoted, probe))
         span = f"{min(growths)}-{max(growths)}"
-        print(f"\nfillers {fillers}, notes {args.notes}: right value present (ledger + tail) /"
-              " quoted in a line, no stale value alone in a line / quoted or with its name"
-              f" on the merged line; growths {span}")  # fmt: skip
+        rebuilt = ", rebuilt at each growth" if args.rebuild else ""
+        print(f"\nfillers {fillers}, notes {args.notes}{rebuilt}: right value present"
+              " (ledger + tail) / quoted in a line, no stale value alone in a line / quoted or"
+              f" with its name on the merged line; growths {span}")  # fmt: skip
         sets = [s for s in ("tune", "held-out") if any(k[0] == s for k in kept)]
         columns = [(s, m) for s in sets for m in ("once", "nested")]
         print(f"{'':<16}" + "".join(f"{s + ' ' + m:>18}" for s, m in columns))
