@@ -305,6 +305,7 @@ class Condenser:
                 focus=latest_question(request.messages),
                 model=entry.litellm_params.upstream_model,
                 beyond_bound=older,
+                condensed=[request.messages[i] for i in plan.split.historical if i < start],
                 fallback=False,
             )
         except BadExtraction as error:

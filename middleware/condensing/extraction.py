@@ -11,11 +11,16 @@ copy a line the ledger quotes (``drop_copied``: the ledger ranks it); then notes
 and ledger are assembled within ``target_tokens`` (the ledger's verbatim lines may make a
 tiny history's extraction as long as the history: the layer's budget, not the input's size,
 bounds it).
-Incremental extraction feeds the previous notes to the model and carries the previous ledger
-forward, so facts survive nesting. Earlier notes are never dropped: they go into the one call
-or, when earlier notes and new turns no longer fit one call, into the merge as its first
-partial; and an earlier note line whose key terms the new notes no longer hold (the model
-merged it away, or the notes were cut to budget) is carried into the ledger as a
+Incremental extraction feeds the previous notes to the model and only the new turns, so the
+model's work per growth stays bounded. The ledger costs no model: when the request still holds
+the messages the previous extraction stands in for (``condensed``: the client resends its
+whole history, and the splice only reuses an extraction whose messages are unchanged), every
+growth quotes all of them anew and ranks them with the new turns' lines, so a line that one
+growth short of room dropped comes back at the next growth with room; without them the
+previous ledger is parsed back and carried forward. Earlier notes are never dropped: they go
+into the one call or, when earlier notes and new turns no longer fit one call, into the merge
+as its first partial; and an earlier note line whose key terms the new notes no longer hold
+(the model merged it away, or the notes were cut to budget) is carried into the ledger as a
 ``- notes: …`` line, where the ledger's own rule (nothing silently dropped) takes over.
 
 Map-reduce (seed 000, improved): the transcript is cut with ``chunk_text`` into windows sized
@@ -50,6 +55,7 @@ from middleware.condensing.ledger import (
     drop_contradicted,
     drop_copied,
     fact_lines,
+    is_carried_note,
     key_tokens,
     notes_room,
     parse_extraction,
@@ -312,15 +318,19 @@ async def extract_history(
     focus: str | None = None,
     model: str = "",
     beyond_bound: Sequence[Message] = (),
+    condensed: Sequence[Message] = (),
 ) -> Extraction:
     """Condense historical messages (after a previous extraction) into at most target_tokens;
-    `beyond_bound`: older messages past the extraction bound, kept only as quoted facts."""
+    `beyond_bound`: older messages past the extraction bound, kept only as quoted facts;
+    `condensed`: the messages `previous` stands in for, quoted anew (see the module doc)."""
     _check_sizes(target_tokens, extractor_window)
     if not messages:
         if not previous:
             raise BadExtraction("no messages to extract")
         return Extraction(cut_tail(previous, target_tokens, model), 0, 0, 0, True)
-    earlier, facts, ledger_tokens = _ledger(previous, [*beyond_bound, *messages], focus, model)
+    earlier, facts, ledger_tokens = _ledger(
+        previous, condensed, [*beyond_bound, *messages], focus, model
+    )
     transcript = render_transcript(messages)
     overhead = count_messages(map_prompt("", max_words=999, earlier_notes="-", focus=focus), model)
     sizes = plan_sizes(target_tokens, extractor_window, ledger_tokens, overhead)
@@ -379,12 +389,22 @@ def carried_notes(earlier: str, notes: str) -> list[FactLine]:
 
 
 def _ledger(
-    previous: str | None, messages: Sequence[Message], focus: str | None, model: str
+    previous: str | None,
+    condensed: Sequence[Message],
+    messages: Sequence[Message],
+    focus: str | None,
+    model: str,
 ) -> tuple[str, list[FactLine], int]:
-    """The earlier notes, the fact ledger (the previous one carried forward, then the
-    messages' facts), and the ledger's size in tokens."""
+    """The earlier notes, the fact ledger and its size in tokens. The ledger quotes the
+    `condensed` messages anew beside the new ones, keeping of the previous ledger only the
+    note lines it carried (no message holds them); without `condensed`, the previous ledger
+    is carried forward, then the messages' facts."""
     earlier, old_facts = parse_extraction(previous, focus) if previous else ("", [])
-    facts = dedupe_facts([*old_facts, *fact_lines(messages, focus)])
+    if condensed:
+        notes = [fact for fact in old_facts if is_carried_note(fact)]
+        facts = dedupe_facts([*fact_lines([*condensed, *messages], focus), *notes])
+    else:
+        facts = dedupe_facts([*old_facts, *fact_lines(messages, focus)])
     return earlier, facts, sum(count_text(f.render(), model) + 1 for f in facts)
 
 

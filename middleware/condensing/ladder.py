@@ -159,10 +159,12 @@ async def extract_on_ladder(
     focus: str | None = None,
     model: str = "",
     beyond_bound: Sequence[Message] = (),
+    condensed: Sequence[Message] = (),
     fallback: bool = True,
 ) -> Extraction:
     """Historical messages extracted by the first rung that manages, else cut (no model);
-    without `fallback`, BadExtraction when no rung managed (the caller falls back)."""
+    without `fallback`, BadExtraction when no rung managed (the caller falls back).
+    `condensed`: the messages `previous` stands in for, quoted anew by an extraction."""
     for rung in rungs:
         if rung.room < MIN_CHUNK_TOKENS:
             continue  # no window for even one chunk
@@ -176,6 +178,7 @@ async def extract_on_ladder(
                 focus=focus,
                 model=model,
                 beyond_bound=beyond_bound,
+                condensed=condensed,
             )
         except (BadExtraction, ContextWindowExceeded, UpstreamError) as error:
             log.warning("extraction rung failed", extra={"model": rung.name, "error": str(error)})

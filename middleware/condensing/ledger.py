@@ -99,6 +99,7 @@ __all__ = [
     "fact_lines",
     "fact_score",
     "fact_signal",
+    "is_carried_note",
     "key_spans",
     "key_tokens",
     "layout",
@@ -370,6 +371,12 @@ def _row_shape(line: str) -> str:
 _HIT_ROW = re.compile(r"^[\w./-]+\.\w{1,6}:\d+:")
 """A search hit's ``path:line:`` start."""
 _LOOSE_PARTS = re.compile(r"\w+")
+
+
+def is_carried_note(fact: FactLine) -> bool:
+    """Whether a ledger line is an earlier note line carried into it (``notes``, or ``notes
+    listing`` for a copied row): the model's words, which no message of the history holds."""
+    return fact.role in ("notes", f"notes {LISTING}")
 
 
 def copied_rows_demoted(facts: Sequence[FactLine]) -> list[FactLine]:

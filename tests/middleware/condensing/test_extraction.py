@@ -835,3 +835,51 @@ async def test_a_note_guessing_a_value_the_user_stated_is_dropped() -> None:
     assert "PostgreSQL" not in result.text
     assert "- cc the manager" in result.text
     assert "heron_signal" in result.text
+
+
+async def test_a_growth_quotes_again_a_line_an_earlier_growth_dropped() -> None:
+    """Given the messages the previous extraction stands in for, a growth quotes them anew:
+    a line a tight earlier growth dropped (its term listed nowhere) is back once there is
+    room, where the previous ledger carried forward has lost it for good."""
+    messages = conversation(6)
+    tight = await extract_history(
+        messages, complete=Scripted(fixed(NOTES)), target_tokens=110, extractor_window=4096
+    )
+    assert "Halvorsen" not in tight.text
+    new: list[Message] = [
+        {"role": "user", "content": "Thanks, that is all for today."},
+        {"role": "assistant", "content": "Glad to help."},
+    ]
+
+    async def grow(condensed: Sequence[Message]) -> str:
+        grown = await extract_history(
+            new,
+            complete=Scripted(fixed(NOTES)),
+            target_tokens=300,
+            extractor_window=4096,
+            previous=tight.text,
+            condensed=condensed,
+        )
+        return grown.text
+
+    assert "Halvorsen" not in await grow(())
+    regrown = await grow(messages)
+    assert FACTS["Halvorsen"] in regrown
+    assert all(regrown.count(fact) == 1 for fact in FACTS.values())
+
+
+async def test_a_growth_quoting_anew_keeps_the_earlier_carried_note_lines() -> None:
+    """The note lines an earlier extraction carried into its ledger (no message holds them)
+    stay in the ledger of a growth that quotes the condensed messages anew."""
+    carried = FactLine("notes", "The Android build needs signing key 4471.", 3)
+    previous = assemble(NOTES, [carried], 300)
+    first, second = conversation(2)[:2], conversation(2)[2:]
+    grown = await extract_history(
+        second,
+        complete=Scripted(fixed(NOTES)),
+        target_tokens=300,
+        extractor_window=4096,
+        previous=previous,
+        condensed=first,
+    )
+    assert "- notes: The Android build needs signing key 4471." in grown.text

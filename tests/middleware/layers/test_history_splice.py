@@ -21,6 +21,7 @@ from providers.fake import completion
 from tests.conftest import make_services, settings_from
 from tests.middleware.layers.test_overflow_recovery import (
     CONFIG,
+    SUMMARY,
     Extractor,
     Upstream,
     chat,
@@ -244,3 +245,28 @@ async def test_a_request_keeps_one_history_for_all_its_layers(store: DiskHistory
     assert layer.condenser.history(ctx, other) is not first
     again = chat(next_turn(conversation(30)))  # the same turn sent again, parsed afresh
     assert layer.condenser.history(ctx_for(), again).known is not None
+
+
+async def test_a_growth_quotes_the_condensed_messages_anew(store: DiskHistoryStore) -> None:
+    """A growth quotes the facts of the messages the cached extraction stands in for, from
+    the client's resent history: a line an earlier growth dropped comes back."""
+    extractor = Extractor()
+    messages = conversation(30)
+    messages[1] = {"role": "user", "content": "For the record, our project code is ZX-4471."}
+    await seed(store, extractor, messages)
+    cached = await store.get("tenant-a", "conv-1")
+    assert cached is not None
+    assert "ZX-4471" in cached.extraction
+    await store.put(cached.model_copy(update={"extraction": SUMMARY}))  # a growth dropped it
+    much_longer = [*messages]
+    for turn in range(20):
+        much_longer = next_turn(
+            much_longer, f"turn {turn}: the user planned a trip " + "word " * 60
+        )
+    ctx = ctx_for()
+    await HistorySplice(services(store, extractor)).handle(chat(much_longer), ctx, Upstream(40))
+    assert ctx.notes["action"] == "spliced+extracted"
+    grown = await store.get("tenant-a", "conv-1")
+    assert grown is not None
+    assert grown.historical_end_index > cached.historical_end_index
+    assert "- user: For the record, our project code is ZX-4471." in grown.extraction
