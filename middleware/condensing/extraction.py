@@ -32,6 +32,8 @@ overflows is retried alone as two smaller groups and lowers the merge budget of 
 merging, and the joined result is cut to budget with a visible marker.
 
 The only I/O is through the injected ``Complete`` calls; every decision is a pure function.
+The ledger's work (quoting a long history, ranking it) runs in a worker thread, so a growth
+of a long conversation does not hold the event loop that serves every other request.
 """
 
 from __future__ import annotations
@@ -328,8 +330,8 @@ async def extract_history(
         if not previous:
             raise BadExtraction("no messages to extract")
         return Extraction(cut_tail(previous, target_tokens, model), 0, 0, 0, True)
-    earlier, facts, ledger_tokens = _ledger(
-        previous, condensed, [*beyond_bound, *messages], focus, model
+    earlier, facts, ledger_tokens = await asyncio.to_thread(
+        _ledger, previous, condensed, [*beyond_bound, *messages], focus, model
     )
     transcript = render_transcript(messages)
     overhead = count_messages(map_prompt("", max_words=999, earlier_notes="-", focus=focus), model)
@@ -340,12 +342,8 @@ async def extract_history(
     if reason is not None:
         raise BadExtraction(f"the extractor's notes were {reason}")
     source = f"{previous or ''}\n{transcript}"
-    notes = drop_copied(notes, facts)
-    notes = drop_contradicted(drop_unsupported(notes, source, focus), facts)
-    notes = _bound_note(beyond_bound) + notes
-    notes = cut_tail(notes, run.budget.notes, model)
-    carried = copied_rows_demoted([*facts, *carried_notes(earlier, notes)])
-    text = assemble(notes, carried, target_tokens, model)
+    kept = _Kept(earlier, facts, source, _bound_note(beyond_bound), run.budget.notes)
+    text = await asyncio.to_thread(kept.assemble, notes, focus, target_tokens, model)
     return Extraction(
         text,
         run.calls,
@@ -386,6 +384,29 @@ def carried_notes(earlier: str, notes: str) -> list[FactLine]:
         if line and not line.startswith("[") and keys and not keys <= held:
             carried.append(FactLine("notes", line, CARRIED_NOTE_SCORE))
     return carried
+
+
+@dataclass(frozen=True, slots=True)
+class _Kept:
+    """What an extraction's notes are judged against and assembled with."""
+
+    earlier: str
+    """The previous extraction's notes."""
+    facts: list[FactLine]
+    source: str
+    """What the notes may draw on: the previous extraction and the new turns' transcript."""
+    bound_note: str
+    notes_tokens: int
+
+    def assemble(self, notes: str, focus: str | None, target_tokens: int, model: str) -> str:
+        """The extraction text: the model's notes without what the ledger judges a copy, a
+        guess or an invention, cut to their room, beside the ledger (with the earlier note
+        lines the new notes lost)."""
+        notes = drop_copied(notes, self.facts)
+        notes = drop_contradicted(drop_unsupported(notes, self.source, focus), self.facts)
+        notes = cut_tail(self.bound_note + notes, self.notes_tokens, model)
+        carried = copied_rows_demoted([*self.facts, *carried_notes(self.earlier, notes)])
+        return assemble(notes, carried, target_tokens, model)
 
 
 def _ledger(

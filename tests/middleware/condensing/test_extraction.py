@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -14,6 +16,7 @@ from hypothesis import strategies as st
 from kernel.errors import ContextWindowExceeded
 from kernel.tokens import count_messages, count_text
 from kernel.types import Completion, Message
+from middleware.condensing import extraction
 from middleware.condensing.cutting import cut_middle, cut_tail
 from middleware.condensing.extraction import (
     MIN_CHUNK_TOKENS,
@@ -883,3 +886,28 @@ async def test_a_growth_quoting_anew_keeps_the_earlier_carried_note_lines() -> N
         condensed=first,
     )
     assert "- notes: The Android build needs signing key 4471." in grown.text
+
+
+async def test_the_ledger_is_built_and_assembled_off_the_event_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Quoting the history and assembling the extraction run in a worker thread: a growth
+    of a long conversation does not hold the loop that serves every other request."""
+    threads: dict[str, int] = {}
+
+    def recorded(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            threads[name] = threading.get_ident()
+            return function(*args, **kwargs)
+
+        return call
+
+    monkeypatch.setattr(extraction, "fact_lines", recorded("quote", fact_lines))
+    monkeypatch.setattr(extraction, "assemble", recorded("assemble", assemble))
+    result = await extract_history(
+        conversation(), complete=Scripted(fixed(NOTES)), target_tokens=300, extractor_window=4096
+    )
+    assert FACTS["ZX-4471"] in result.text
+    loop = threading.get_ident()
+    assert set(threads) == {"quote", "assemble"}
+    assert loop not in threads.values()
