@@ -258,6 +258,7 @@ class Condenser:
         fallbacks, masking then a middle cut, come last and the cut always fits)."""
         start = previous.historical_end_index if previous else 0
         historical = [request.messages[i] for i in plan.split.historical if i >= start]
+        condensed = [request.messages[i] for i in plan.split.historical if i < start]
         earlier = previous.extraction if previous else None
         target = _target(plan, entry, self._framing(entry, plan))
         model = entry.litellm_params.upstream_model
@@ -265,7 +266,7 @@ class Condenser:
             if name == "extract":
                 made = await self._extract(request, entry, plan, previous, target)
             elif name == "middle_cut":
-                made = _middle_cut(historical, earlier, target, model)
+                made = _middle_cut(historical, earlier, target, model, condensed)
             else:
                 text = masked_history(
                     historical,
@@ -281,7 +282,7 @@ class Condenser:
                 "condensing strategy did not fit; trying the next",
                 extra={"request_id": ctx.request_id, "strategy": name},
             )
-        return _middle_cut(historical, earlier, target, model)  # pragma: no cover - listed last
+        return _middle_cut(historical, earlier, target, model, condensed)  # pragma: no cover - last
 
     async def _extract(
         self,
@@ -381,10 +382,17 @@ def _made(text: str, strategy: StrategyName, earlier: str | None) -> Extraction:
 
 
 def _middle_cut(
-    messages: Sequence[Message], earlier: str | None, target: int, model: str
+    messages: Sequence[Message],
+    earlier: str | None,
+    target: int,
+    model: str,
+    condensed: Sequence[Message],
 ) -> Extraction:
-    """The history cut in the middle (whole units, marked), beside its quoted facts."""
-    text = middle_cut_history(messages, previous=earlier, target_tokens=target, model=model)
+    """The history cut in the middle (whole units, marked), beside its quoted facts (those
+    of the `condensed` messages, which `earlier` stands in for, quoted anew)."""
+    text = middle_cut_history(
+        messages, previous=earlier, target_tokens=target, model=model, condensed=condensed
+    )
     return Extraction(text, 0, 0, 0, earlier is not None, cut=True, strategy="middle_cut")
 
 

@@ -53,11 +53,9 @@ from middleware.condensing.ledger import (
     FactLine,
     assemble,
     copied_rows_demoted,
-    dedupe_facts,
     drop_contradicted,
     drop_copied,
-    fact_lines,
-    is_carried_note,
+    growth_facts,
     key_tokens,
     notes_room,
     parse_extraction,
@@ -416,16 +414,9 @@ def _ledger(
     focus: str | None,
     model: str,
 ) -> tuple[str, list[FactLine], int]:
-    """The earlier notes, the fact ledger and its size in tokens. The ledger quotes the
-    `condensed` messages anew beside the new ones, keeping of the previous ledger only the
-    note lines it carried (no message holds them); without `condensed`, the previous ledger
-    is carried forward, then the messages' facts."""
+    """The earlier notes, the fact ledger (``growth_facts``) and its size in tokens."""
     earlier, old_facts = parse_extraction(previous, focus) if previous else ("", [])
-    if condensed:
-        notes = [fact for fact in old_facts if is_carried_note(fact)]
-        facts = dedupe_facts([*fact_lines([*condensed, *messages], focus), *notes])
-    else:
-        facts = dedupe_facts([*old_facts, *fact_lines(messages, focus)])
+    facts = growth_facts(old_facts, condensed, messages, focus)
     return earlier, facts, sum(count_text(f.render(), model) + 1 for f in facts)
 
 

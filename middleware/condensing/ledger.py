@@ -3,8 +3,11 @@
 An extraction is two sections: the model's structured notes, and a fact ledger of
 fact-bearing sentences quoted verbatim from the conversation (numbers, codes, dates, names,
 identifiers, decisions, preferences). The ledger is built deterministically, without a model,
-so a small model that paraphrases, loops or forgets cannot lose a planted fact; incremental
-extractions parse the previous ledger back and carry it forward. Under budget pressure ledger
+so a small model that paraphrases, loops or forgets cannot lose a planted fact. A growth
+quotes anew every message the previous extraction stands in for, when the request holds them
+(the splice's case: ``extraction.extract_history``), and ranks the whole ledger for the room it
+has now; without them it parses the previous ledger back (``parse_extraction``) and carries it
+forward, and the rules below for parsed-back lines apply. Under budget pressure ledger
 lines go in this order: lines whose key tokens the notes or other lines already hold, then
 the lowest-ranked (the assistant's before the user's and tools'), then the longest.
 
@@ -99,6 +102,7 @@ __all__ = [
     "fact_lines",
     "fact_score",
     "fact_signal",
+    "growth_facts",
     "is_carried_note",
     "key_spans",
     "key_tokens",
@@ -377,6 +381,22 @@ def is_carried_note(fact: FactLine) -> bool:
     """Whether a ledger line is an earlier note line carried into it (``notes``, or ``notes
     listing`` for a copied row): the model's words, which no message of the history holds."""
     return fact.role in ("notes", f"notes {LISTING}")
+
+
+def growth_facts(
+    earlier: Sequence[FactLine],
+    condensed: Sequence[Message],
+    messages: Sequence[Message],
+    focus: str | None = None,
+) -> list[FactLine]:
+    """A growth's ledger lines before selection: the `condensed` messages (those the previous
+    extraction stands in for) quoted anew with the new `messages`, and of the previous
+    ledger (`earlier`, parsed back) only the note lines it carried, which no message holds;
+    without `condensed`, the previous ledger carried forward, then the messages' facts."""
+    if condensed:
+        notes = [fact for fact in earlier if is_carried_note(fact)]
+        return dedupe_facts([*fact_lines([*condensed, *messages], focus), *notes])
+    return dedupe_facts([*earlier, *fact_lines(messages, focus)])
 
 
 def copied_rows_demoted(facts: Sequence[FactLine]) -> list[FactLine]:

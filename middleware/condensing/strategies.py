@@ -17,8 +17,10 @@ instead of an error.
 
 Masking is deterministic and depends on each message alone, so what it made of a turn never
 changes in later turns (a provider's prefix cache keeps hitting). The text forms
-(`masked_history`, `middle_cut_history`) carry the earlier stand-in's text and quoted facts
-forward unchanged, in front of the new turns.
+(`masked_history`, `middle_cut_history`) carry the earlier stand-in's text forward unchanged,
+in front of the new turns. `masked_history` carries its quoted facts too; `middle_cut_history`
+quotes anew the messages the earlier stand-in stands in for, when it is given them, as an
+extraction's growth does (``ledger.growth_facts``).
 """
 
 from __future__ import annotations
@@ -33,8 +35,7 @@ from middleware.condensing.cutting import cut_middle
 from middleware.condensing.ledger import (
     FactLine,
     assemble,
-    dedupe_facts,
-    fact_lines,
+    growth_facts,
     layout,
     ledger_tokens,
     notes_room,
@@ -200,12 +201,14 @@ def middle_cut_history(
     previous: str | None,
     target_tokens: int,
     model: str = "",
+    condensed: Sequence[Message] = (),
 ) -> str:
     """The earlier stand-in's text and the new turns cut in the middle by whole units, beside
-    the fact ledger (earlier facts, then the new turns'), within `target_tokens`; cut by
-    tokens, marked, when whole units cannot do it."""
+    the fact ledger (``growth_facts``: with `condensed`, the messages `previous` stands in
+    for, quoted anew), within `target_tokens`; cut by tokens, marked, when whole units cannot
+    do it."""
     earlier, old_facts = _earlier(previous)
-    facts = dedupe_facts([*old_facts, *fact_lines(messages)])
+    facts = growth_facts(old_facts, condensed, messages)
     notes_tokens = notes_room(target_tokens, ledger_tokens(facts, model))
     room = notes_tokens - count_text(earlier, model) - count_text(CUT_HEADER, model) - 4
     counts = [count_text(render_transcript([m]), model) + 2 for m in messages]

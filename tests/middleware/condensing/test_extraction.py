@@ -33,6 +33,7 @@ from middleware.condensing.ledger import (
     FactLine,
     assemble,
     fact_lines,
+    growth_facts,
     parse_extraction,
     select_facts,
 )
@@ -902,7 +903,7 @@ async def test_the_ledger_is_built_and_assembled_off_the_event_loop(
 
         return call
 
-    monkeypatch.setattr(extraction, "fact_lines", recorded("quote", fact_lines))
+    monkeypatch.setattr(extraction, "growth_facts", recorded("quote", growth_facts))
     monkeypatch.setattr(extraction, "assemble", recorded("assemble", assemble))
     result = await extract_history(
         conversation(), complete=Scripted(fixed(NOTES)), target_tokens=300, extractor_window=4096

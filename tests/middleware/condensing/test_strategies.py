@@ -184,6 +184,22 @@ def test_middle_cut_history_keeps_facts_and_fits() -> None:
     assert "handler_19" in text
 
 
+def test_middle_cut_history_quotes_the_condensed_messages_anew() -> None:
+    """Given the messages the earlier stand-in stands in for, the cut's ledger quotes them
+    anew: a fact the earlier stand-in no longer held is back."""
+    stated: list[Message] = [
+        {"role": "user", "content": "For the record, our internal project code is ZX-4471."},
+        {"role": "assistant", "content": "Noted."},
+    ]
+    previous = "Notes:\n- the user is refactoring the handlers"
+    for condensed, held in (((), False), (stated, True)):
+        text = middle_cut_history(
+            agent_turns(4, result="ok"), previous=previous, target_tokens=500, condensed=condensed
+        )
+        assert ("ZX-4471" in text) is held
+        assert "refactoring the handlers" in text
+
+
 # ---------------------------------------------------------------- through the condenser
 
 
@@ -249,6 +265,29 @@ async def test_a_failing_extraction_falls_back_to_masking_not_an_error(
     cached = await store.get("tenant-a", "conv-1")
     assert cached is not None
     assert "sorry" not in cached.extraction
+
+
+async def test_a_middle_cut_growth_quotes_the_condensed_messages_anew(
+    store: DiskHistoryStore,
+) -> None:
+    """A middle cut grown over an earlier stand-in quotes the messages that stand-in stands
+    in for anew, from the resent history: a fact it no longer held is back."""
+    stated: list[Message] = [
+        {"role": "user", "content": "For the record, our internal project code is ZX-4471."},
+        {"role": "assistant", "content": "Noted."},
+    ]
+    messages = [*stated, *agent_turns(12)]
+    await condense(store, "[middle_cut]", messages)
+    cached = await store.get("tenant-a", "conv-1")
+    assert cached is not None
+    assert "ZX-4471" in cached.extraction
+    await store.put(cached.model_copy(update={"extraction": "Notes:\n- handlers refactored"}))
+    ctx, _, _ = await condense(store, "[middle_cut]", [*messages, *agent_turns(24)[24:]])
+    assert (ctx.notes["action"], ctx.notes["strategy"]) == ("truncated", "middle_cut")
+    grown = await store.get("tenant-a", "conv-1")
+    assert grown is not None
+    assert grown.historical_end_index > cached.historical_end_index
+    assert "ZX-4471" in grown.extraction
 
 
 async def test_the_split_never_separates_a_tool_call_from_its_results(
