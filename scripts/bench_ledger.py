@@ -138,9 +138,14 @@ def stale_alone(quoted: str, probe: Probe) -> bool:
 
 def confirmed(quoted: str, probe: Probe) -> bool:
     """Whether a user's line holding the right value is quoted with the assistant's reply
-    that confirmed it (rendered on the line after it, holding the value too)."""
+    that confirmed it (rendered on the line after it, or a decision's before it on one
+    ``- decided:`` line, holding the value too)."""
     lines = quoted.splitlines()
+    decided = re.compile(r"^- decided: (.+) \(user: (.+)\)$")
     return any(
+        (m := decided.match(line)) is not None and probe.present(m[1]) and probe.present(m[2])
+        for line in lines
+    ) or any(
         line.startswith("- user: ") and after.startswith("- assistant: ")
         and probe.present(line) and probe.present(after)
         for line, after in itertools.pairwise(lines)

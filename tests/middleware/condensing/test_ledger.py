@@ -604,16 +604,19 @@ DECIDED: list[Message] = [
 ]  # fmt: skip
 
 
-def test_a_reply_confirming_a_users_line_is_quoted_after_it() -> None:
-    """The assistant's short reply repeating the user's line is rendered just after it, not
-    on its own line, adds no key term and no score, goes with the line, and parses back."""
+def test_a_reply_confirming_a_users_line_is_quoted_with_it() -> None:
+    """The assistant's short reply repeating the user's line is rendered with it, not on its
+    own line (a decision's first, on the line's bullet, so the chosen option is read before
+    the rejected one), adds no key term and no score, goes with the line, and parses back."""
     facts = fact_lines(DECIDED)
     assert [fact.confirmed for fact in facts] == [DECIDED[1]["content"], ""]
     decision = facts[0]
     assert decision.render() == (
-        "- user: Decision: we go with Jenkins for the mobile app; CircleCI is out.\n"
-        "- assistant: Agreed, Jenkins it is for the mobile app."
+        "- decided: Agreed, Jenkins it is for the mobile app. "
+        "(user: Decision: we go with Jenkins for the mobile app; CircleCI is out.)"
     )
+    (rule,) = fact_lines(RULE)
+    assert rule.render() == f"- user: {RULE[0]['content']}\n- assistant: {RULE[1]['content']}"
     (alone,) = fact_lines(DECIDED[:1])
     assert (decision.score, decision.text) == (alone.score, alone.text)
     _, parsed = parse_extraction(assemble("", facts, 200))
