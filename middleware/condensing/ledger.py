@@ -33,11 +33,8 @@ An action is quoted beside the request it answered. A user's short message that 
 fact is quoted nowhere on its own ("Please fix the rounding bug in the invoice totals."), yet
 without it "called edit_file(src/billing/x.py)" answers nothing about the rounding bug. The
 first line quoted from the tool calls or tool results that answered it carries it: a
-``- user:`` line rendered just before its own, which adds no key term. The request stays as
-long as any line of its action does (``FactLine.answers``): when the call's line goes
-("called edit_file(…)", which the result's path covers), it is rendered before the next
-quoted line of the action ("Edited src/billing/x.py: three lines changed."). Parsed back, a
-``- user:`` line that bears no fact is such a request, of the line after.
+``- user:`` line rendered just before its own, which goes and stays with it and adds no key
+term. Parsed back, a ``- user:`` line that bears no fact is such a request, of the line after.
 
 A user's line is quoted with the assistant's reply that confirmed it. "Decision: we go with
 Jenkins for the mobile app; CircleCI is out." alone leads a small model to answer the option
@@ -229,9 +226,6 @@ class FactLine:
     score: int
     asked: str = ""
     """The user's request this line answered, quoted nowhere else, rendered before it."""
-    answers: str = ""
-    """The request of the action this line is a later line of (the first line carries it as
-    `asked`): rendered before this line instead when the first line is not quoted."""
     confirmed: str = ""
     """The assistant's short reply repeating this (user's) line, rendered after it."""
     focused: bool = False
@@ -466,14 +460,11 @@ def fact_lines(messages: Sequence[Message], focus: str | None = None) -> list[Fa
     found: list[FactLine] = []
     sources: dict[str, str] = {}
     request = ""  # the user's latest request, while no action's line has taken it
-    answering = ""  # the request an action's first line took, while the action goes on
     stated: list[int] = []  # where the previous message's user lines are in `found`
     for message in messages:
         role = speaker(message)
         sources.update(call_sources(message))
         found_in = sentences(content_text(message))
-        acting = role.startswith("tool") or bool(message.get("tool_calls"))
-        answering = answering if acting else ""
         if role == "assistant" and not message.get("tool_calls"):
             reply = " ".join(found_in)
             line = next((i for i in reversed(stated) if confirms(found[i].text, reply)), None)
@@ -485,19 +476,14 @@ def fact_lines(messages: Sequence[Message], focus: str | None = None) -> list[Fa
         stated = [len(found) + i for i in range(len(quoted))] if role == "user" else []
         if role == "user":
             request = "" if quoted else _request(found_in)
-        elif request and acting:
+        elif request and (role.startswith("tool") or message.get("tool_calls")):
             first = next(
                 (i for i, fact in enumerate(quoted) if not fact.role.endswith((LISTING, SETTINGS))),
                 None,
             )
             if first is not None:  # the action's first line says what it was for
                 quoted[first] = _with_request(quoted[first], request, focus_words)
-                answering, request = request, ""
-                quoted[first + 1 :] = [replace(f, answers=answering) for f in quoted[first + 1 :]]
-                found += quoted
-                continue
-        if answering:  # a later line of the action: the request's when the first is gone
-            quoted = [replace(fact, answers=answering) for fact in quoted]
+                request = ""
         found += quoted
     return demote_templates(dedupe_facts(found))
 
@@ -756,10 +742,7 @@ def select_facts(
     """
     facts = _candidates(facts, budget, model)
     apart = [bool(fact.confirmed) and not settles(fact) for fact in facts]
-    bare = [
-        replace(f, confirmed="" if alone else f.confirmed, asked="")
-        for f, alone in zip(facts, apart, strict=True)
-    ]
+    bare = [replace(f, confirmed="") if alone else f for f, alone in zip(facts, apart, strict=True)]
     costs = [count_text(fact.render(), model) + 1 for fact in bare]
     keys = [frozenset() if _MERGED_ROLE.match(f.role) else key_tokens(f.text) for f in facts]
     scores = [fact.score for fact in facts]
@@ -770,53 +753,23 @@ def select_facts(
             costs.append(count_text(fact.confirmation(), model) + 1)
             keys.append(frozenset())
             scores.append(min(fact.score, confirmation_score(fact)))
-    requests = action_requests(facts)
-    asks = {len(costs) + n: group for n, (_, group) in enumerate(requests)}
-    for request, _ in requests:  # never ranked: it goes with the last line of its action
-        costs.append(count_text(f"- user: {request}", model) + 1)
     note_keys = key_tokens(notes)
     held: Counter[str] = Counter(k for ks in keys for k in ks)
     keep = set(range(len(costs)))
     total = sum(costs)
-    while total > budget and keep - asks.keys():
+    while total > budget and keep:
 
         def rank(i: int) -> tuple[int, bool, int, int]:
             covered = bool(keys[i]) and all(k in note_keys or held[k] > 1 for k in keys[i])
             return (scores[i], not covered, -costs[i], -line_of[i])
 
-        victim = min(keep - asks.keys(), key=rank)
-        for unit in [u for u in keep - asks.keys() if u == victim or line_of[u] == victim]:
+        victim = min(keep, key=rank)
+        for unit in [u for u in keep if u == victim or line_of[u] == victim]:
             keep.remove(unit)
             held.subtract(keys[unit])
             total -= costs[unit]
-        for unit in [u for u in keep & asks.keys() if not keep & asks[u]]:
-            keep.remove(unit)
-            total -= costs[unit]
-    confirmed = {line_of[u] for u in keep if len(facts) <= u < len(line_of)}
-    chosen = {i: facts[i] if i in confirmed else bare[i] for i in keep if i < len(facts)}
-    for n, (request, group) in enumerate(requests):
-        if len(line_of) + n in keep:  # rendered before the first quoted line of its action
-            first = min(keep & group)
-            chosen[first] = replace(chosen[first], asked=request)
-    return [chosen[i] for i in sorted(chosen)]
-
-
-def action_requests(facts: Sequence[FactLine]) -> list[tuple[str, frozenset[int]]]:
-    """Each request an action's lines carry, with the lines of that action: the line
-    carrying it (``FactLine.asked``) and the later lines answering it (``FactLine.answers``)
-    right after, or those later lines alone when the first is not among `facts`."""
-    found: list[tuple[str, frozenset[int]]] = []
-    request, group = "", list[int]()
-    for i, fact in enumerate([*facts, FactLine("", "", 0)]):
-        if fact.answers and fact.answers == request and not fact.asked:
-            group.append(i)
-            continue
-        if group:
-            found.append((request, frozenset(group)))
-        request, group = (fact.asked or fact.answers), [i]
-        if not request:
-            group = []
-    return found
+    confirmed = {line_of[u] for u in keep if u >= len(facts)}
+    return [facts[i] if i in confirmed else bare[i] for i in sorted(keep) if i < len(facts)]
 
 
 def settles(fact: FactLine) -> bool:

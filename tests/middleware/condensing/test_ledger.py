@@ -539,7 +539,7 @@ FIX_REQUEST: list[Message] = [
 def test_an_action_is_quoted_beside_the_request_it_answered() -> None:
     """The user's request, quoted nowhere for holding no fact, is rendered just before the
     first line of the action that answered it (and no other), adds no key term and no score,
-    and parses back onto it."""
+    goes with that line, and parses back onto it."""
     facts = fact_lines(FIX_REQUEST)
     assert [fact.asked for fact in facts] == [FIX_REQUEST[0]["content"], "", ""]
     call = facts[0]
@@ -550,26 +550,9 @@ def test_an_action_is_quoted_beside_the_request_it_answered() -> None:
     (alone,) = fact_lines([FIX_REQUEST[1]])
     assert (call.score, key_tokens(call.text)) == (alone.score, key_tokens(alone.text))
     _, parsed = parse_extraction(assemble("", facts, 200))
-    assert parsed == [replace(fact, answers="") for fact in facts]
-
-
-def test_a_request_goes_with_the_last_quoted_line_of_its_action() -> None:
-    """When the line carrying a request is not quoted, the request is rendered before the
-    next quoted line of the same action instead (the edit's result, whose path answers
-    "which file fixed the rounding bug"), and goes only when no line of the action is left."""
-    facts = fact_lines(FIX_REQUEST)
-    assert [fact.answers for fact in facts] == ["", *[FIX_REQUEST[0]["content"]] * 2]
-    request = count_text(f"- user: {FIX_REQUEST[0]['content']}") + 1
-    results = sum(count_text(f.render()) + 1 for f in facts[1:])
-    kept = select_facts(facts, "", results + request)
-    assert layout("", kept).splitlines()[1:] == [
-        "- user: Please fix the rounding bug in the invoice totals.",
-        "- tool: Edited src/billing/x.py: three lines changed.",
-        "- tool: Edited src/billing/y.py: one line changed.",
-    ]
-    assert "invoice totals" not in layout("", select_facts(facts, "", request))
-    later = [*FIX_REQUEST[:3], {"role": "assistant", "content": "Done."}, FIX_REQUEST[3]]
-    assert [fact.answers for fact in fact_lines(later)] == ["", FIX_REQUEST[0]["content"], ""]
+    assert parsed == facts
+    kept = select_facts(facts, "", sum(count_text(f.render()) + 1 for f in facts[1:]))
+    assert "invoice totals" not in layout("", kept)
 
 
 def test_a_request_is_carried_only_when_it_says_something_no_line_quotes() -> None:
