@@ -214,7 +214,9 @@ LEFT_OUT = "[… {} more key terms left out: no room]"
 _LEFT_OUT_TOKENS = 16
 DECIDED = "decided"
 """The role of a decision's line rendered after its confirmation (``FactLine.render``)."""
-_DECIDED_BODY = re.compile(r"^(.+) \((\w+): (.+)\)$")
+_DECIDED_BODY = re.compile(r"^(.+?) \((user): (.+)\)$")
+"""A ``decided`` line's body: the confirmation (short, first), then the user's line, which
+may hold parentheses of its own."""
 
 
 @dataclass(frozen=True, slots=True)

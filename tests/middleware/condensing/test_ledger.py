@@ -653,6 +653,14 @@ def test_a_decisions_confirmation_goes_and_stays_with_its_line() -> None:
     assert select_facts([decision, stronger], "", count_text(stronger.render()) + 1) == [stronger]
     _, parsed = parse_extraction(assemble("", [decision], 200))
     assert parsed == [decision]
+    (aside,) = fact_lines(
+        [
+            {"role": "user", "content": "Decision: we go with Jenkins (hosted: v2) for "
+             "the mobile app; CircleCI is out."},
+            DECIDED[1],
+        ]
+    )  # fmt: skip
+    assert parse_extraction(layout("", [aside]))[1] == [aside]
     assert kept_short_of_one_line([parsed[0], stated]) == [decision]
     (step,) = fact_lines(
         [
