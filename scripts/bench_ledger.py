@@ -138,18 +138,13 @@ def stale_alone(quoted: str, probe: Probe) -> bool:
 
 def confirmed(quoted: str, probe: Probe) -> bool:
     """Whether a user's line holding the right value is quoted with the assistant's reply
-    that confirmed it (rendered on the line after it, or a decision's before it on one
-    ``- decided:`` line, holding the value too)."""
-    lines = quoted.splitlines()
-    decided = re.compile(r"^- decided: (.+) \(user: (.+)\)$")
+    that confirmed it (``FactLine.confirmed``, as the ledger parses its lines back: the
+    reply on the line after, or a decision's first on one ``- decided:`` line), holding the
+    value too."""
     return any(
-        (m := decided.match(line)) is not None and probe.present(m[1]) and probe.present(m[2])
-        for line in lines
-    ) or any(
-        line.startswith("- user: ") and after.startswith("- assistant: ")
-        and probe.present(line) and probe.present(after)
-        for line, after in itertools.pairwise(lines)
-    )  # fmt: skip
+        fact.confirmed and probe.present(fact.text) and probe.present(fact.confirmed)
+        for fact in parse_extraction(quoted)[1]
+    )
 
 
 def requested(quoted: str, probe: Probe) -> bool:
