@@ -24,11 +24,13 @@ from kernel.errors import (
 from kernel.store import StoreError
 from kernel.types import RequestContext
 from proxy.admin import admin_routes, require_master
-from proxy.chat import AppState, chat_completions, traced_chat_completions
+from proxy.endpoint import AppState, serve, traced_serve
 from proxy.keys import Keyring
 from proxy.metrics import metrics_route
 from proxy.models import models_body
 from proxy.responses import JSON_TYPE, error_response, request_id
+from proxy.surfaces.chat import ChatSurface
+from proxy.surfaces.surface import Surface
 from proxy.system import System
 
 Reload = Callable[[], Awaitable[dict[str, Any]]]
@@ -68,10 +70,15 @@ def routes(state: AppState) -> list[Route]:
     system = state.system
     tracer = tracing.tracer
 
-    async def chat(request: Request) -> Response:
-        if tracer is not None:  # tracing was configured before the app was built
-            return await traced_chat_completions(state, request, tracer)
-        return await chat_completions(state, request)
+    def endpoint(surface: Surface) -> Callable[[Request], Awaitable[Response]]:
+        async def route(request: Request) -> Response:
+            if tracer is not None:  # tracing was configured before the app was built
+                return await traced_serve(state, request, surface, tracer)
+            return await serve(state, request, surface)
+
+        return route
+
+    chat = endpoint(ChatSurface())
 
     async def models(request: Request) -> Response:
         caller = state.keys.caller(request.headers.get("authorization"))

@@ -2,7 +2,7 @@
 
 Times the exact calls such a request makes, each part on its own:
 
-- shell: the request's end in proxy/chat.py (its count and latency, its added time, the
+- shell: the request's end in proxy/endpoint.py (its count and latency, its added time, the
   `span is None` check), measured as `_log_request`'s metric lines;
 - router: one upstream call measured (two clock reads, `upstream_seconds`, its count and
   latency), and the same call through `Router.complete` against a provider that answers at
@@ -48,7 +48,7 @@ class Instant:
 
 
 def shell_end(ctx: RequestContext) -> None:
-    """proxy/chat.py's metric lines at a request's end (non-stream: its head too)."""
+    """proxy/endpoint.py's metric lines at a request's end (non-stream: its head too)."""
     started = perf_counter()
     seconds = perf_counter() - started
     model = ctx.model.model_name if ctx.model is not None else metrics.NO_MODEL

@@ -1,7 +1,7 @@
 """A/B in one process: overspill's EventStream against Starlette's StreamingResponse.
 
 overspill sends SSE with its own small response class and one disconnect watcher per request
-(proxy/chat.py). This measures whether that earns its place: the same overspill app answers
+(proxy/endpoint.py). This measures whether that earns its place: the same overspill app answers
 the gateway bench's streaming bodies, once with `EventStream`, once with Starlette's
 `StreamingResponse` (which starts an anyio task group per response to watch for the client
 leaving), rounds interleaved so machine noise hits both alike. The ratio is what to read.
@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_overhead
 
 from kernel.store import DiskHistoryStore
-from proxy import chat
+from proxy import endpoint as chat
 
 
 class StarletteStream(StreamingResponse):

@@ -1,4 +1,10 @@
-"""The `/v1/chat/completions` endpoint: auth, limits, parse, pipeline, respond, log one line."""
+"""The endpoint every API route runs: auth, limits, parse, the core, respond, log one line.
+
+What differs per API (parsing its wire, rendering the answer and errors in its shape) is the
+route's surface (proxy/surfaces/); everything else a request goes through is here, once, so a
+key, a tenant, a model allow-list, a size limit, a disconnect, a metric and a log line mean the
+same on every route.
+"""
 
 from __future__ import annotations
 
@@ -26,10 +32,10 @@ from kernel.errors import (
 )
 from kernel.jobs import Jobs
 from kernel.records import StoreError
-from kernel.types import ChatRequest, ChatResponse, RequestContext
-from proxy.http import edge_context, parse_chat_request
+from kernel.types import ChatResponse, RequestContext
 from proxy.keys import Keyring
-from proxy.responses import JSON_TYPE, context_headers, error_response, request_id, sse_error_event
+from proxy.responses import JSON_TYPE, context_headers, request_id
+from proxy.surfaces.surface import Surface, Turn
 from proxy.system import System
 
 log = logging.getLogger("overspill.request")
@@ -44,41 +50,40 @@ class AppState:
     """The config's master and client keys: who a request's key is (proxy/keys.py)."""
 
 
-async def traced_chat_completions(
-    state: AppState, request: Request, tracer: tracing.Tracer
+async def traced_serve(
+    state: AppState, request: Request, surface: Surface, tracer: tracing.Tracer
 ) -> Response:
-    """`chat_completions` inside the request's server span (ended with the answer)."""
+    """`serve` inside the request's server span (ended with the answer)."""
     path = request.scope["path"]
     attributes: dict[str, tracing.Attribute] = {"http.request.method": "POST", "url.path": path}
     with tracer.request_span(f"POST {path}", attributes, request.headers) as span:
         try:
-            return await chat_completions(state, request, span)
+            return await serve(state, request, surface, span)
         except BaseException:
             span.end()  # a cancellation that was not the client's: no answer will end it
             raise
 
 
-async def chat_completions(
-    state: AppState, request: Request, span: tracing.Span | None = None
+async def serve(
+    state: AppState, request: Request, surface: Surface, span: tracing.Span | None = None
 ) -> Response:
-    """POST /v1/chat/completions: auth, limit, parse, pipeline, respond; logs one line."""
+    """One request to an API route: auth, limit, parse (the surface), the core, respond in the
+    surface's wire; logs one line."""
     started = time.perf_counter()
     ctx = RequestContext(request_id=request_id(request), tenant="anonymous", span=span)
-    chat: ChatRequest | None = None
+    turn: Turn | None = None
     watch: DisconnectWatch | None = None
+    system = state.system
     try:
         caller = state.keys.caller(request.headers.get("authorization"))
-        tenant = ctx.tenant = caller.tenant
-        raw = await _read_body(request, state.system.settings.general_settings.max_body_bytes)
-        chat = parse_chat_request(raw)
-        caller.check_model(chat.model)
-        model = _resolve(state, chat)
-        chat, ctx = edge_context(chat, request.headers, request_id=ctx.request_id, tenant=tenant)
-        ctx.model = model
-        ctx.span = span
+        ctx.tenant = caller.tenant
+        raw = await _read_body(request, system.settings.general_settings.max_body_bytes)
+        turn, ctx = await surface.open(raw, request.headers, ctx, system)
+        caller.check_model(turn.model)
+        ctx.model = _resolve(system, turn.model)
         watch = DisconnectWatch(request)
         try:
-            response = await state.system.pipeline.handle(chat, ctx)
+            response = await turn.answer(await turn.run(system, ctx), ctx)
         except BaseException:
             watch.stop()
             raise
@@ -87,14 +92,14 @@ async def chat_completions(
     except asyncio.CancelledError:
         if watch is None or not watch.absorb():
             raise
-        _log_request(ctx, chat, 499, started)
+        _log_request(ctx, surface, turn, 499, started)
         return Response(status_code=499)
     except ClientDisconnect:
-        _log_request(ctx, chat, 499, started)
+        _log_request(ctx, surface, turn, 499, started)
         return Response(status_code=499)
     except OverspillError as exc:
-        _log_request(ctx, chat, exc.http_status(), started, error=exc)
-        return error_response(exc, ctx)
+        _log_request(ctx, surface, turn, exc.http_status(), started, error=exc)
+        return surface.error(exc, ctx)
     except StoreError as exc:  # the layers go on without the store; one that cannot: 503
         log.error(
             "history store unavailable", extra={"request_id": ctx.request_id, "error": str(exc)}
@@ -102,55 +107,50 @@ async def chat_completions(
         down = StoreUnavailable(
             f"the history store is unavailable; try again shortly (request id {ctx.request_id})"
         )
-        _log_request(ctx, chat, down.http_status(), started, error=down)
-        return error_response(down, ctx)
+        _log_request(ctx, surface, turn, down.http_status(), started, error=down)
+        return surface.error(down, ctx)
     except Exception:
         log.exception("unhandled error", extra={"request_id": ctx.request_id})
         error = OverspillError(f"internal error in overspill (request id {ctx.request_id})")
-        _log_request(ctx, chat, 500, started, error=error)
-        return error_response(error, ctx)
-    return _respond(response, ctx, chat, started, watch, state.system.jobs)
+        _log_request(ctx, surface, turn, 500, started, error=error)
+        return surface.error(error, ctx)
+    return _respond(response, ctx, surface, turn, started, watch, system.jobs)
 
 
 def _respond(
     response: ChatResponse,
     ctx: RequestContext,
-    chat: ChatRequest,
+    surface: Surface,
+    turn: Turn,
     started: float,
     watch: DisconnectWatch,
     jobs: Jobs,
 ) -> Response:
-    """The pipeline's answer on the wire: JSON at once, or the primed stream relayed; the
-    layers' follow-ups start once the body is produced (a stream's: after its last byte)."""
+    """The answer on the wire: JSON at once, or the primed stream relayed; the layers'
+    follow-ups start once the body is produced (a stream's: after its last byte)."""
     headers = {**response.headers, **context_headers(ctx)}
     if response.stream is None:
-        _log_request(ctx, chat, response.status, started)
+        _log_request(ctx, surface, turn, response.status, started)
         if ctx.after:
             jobs.start_after(ctx)
         return Response(response.body, response.status, headers, media_type=JSON_TYPE)
     headers.update({"cache-control": "no-cache", "x-accel-buffering": "no"})
     overhead = time.perf_counter() - started - ctx.upstream_seconds
     metrics.request_head(_model_label(ctx), True, overhead)
-    relay = SseRelay(response.stream, ctx, chat, started, jobs)
+    relay = SseRelay(response.stream, ctx, surface, turn, started, jobs)
     return EventStream(relay, watch, response.status, headers)
 
 
-def _resolve(state: AppState, chat: ChatRequest) -> ModelEntry:
-    """The configured deployment for the request's model, and a request its layers can serve."""
-    if "documents" in chat.extensions and "documents" not in state.system.pipeline.names:
-        raise InvalidChatRequest(
-            "'documents' needs the documents layer: add it to middleware: in config.yaml",
-            param="documents",
-        )
-    name = chat.model
-    entry = state.system.entries.get(name) or state.system.expand(name)
+def _resolve(system: System, name: str) -> ModelEntry:
+    """The configured deployment for a requested model name."""
+    entry = system.entries.get(name) or system.expand(name)
     if entry is None:
-        names = ", ".join(state.system.settings.model_names())
+        names = ", ".join(system.settings.model_names())
         raise ModelNotFound(
             f"model {name!r} is not configured in overspill; available models: {names}",
             param="model",
         )
-    reason = state.system.unavailable.get(name)
+    reason = system.unavailable.get(name)
     if reason is not None:
         raise ModelUnavailable(f"model {name!r} cannot be used: {reason}", param="model")
     return entry
@@ -169,7 +169,7 @@ async def _read_body(request: Request, limit: int) -> bytes:
             raise _too_large(size, limit)
         chunks.append(chunk)
     if not size:
-        raise InvalidChatRequest("request body is empty: send a JSON chat completion request")
+        raise InvalidChatRequest("request body is empty: send a JSON request body")
     return b"".join(chunks)
 
 
@@ -272,19 +272,21 @@ class SseRelay:
     then also closes the upstream's stream instead of leaving it to the garbage collector.
     """
 
-    __slots__ = ("_relay", "chat", "ctx", "jobs", "started", "stream")
+    __slots__ = ("_relay", "ctx", "jobs", "started", "stream", "surface", "turn")
 
     def __init__(
         self,
         stream: AsyncIterator[bytes],
         ctx: RequestContext,
-        chat: ChatRequest | None,
+        surface: Surface,
+        turn: Turn,
         started: float,
         jobs: Jobs | None = None,
     ) -> None:
         self.stream = stream
         self.ctx = ctx
-        self.chat = chat
+        self.surface = surface
+        self.turn = turn
         self.started = started
         self.jobs = jobs
         self._relay: AsyncGenerator[bytes, None] | None = None
@@ -299,7 +301,7 @@ class SseRelay:
             await self._relay.aclose()
             return
         await _close(self.stream)
-        _log_request(self.ctx, self.chat, 499, self.started, streamed=True)
+        _log_request(self.ctx, self.surface, self.turn, 499, self.started, streamed=True)
 
     async def _run(self) -> AsyncGenerator[bytes, None]:
         ctx = self.ctx
@@ -314,15 +316,17 @@ class SseRelay:
             status, error = exc.http_status(), exc
             if isinstance(exc, UpstreamError) and exc.provider:
                 metrics.upstream_failed(exc.provider, _model_label(ctx), exc)
-            yield _on_boundary(last, sse_error_event(exc))
+            yield _on_boundary(last, self.turn.stream_error(exc))
         except Exception:
             log.exception("unhandled error in stream", extra={"request_id": ctx.request_id})
             status = 500
             error = OverspillError(f"internal error in overspill (request id {ctx.request_id})")
-            yield _on_boundary(last, sse_error_event(error))
+            yield _on_boundary(last, self.turn.stream_error(error))
         finally:
             await _close(self.stream)
-            _log_request(ctx, self.chat, status, self.started, error=error, streamed=True)
+            _log_request(
+                ctx, self.surface, self.turn, status, self.started, error=error, streamed=True
+            )
             if ctx.after and self.jobs is not None and error is None:
                 self.jobs.start_after(ctx)
 
@@ -348,7 +352,8 @@ def _model_label(ctx: RequestContext) -> str:
 
 def _log_request(
     ctx: RequestContext,
-    chat: ChatRequest | None,
+    surface: Surface,
+    turn: Turn | None,
     status: int,
     started: float,
     error: OverspillError | None = None,
@@ -357,17 +362,18 @@ def _log_request(
     """The request's end: its metrics, its span ended, and its one log line."""
     seconds = time.perf_counter() - started
     model = _model_label(ctx)
-    stream = chat.stream if chat else False
+    stream = turn.stream if turn else False
     metrics.request_done(model, stream, status, seconds)
     if not streamed:  # the head left just now (a stream's was measured by _respond)
         metrics.request_head(model, stream, seconds - ctx.upstream_seconds)
     if ctx.span is not None:
-        _end_span(ctx.span, ctx, chat, status, error)
+        _end_span(ctx.span, ctx, turn, status, error)
     fields: dict[str, Any] = {
         "request_id": ctx.request_id,
+        "api": surface.name,
         "tenant": ctx.tenant,
-        "model": chat.model if chat else None,
-        "stream": chat.stream if chat else None,
+        "model": turn.model if turn else None,
+        "stream": turn.stream if turn else None,
         "status": status,
         "ms": round(seconds * 1000, 1),
     }
@@ -382,16 +388,16 @@ def _log_request(
 def _end_span(
     span: tracing.Span,
     ctx: RequestContext,
-    chat: ChatRequest | None,
+    turn: Turn | None,
     status: int,
     error: OverspillError | None,
 ) -> None:
     """The request span's attributes (model, stream, conversation, status, notes), then end."""
     span.set_attribute("http.response.status_code", status)
     span.set_attribute("overspill.request_id", ctx.request_id)
-    if chat is not None:
-        span.set_attribute("overspill.model", chat.model)
-        span.set_attribute("overspill.stream", chat.stream)
+    if turn is not None:
+        span.set_attribute("overspill.model", turn.model)
+        span.set_attribute("overspill.stream", turn.stream)
     if ctx.conversation_hint is not None or ctx.opening:
         span.set_attribute("overspill.conversation_id", ctx.conversation_id)
     for key, value in ctx.notes.items():
