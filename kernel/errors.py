@@ -13,6 +13,7 @@
     ├── AdminOnly                       403  a client key on an admin endpoint
     ├── ModelNotAllowed                 403  code=model_not_allowed: the key's `models` lack it
     ├── NotFound                        404  unknown route
+    │   └── ResponseNotFound            404  no stored response with that id for this key
     ├── MethodNotAllowed                405  known route, wrong method
     ├── RequestTimeout                  408  the client sent its request too slowly
     ├── ModelNotFound                   404  code=model_not_found, lists the configured names
@@ -164,6 +165,13 @@ class NotFound(OverspillError):
     status = 404
     type = "invalid_request_error"
     code = "not_found"
+
+
+class ResponseNotFound(NotFound):
+    """No stored Responses API response has that id for the caller's key (another key's is
+    not found either: nothing tells the two apart)."""
+
+    code = "response_not_found"
 
 
 class MethodNotAllowed(OverspillError):

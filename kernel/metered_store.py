@@ -7,7 +7,7 @@ duration, by operation. `single_flight` and `aclose` pass straight through.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from contextlib import AbstractAsyncContextManager
 from time import perf_counter
 from typing import TypeVar
@@ -24,7 +24,7 @@ from kernel.store import (
 _T = TypeVar("_T")
 
 OPERATIONS = (
-    "get", "put", "get_batches", "put_batches", "get_response", "put_response",
+    "get", "put", "get_batches", "put_batches", "get_response", "get_responses", "put_response",
     "delete_response", "calibration", "add_calibration", "delete", "clear", "entries", "ping",
 )  # fmt: skip
 """The `op` label's values: the HistoryStore methods that reach the backend."""
@@ -56,6 +56,12 @@ class MeteredStore:
     async def get_response(self, tenant: str, response_id: str) -> StoredResponse | None:
         """The inner store's `get_response`, measured."""
         return await self._measure("get_response", self.inner.get_response(tenant, response_id))
+
+    async def get_responses(
+        self, tenant: str, response_ids: Sequence[str]
+    ) -> list[StoredResponse | None]:
+        """The inner store's `get_responses`, measured."""
+        return await self._measure("get_responses", self.inner.get_responses(tenant, response_ids))
 
     async def put_response(self, record: StoredResponse, ttl_seconds: float) -> None:
         """The inner store's `put_response`, measured."""

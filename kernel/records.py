@@ -26,6 +26,7 @@ from pydantic import (
 from pydantic_core import PydanticSerializationError
 
 __all__ = [
+    "ANCESTORS_KEPT",
     "CALIBRATION_SAMPLES",
     "DocumentBatches",
     "HistoryEntry",
@@ -36,6 +37,8 @@ __all__ = [
     "decode",
 ]
 
+ANCESTORS_KEPT = 64
+"""How many of its nearest earlier links a stored response names (StoredResponse.ancestors)."""
 CALIBRATION_SAMPLES = 16
 """A model's newest calibration samples kept (the moving average forgets older ones)."""
 _R = TypeVar("_R", bound="Record")
@@ -140,6 +143,10 @@ class StoredResponse(Record):
 
     id: str = Field(min_length=1)
     previous_response_id: str | None = None
+    ancestors: tuple[str, ...] = Field(default=(), strict=False)
+    """The ids of the nearest earlier links (at most `ANCESTORS_KEPT`), oldest first, the last
+    one `previous_response_id`: a chain of n links is read in n / ANCESTORS_KEPT batches, and
+    a record stays small however long its chain grows."""
     created_at: float
     input: tuple[dict[str, Any], ...] = Field(strict=False)
     """This turn's input items (normalised), without the chain's earlier ones."""

@@ -51,7 +51,7 @@ import logging
 import os
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
@@ -131,6 +131,13 @@ class HistoryStore(Protocol):
     async def get_response(self, tenant: str, response_id: str) -> StoredResponse | None:
         """The tenant's stored Responses API response, or None (missing, expired, corrupt,
         or another tenant's)."""
+        ...
+
+    async def get_responses(
+        self, tenant: str, response_ids: Sequence[str]
+    ) -> list[StoredResponse | None]:
+        """The tenant's stored responses with these ids, in their order (None for a miss), read
+        in one round trip where the backend allows."""
         ...
 
     async def put_response(self, record: StoredResponse, ttl_seconds: float) -> None:
@@ -270,6 +277,12 @@ class DiskHistoryStore:
     async def get_response(self, tenant: str, response_id: str) -> StoredResponse | None:
         """The tenant's stored response, or None."""
         return await self._get_key(key_of(RESPONSES, tenant, response_id), StoredResponse)
+
+    async def get_responses(
+        self, tenant: str, response_ids: Sequence[str]
+    ) -> list[StoredResponse | None]:
+        """The tenant's stored responses with these ids, in order (reads are local: one by one)."""
+        return [await self.get_response(tenant, response_id) for response_id in response_ids]
 
     async def put_response(self, record: StoredResponse, ttl_seconds: float) -> None:
         """Write a response record atomically; it expires after `ttl_seconds`."""

@@ -55,7 +55,7 @@ import logging
 import re
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -261,6 +261,19 @@ class RedisHistoryStore:
     async def get_response(self, tenant: str, response_id: str) -> StoredResponse | None:
         """The tenant's stored response, or None."""
         return await self._get(self._key(RESPONSES, tenant, response_id), StoredResponse)
+
+    async def get_responses(
+        self, tenant: str, response_ids: Sequence[str]
+    ) -> list[StoredResponse | None]:
+        """The tenant's stored responses with these ids, in order, in one MGET per batch."""
+        keys = [self._key(RESPONSES, tenant, response_id) for response_id in response_ids]
+        found: list[StoredResponse | None] = []
+        for start in range(0, len(keys), _BATCH):
+            batch = keys[start : start + _BATCH]
+            values = await self._call(f"read {len(batch)} responses", self._redis.mget(batch))
+            for key, raw in zip(batch, values, strict=True):
+                found.append(await self._decode(key, raw, StoredResponse))
+        return found
 
     async def put_response(self, record: StoredResponse, ttl_seconds: float) -> None:
         """Write a response record atomically (value, index, eviction), expiring after

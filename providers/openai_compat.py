@@ -24,6 +24,9 @@ from providers.transport import Reply, Upstream, without_userinfo
 
 DEFAULT_API_BASE = "https://api.openai.com/v1"
 _PASSED_HEADER_PREFIX = b"x-ratelimit-"
+RESPONSES_WIRE = "responses"
+"""The wire of OpenAI's Responses API (`{api_base}/responses`)."""
+_TERMINAL_EVENTS = (b'"response.completed"', b'"response.incomplete"', b'"response.failed"')
 
 
 class OpenAICompatProvider:
@@ -44,10 +47,14 @@ class OpenAICompatProvider:
         params = entry.litellm_params
         self.name = params.provider
         self.model = params.upstream_model
-        url, basic = without_userinfo(
-            (params.api_base or DEFAULT_API_BASE).rstrip("/") + "/chat/completions"
-        )
+        base = (params.api_base or DEFAULT_API_BASE).rstrip("/")
+        url, basic = without_userinfo(base + "/chat/completions")
         self.exchange = Exchange.of(entry, url, client, request_timeout, max_response_bytes)
+        self.responses: Exchange | None = None
+        """The upstream's own Responses API, when the deployment is configured to use it."""
+        if entry.speaks_responses():
+            native, _ = without_userinfo(base + "/responses")
+            self.responses = Exchange.of(entry, native, client, request_timeout, max_response_bytes)
         self.headers = _headers(entry)
         if basic is not None:  # as httpx did: the URL's user and password win over the key
             self.headers["authorization"] = basic
@@ -55,8 +62,33 @@ class OpenAICompatProvider:
     async def complete(self, request: ChatRequest, ctx: RequestContext) -> ChatResponse:
         """Forward the request; raise an error from the tree when the upstream fails."""
         headers = self.headers if tracing.tracer is None else _traced(self.headers)
+        if request.native is not None and request.native.wire == RESPONSES_WIRE and self.responses:
+            body = request.native.body_for(request, self.model)
+            if body is not None:
+                return await self._native(self.responses, body, headers, request.stream)
         answer = self._stream if request.stream else self._json
         return await self.exchange.call(request.render(self.model), headers, request.stream, answer)
+
+    async def _native(
+        self, exchange: Exchange, body: bytes, headers: dict[str, str], stream: bool
+    ) -> ChatResponse:
+        """The request in the upstream's own Responses API; the answer in that wire."""
+
+        async def json(response: Reply) -> ChatResponse:
+            content = await exchange.json_answer(response, "expected a JSON response object")
+            passed = response.headers_starting(_PASSED_HEADER_PREFIX)
+            return ChatResponse(body=content, headers=passed, wire=RESPONSES_WIRE)
+
+        async def events(response: Reply) -> ChatResponse:
+            first, chunks, cutter = await exchange.first_events(response)
+            error = _first_event_error(first)
+            if error is not None:
+                raise exchange.failure(response.status, error, response)
+            relay = exchange.relay(first, chunks, response, cutter, _UntilTerminal(exchange, first))
+            passed = response.headers_starting(_PASSED_HEADER_PREFIX)
+            return ChatResponse(stream=relay, headers=passed, wire=RESPONSES_WIRE)
+
+        return await exchange.call(body, headers, stream, events if stream else json)
 
     async def aclose(self) -> None:
         """The shared client is closed by its owner (the app)."""
@@ -103,6 +135,38 @@ class _UntilDone:
         return b""
 
 
+class _UntilTerminal:
+    """The Responses API's events pass unchanged; a complete stream has sent its terminal
+    event (`response.completed`, `.incomplete` or `.failed`); it has no `[DONE]`."""
+
+    __slots__ = ("done", "exchange")
+
+    def __init__(self, exchange: Exchange, first: bytes) -> None:
+        self.exchange = exchange
+        self.done = _terminal(first)
+
+    def feed(self, events: bytes) -> bytes:
+        if not self.done:
+            self.done = _terminal(events)
+        return events
+
+    def end(self, rest: bytes) -> bytes:
+        if rest.strip():
+            raise self.exchange.cut_event(rest)
+        if not self.done:
+            raise UpstreamBadResponse(
+                f"upstream {self.exchange.name} ended the stream before its response was "
+                "completed (no response.completed, .incomplete or .failed event)",
+                provider=self.exchange.name,
+            )
+        return b""
+
+
+def _terminal(events: bytes) -> bool:
+    """Whether these whole events hold the Responses API's last event of a stream."""
+    return any(marker in events for marker in _TERMINAL_EVENTS)
+
+
 def _headers(entry: ModelEntry) -> dict[str, str]:
     params = entry.litellm_params
     headers = {"content-type": "application/json", "accept-encoding": "identity"}
@@ -131,7 +195,7 @@ def _first_event_error(buffer: bytes) -> object | None:
         payload = line[5:].strip()
         if payload.startswith(b"{") and b'"error"' in payload:
             body = parse_body(payload)
-            if isinstance(body, dict) and "error" in body:
+            if isinstance(body, dict) and ("error" in body or body.get("type") == "error"):
                 return body
         return None
     return None

@@ -309,6 +309,17 @@ async def responses_round_trip_per_tenant(store: HistoryStore) -> None:
     assert await store.get_response("a:b", "c") is None
 
 
+async def responses_read_in_one_batch_in_order(store: HistoryStore) -> None:
+    """Several responses are read in the order asked, a miss or another tenant's as None."""
+    for name in ("r1", "r2", "r3"):
+        await store.put_response(make_response(id=name, ancestors=("r0",)), 3600)
+    await store.put_response(make_response(tenant="beta", id="r4"), 3600)
+    found = await store.get_responses("acme", ["r3", "nope", "r1", "r4"])
+    assert [r.id if r else None for r in found] == ["r3", None, "r1", None]
+    assert found[0] is not None
+    assert found[0].ancestors == ("r0",)
+
+
 async def clear_removes_a_tenants_responses(store: HistoryStore) -> None:
     """Clearing a tenant removes its response records too, and no other tenant's."""
     await store.put_response(make_response(tenant="acme", id="r1"), 3600)
@@ -320,6 +331,7 @@ async def clear_removes_a_tenants_responses(store: HistoryStore) -> None:
 
 CONTRACT: list[Check] = [
     responses_round_trip_per_tenant,
+    responses_read_in_one_batch_in_order,
     clear_removes_a_tenants_responses,
     identical_openings_keep_their_own_extraction,
     flight_busy_while_held,
