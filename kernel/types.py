@@ -191,6 +191,12 @@ class RequestContext:
     """The client's messages, from which an id is derived when the client gave none."""
     skip_history: bool = False
     """The client asked for its full history to be sent (no splice)."""
+    may_truncate: bool = False
+    """The client allows dropping its oldest turns when condensing cannot make the conversation
+    fit (the Responses API's `truncation: "auto"`): a last retry instead of a failure."""
+    compact_threshold: int | None = None
+    """The client's own point (estimated prompt tokens) past which background compaction
+    starts for this conversation, instead of the model's `context.compact_at` share."""
     notes: dict[str, str] = field(default_factory=dict)
     upstream_seconds: float = 0.0
     """Time spent awaiting upstream answers to this request (the router adds to it), so the
