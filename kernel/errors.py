@@ -7,6 +7,8 @@
     │   ├── DocumentsBudgetExceeded     400  the request's documents alone exceed the budget
     │   ├── JsonTooDeep                 400  JSON nested deeper than overspill can re-encode
     │   ├── InvalidHttpRequest          400  bytes that are not an HTTP/1.1 request
+    │   ├── UnsupportedItem             400  a Responses input item only OpenAI runs (web search...)
+    │   ├── UnsupportedTool             400  a Responses tool only OpenAI runs (file_search, mcp...)
     │   └── InvalidConfig               400  a reload found config.yaml unusable (old one kept)
     ├── AuthError                       401  missing or wrong key
     ├── AdminDisabled                   403  admin endpoints need a master key; none is set
@@ -118,6 +120,22 @@ class InvalidHttpRequest(InvalidChatRequest):
     """The bytes received are not a valid HTTP/1.1 request (answered before any route)."""
 
     code = "invalid_http_request"
+
+
+class UnsupportedItem(InvalidChatRequest):
+    """A Responses API input item (or content part) that only an upstream serving the Responses
+    API itself can use (a web search call, an item reference, a file by URL...), sent for a
+    model that overspill reaches through chat completions. The message names the item."""
+
+    code = "unsupported_item"
+
+
+class UnsupportedTool(InvalidChatRequest):
+    """A Responses API tool or tool_choice that only OpenAI runs (file_search, web_search, mcp,
+    ...), sent for a model that overspill reaches through chat completions, which calls only
+    function tools. The message names the tool type."""
+
+    code = "unsupported_tool"
 
 
 class InvalidConfig(InvalidChatRequest):
