@@ -95,12 +95,16 @@ class Native(Protocol):
 
     A provider whose upstream speaks `wire` sends `body_for(request, model)` to that API instead
     of chat completions: the client's own bytes while no layer changed the request, else the
-    request's messages and parameters written in that wire again.
+    request's messages and parameters written in that wire again; None when a layer changed
+    what only chat completions can say (the provider then sends chat completions).
     """
 
-    wire: str
+    @property
+    def wire(self) -> str:
+        """The API the native form is written for (`responses`, `anthropic`)."""
+        ...
 
-    def body_for(self, request: ChatRequest, model: str) -> bytes:
+    def body_for(self, request: ChatRequest, model: str) -> bytes | None:
         """The body to send to the upstream's `wire` API, with the upstream's model name."""
         ...
 

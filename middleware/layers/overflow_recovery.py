@@ -105,7 +105,9 @@ class OverflowRecovery:
         System messages (the stand-in among them) and the newest turn always stay."""
         if again.limit is None:
             return None
-        scale = correction(self.estimator.count(entry, retry.messages), again.requested)
+        # what the upstream counted; when it did not say, at least more than its window
+        reported = again.requested or again.limit + 1
+        scale = correction(self.estimator.count(entry, retry.messages), reported)
         plan = self.condenser.plan(retry, entry, window=again.limit, scale=scale)
         if not plan.split.historical:
             return None

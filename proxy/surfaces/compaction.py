@@ -53,7 +53,8 @@ class CompactTurn:
 
     async def run(self, system: System, ctx: RequestContext) -> ChatResponse:
         """The compacted window as a `response.compaction` object."""
-        assert system.services is not None and ctx.model is not None
+        assert system.services is not None
+        assert ctx.model is not None
         output, usage = await compacted(
             Condenser(system.services), self.chat, ctx, instructed=self.instructed
         )

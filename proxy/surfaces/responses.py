@@ -82,22 +82,27 @@ class ResponsesNative:
     wire: str = RESPONSES_WIRE
 
     def body_for(self, request: ChatRequest, model: str) -> bytes | None:
-        """The client's bytes while nothing changed; the conversation's items when the layers
-        changed its messages; None (send chat completions) when they changed parameters."""
+        """The client's bytes while nothing changed (with the upstream's model name, its body
+        re-encoded); the conversation's items when the layers changed its messages; None (send
+        chat completions) when they changed parameters."""
         if request.body is not self.chat_body:
             return None
-        if request.messages is self.messages:
-            if self.raw is not None and model == self.body.get("model"):
-                return self.raw
+        if request.messages is not self.messages:
+            return self._render(model, to_items(request.messages), keep_instructions=False)
+        if self.raw is None:  # a chain was expanded: the whole conversation goes
             return self._render(model, list(self.items), keep_instructions=True)
-        return self._render(model, to_items(request.messages), keep_instructions=False)
+        if model == self.body.get("model"):
+            return self.raw
+        return self._render(model, None, keep_instructions=True)
 
-    def _render(self, model: str, items: list[Any], *, keep_instructions: bool) -> bytes:
+    def _render(self, model: str, items: list[Any] | None, *, keep_instructions: bool) -> bytes:
+        """The body with the upstream's model name and, unless None, these input items."""
         body = {k: v for k, v in self.body.items() if k != "previous_response_id"}
         if not keep_instructions:  # the instructions are the messages' first system message
             body.pop("instructions", None)
         body["model"] = model
-        body["input"] = items
+        if items is not None:
+            body["input"] = items
         try:
             return orjson.dumps(body)
         except orjson.JSONEncodeError as exc:
@@ -196,9 +201,9 @@ class ResponsesTurn:
             wire=RESPONSES_WIRE,
         )
 
-    async def _tapped(self, stream: AsyncIterator[bytes], ctx: RequestContext) -> AsyncIterator[
-        bytes
-    ]:
+    async def _tapped(
+        self, stream: AsyncIterator[bytes], ctx: RequestContext
+    ) -> AsyncIterator[bytes]:
         """The upstream's events unchanged; its completed response stored before it is sent."""
         try:
             async for chunk in stream:
@@ -262,11 +267,15 @@ class ResponsesSurface:
         body = _object(raw)
         model = body.get("model")
         if not isinstance(model, str) or not model:
-            raise InvalidChatRequest("'model' is required: the model name to answer with", param="model")
+            raise InvalidChatRequest(
+                "'model' is required: the model name to answer with", param="model"
+            )
         check_forbidden(body)
         for name, instead in REFUSED_FIELDS.items():
             if body.get(name) not in (None, False):
-                raise InvalidChatRequest(f"{name!r} is not supported by overspill: {instead}", param=name)
+                raise InvalidChatRequest(
+                    f"{name!r} is not supported by overspill: {instead}", param=name
+                )
         stream = _flag(body, "stream", False)
         store = _flag(body, "store", True)
         previous = body.get("previous_response_id")
@@ -283,13 +292,17 @@ class ResponsesSurface:
             raise InvalidChatRequest("'truncation' must be auto or disabled", param="truncation")
         turn_input = check_input(body["input"]) if "input" in body else ()
         if not turn_input and previous is None:
-            raise InvalidChatRequest("'input' is required: a string or an array of items", param="input")
+            raise InvalidChatRequest(
+                "'input' is required: a string or an array of items", param="input"
+            )
         chains = chains_of(system)
         chain = await chains.load(ctx.tenant, previous) if previous else NO_CHAIN
         items = (*chain.items, *turn_input)
         messages = tuple(to_messages(items, instructions, read_compaction=read_compaction))
         chat_body = {"model": model, **chat_params(body)}
-        native = ResponsesNative(body, raw if previous is None else None, items, messages, chat_body)
+        native = ResponsesNative(
+            body, raw if previous is None else None, items, messages, chat_body
+        )
         chat = ChatRequest(model, messages, stream, chat_body, native=native)
         resolved = RequestContext(
             request_id=ctx.request_id,
@@ -319,7 +332,11 @@ def chains_of(system: System) -> ResponseChains:
 def compaction_item(text: str) -> dict[str, Any]:
     """overspill's compaction item: the condensed conversation, which it reads back itself."""
     packed = base64.urlsafe_b64encode(orjson.dumps({"text": text})).decode()
-    return {"type": "compaction", "id": new_id("cmp"), "encrypted_content": COMPACTION_PREFIX + packed}
+    return {
+        "type": "compaction",
+        "id": new_id("cmp"),
+        "encrypted_content": COMPACTION_PREFIX + packed,
+    }
 
 
 def read_compaction(item: Mapping[str, Any]) -> str | None:

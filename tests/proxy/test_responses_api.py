@@ -28,8 +28,8 @@ model_list:
 general_settings:
   master_key: sk-master
   client_keys:
-    - {key: sk-alice, tenant: alice}
-    - {key: sk-bob, tenant: bob}
+    - {name: alice, key: sk-alice}
+    - {name: bob, key: sk-bob}
 """
 NATIVE = """
 model_list:
@@ -132,7 +132,9 @@ async def test_a_chain_is_the_same_conversation_as_chat_completions(
 
 async def test_function_calls_round_trip(app_client: AppClient) -> None:
     """A tool call is a function_call item; its output comes back as the tool's message."""
-    provider = ScriptedProvider([tool_call("get_weather", '{"city":"Paris"}'), json_response("Sunny.")])
+    provider = ScriptedProvider(
+        [tool_call("get_weather", '{"city":"Paris"}'), json_response("Sunny.")]
+    )
     client = sdk(app_client({"local": [provider]}))
     tools: Any = [
         {
@@ -197,8 +199,12 @@ async def test_a_stream_that_breaks_ends_with_response_failed(app_client: AppCli
 async def test_stored_responses_belong_to_their_key(store: DiskHistoryStore) -> None:
     """Another key can neither read, continue, list nor delete a response: each is a 404."""
     provider = ScriptedProvider([json_response("secret")])
-    app = create_app(build_system(settings_from(TENANTS), providers={"local": [provider]}, store=store))
-    http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://overspill.test")
+    app = create_app(
+        build_system(settings_from(TENANTS), providers={"local": [provider]}, store=store)
+    )
+    http = httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://overspill.test"
+    )
     alice, bob = sdk(http, "sk-alice"), sdk(http, "sk-bob")
     made = await alice.responses.create(model="local", input="my password is hunter2")
     assert (await alice.responses.retrieve(made.id)).output_text == "secret"
@@ -240,7 +246,10 @@ async def test_store_false_keeps_nothing(app_client: AppClient) -> None:
         ({"model": "local", "input": "x", "truncation": "sometimes"}, "truncation"),
         ({"model": "local", "input": "x", "store": "yes"}, "store"),
         ({"model": "local", "input": "x", "api_base": "http://evil"}, "api_base"),
-        ({"model": "local", "input": "x", "context_management": [{"type": "x"}]}, "context_management[0]"),
+        (
+            {"model": "local", "input": "x", "context_management": [{"type": "x"}]},
+            "context_management[0]",
+        ),
     ],
 )
 async def test_bad_requests_are_400_naming_the_field(
