@@ -1,6 +1,6 @@
 """`/v1/responses`: OpenAI's Responses API on any model, through overspill's conversation core.
 
-    request ─▶ validate ─▶ previous_response_id? load its chain (proxy/surfaces/response_chains.py)
+    request ─▶ validate ─▶ previous_response_id? load its chain (kernel/response_chains.py)
             ─▶ earlier items + this turn's input ─▶ chat messages (responses_wire.to_messages)
             ─▶ the layers, as any conversation ─▶ the model's deployment
     answer  ◀─ chat answer written as a response object / Responses events (responses_wire),
@@ -35,10 +35,10 @@ from starlette.responses import Response
 from kernel.conversation import given_id
 from kernel.errors import InvalidChatRequest, OverspillError, too_deep
 from kernel.records import StoreError
+from kernel.response_chains import NO_CHAIN, Chain, ResponseChains
 from kernel.types import ChatRequest, ChatResponse, Message, RequestContext
 from proxy.http import CONVERSATION_HEADER, SKIP_HEADER, check_forbidden, skip_history_header
 from proxy.responses import error_response
-from proxy.surfaces.response_chains import NO_CHAIN, Chain, ResponseChains
 from proxy.surfaces.responses_wire import (
     EventWriter,
     chat_params,
@@ -324,9 +324,11 @@ class ResponsesSurface:
 
 
 def chains_of(system: System) -> ResponseChains:
-    """The system's stored responses, kept as long as the config says."""
-    ttl = system.settings.general_settings.store.responses_ttl_seconds
-    return ResponseChains(system.store, ttl)
+    """The system's stored responses (a system built by hand without them gets its own)."""
+    if system.chains is None:
+        ttl = system.settings.general_settings.store.responses_ttl_seconds
+        system.chains = ResponseChains(system.store, ttl)
+    return system.chains
 
 
 def compaction_item(text: str) -> dict[str, Any]:
