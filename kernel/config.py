@@ -252,6 +252,12 @@ class ContextSettings(_Frozen):
             raise ValueError(f"each strategy may be listed once, got {list(value)}")
         return value
 
+    # Observation masking (middleware/layers/observation_masking.py):
+    mask_at: float = Field(default=0.5, gt=0, le=1)
+    """Past this share of the prompt budget, old tool results are masked (a placeholder the
+    model can undo by calling overspill's recall tool) before any history is condensed."""
+    mask_keep: int = Field(default=3, ge=0)
+    """The newest tool uses whose results are never masked."""
     # Compaction ahead of the wall (hysteresis), as shares of the prompt budget:
     compact_at: float = Field(default=0.7, gt=0, le=1)
     """Past this share, the extraction grows in the background after the response is sent."""
@@ -311,7 +317,17 @@ class ModelEntry(_Frozen):
     to the upstream's own Responses API (its bytes while no layer changed it), `translate`
     through chat completions; `auto` is native for OpenAI's own API only (a self-hosted
     OpenAI-compatible server may not serve it). Other deployments always translate."""
+    messages_api: Literal["auto", "native", "translate"] = "auto"
+    """How a `/v1/messages` request reaches the deployment: `native` sends it to the upstream's
+    own Messages API (its bytes while no layer changed it; llama.cpp's server and vLLM serve
+    one), `translate` through chat completions; `auto` is native for Anthropic's own API only
+    (an `anthropic/` deployment overspill translates itself) and translates for the rest."""
     missing_env: tuple[str, ...] = ()
+
+    def speaks_messages(self) -> bool:
+        """Whether a byte-passthrough deployment sends `/v1/messages` requests to the
+        upstream's own Messages API (`messages_api: native`)."""
+        return self.messages_api == "native" and self.uses_passthrough()
 
     def speaks_responses(self) -> bool:
         """Whether `/v1/responses` requests go to the upstream's own Responses API."""

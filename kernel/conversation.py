@@ -12,7 +12,8 @@ a turn that repeats the messages of one its process has seen reuses their chains
 (kernel/recall.py).
 
 A derived id (no header, no ``metadata.conversation_id``) hashes the tenant, the system and
-developer messages before the first user message, and that first user message. It stays the
+developer messages before the first user message, and that first user message (and the
+client's session id when its requests carry one, as Claude Code's do). It stays the
 same as the conversation grows, but two conversations that open identically share it; the
 chain keeps them from using each other's extraction, and the condenser keeps several entries
 per derived id, one per conversation (middleware/condensing/slots.py).
@@ -47,6 +48,10 @@ _ID_PATTERN = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 _ID_RULE = "1-128 characters of A-Z a-z 0-9 . _ : -"
 _ID_DOMAIN = b"overspill/conversation/1\0"
 _CHAIN_DOMAIN = b"overspill/chain/1\0"
+_SESSION_DOMAIN = b"overspill/session/1\0"
+_UNMEANING = "cache_control"
+"""A content part's key that changes from turn to turn without changing what was said (a
+client moves its prompt-cache markers to the newest messages)."""
 _OPENING_ROLES = frozenset({"system", "developer"})
 # Fields of a message that carry meaning; the SDK's `refusal`, `annotations`, `audio` nulls do not.
 # (`function_call` is the legacy form of `tool_calls`: kept when it is not null.)
@@ -69,11 +74,16 @@ def given_id(header: str | None, metadata: Mapping[str, Any] | None) -> str | No
     return _validated(given, "metadata.conversation_id")
 
 
-def derived_id(tenant: str, messages: Sequence[Mapping[str, Any]]) -> str:
-    """An id derived from the tenant and the conversation's opening messages."""
+def derived_id(
+    tenant: str, messages: Sequence[Mapping[str, Any]], session: str | None = None
+) -> str:
+    """An id derived from the tenant and the conversation's opening messages (and the client's
+    session, when its requests name one: two sessions that open alike stay apart)."""
     digest = hashlib.sha256(_ID_DOMAIN)
     for part in (tenant.encode(), *map(canonical, _opening(messages))):
         _feed(digest, part)
+    if session:
+        _feed(digest, _SESSION_DOMAIN + session.encode())
     return DERIVED_PREFIX + digest.hexdigest()[:32]
 
 
@@ -160,9 +170,13 @@ def _function(function: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _pruned(value: Any) -> Any:
-    """Content parts without null or empty-list fields, at any depth."""
+    """Content parts without null or empty-list fields, nor cache markers, at any depth."""
     if isinstance(value, Mapping):
-        return {key: _pruned(item) for key, item in value.items() if _present(item)}
+        return {
+            key: _pruned(item)
+            for key, item in value.items()
+            if _present(item) and key != _UNMEANING
+        }
     if isinstance(value, list):
         return [_pruned(item) for item in value]
     return value

@@ -15,9 +15,13 @@ and the failure is logged.
 
 from __future__ import annotations
 
+import hashlib
 import logging
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Protocol
+
+import orjson
 
 from kernel import calibration
 from kernel.config import ModelEntry
@@ -26,6 +30,9 @@ from kernel.tokens import TokenCounter
 from kernel.types import Message
 
 log = logging.getLogger("overspill.estimator")
+
+TOOL_SETS = 256
+"""Distinct tool definitions whose counts the estimator keeps."""
 
 
 class CalibrationLog(Protocol):
@@ -48,6 +55,8 @@ class Estimator:
         self._counters: dict[str, TokenCounter] = {}
         self._read: dict[str, float] = {}
         """Per model name, the correction last read from the store (dropped by a write)."""
+        self._tools: OrderedDict[tuple[str, bytes], int] = OrderedDict()
+        """Tool definitions' counts by tokenizer and content digest (the newest `TOOL_SETS`)."""
 
     def counter(self, entry: ModelEntry) -> TokenCounter:
         """The cached per-message counter for a deployment's model (its tokenizer)."""
@@ -62,13 +71,33 @@ class Estimator:
         count = self.counter(entry).count_message
         return tuple(count(message) for message in messages)
 
-    def count(self, entry: ModelEntry, messages: Sequence[Message]) -> int:
-        """A prompt's raw token count (messages plus the reply's priming)."""
-        return self.counter(entry).count_messages(messages)
+    def count(self, entry: ModelEntry, messages: Sequence[Message], tools: object = None) -> int:
+        """A prompt's raw token count (messages plus the reply's priming, and the request's
+        tool definitions when given)."""
+        return self.counter(entry).count_messages(messages) + self.count_tools(entry, tools)
 
     def count_text(self, entry: ModelEntry, text: str) -> int:
         """A text's raw token count."""
         return self.counter(entry).count_text(text)
+
+    def count_tools(self, entry: ModelEntry, tools: object) -> int:
+        """The raw tokens a request's tool definitions add to its prompt (their JSON counted as
+        text; 0 without tools). An agent sends the same tools every turn: a count is kept by
+        content, so a turn pays a digest, not a tokenization."""
+        if not tools:
+            return 0
+        try:
+            written = orjson.dumps(tools)
+        except orjson.JSONEncodeError:
+            return 0
+        model = entry.litellm_params.upstream_model
+        key = (model, hashlib.blake2b(written, digest_size=16).digest())
+        found = self._tools.get(key)
+        if found is None:
+            found = self._tools[key] = self.counter(entry).count_text(written.decode())
+            if len(self._tools) > TOOL_SETS:
+                self._tools.popitem(last=False)
+        return found
 
     async def scale(self, entry: ModelEntry) -> float:
         """The model's correction: upstream tokens per counted token (1.0 until learned)."""

@@ -104,6 +104,12 @@ class Native(Protocol):
         """The API the native form is written for (`responses`, `anthropic`)."""
         ...
 
+    @property
+    def headers(self) -> Mapping[str, str]:
+        """The client's headers that the upstream of `wire` reads with the body (Anthropic's
+        `anthropic-version` and `anthropic-beta`), sent with the native form."""
+        ...
+
     def body_for(self, request: ChatRequest, model: str) -> bytes | None:
         """The body to send to the upstream's `wire` API, with the upstream's model name."""
         ...
@@ -111,6 +117,8 @@ class Native(Protocol):
 
 CHAT_WIRE = "chat"
 """The wire of `/v1/chat/completions`: what every provider can answer in."""
+MESSAGES_WIRE = "anthropic"
+"""The wire of Anthropic's Messages API (`/v1/messages`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +184,38 @@ def prompt_tokens_of(payload: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+@dataclass(frozen=True, slots=True)
+class ToolClearing:
+    """A client's own rule for clearing old tool results from what is sent (Anthropic's
+    `clear_tool_uses` context edit), in place of overspill's default masking policy.
+
+    Past `trigger` estimated prompt tokens, the results of all but the newest `keep` tool uses
+    are replaced by placeholders (the originals stay retrievable), only when that clears at
+    least `clear_at_least` tokens; the uses of `exclude` tools are never cleared;
+    `clear_inputs` clears the calls' arguments too (True: every tool's, a set: those tools').
+    """
+
+    trigger: int | None = None
+    """Estimated prompt tokens past which results are cleared (None: overspill's own point,
+    unless `trigger_uses` says when)."""
+    trigger_uses: int | None = None
+    """Clear once the conversation holds more tool uses than this (instead of a token count)."""
+    keep: int = 3
+    clear_at_least: int = 0
+    exclude: frozenset[str] = frozenset()
+    clear_inputs: bool | frozenset[str] = False
+    off: bool = False
+    """Nothing is cleared by overspill (the upstream applies the client's own edits)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Cleared:
+    """What clearing old tool results took out of a request: uses cleared, tokens saved."""
+
+    tool_uses: int
+    tokens: int
+
+
 @dataclass(slots=True)
 class RequestContext:
     """What travels with a request but is never sent upstream, resolved once at the edge.
@@ -201,6 +241,13 @@ class RequestContext:
     compact_threshold: int | None = None
     """The client's own point (estimated prompt tokens) past which background compaction
     starts for this conversation, instead of the model's `context.compact_at` share."""
+    session: str | None = None
+    """The client's session, when its requests name one: salted into a derived conversation
+    id, so two sessions that open alike stay two conversations."""
+    tool_clearing: ToolClearing | None = None
+    """The client's own rule for clearing old tool results (None: overspill's default)."""
+    cleared: Cleared | None = None
+    """What clearing old tool results took out of this request (set by the layer that did)."""
     notes: dict[str, str] = field(default_factory=dict)
     upstream_seconds: float = 0.0
     """Time spent awaiting upstream answers to this request (the router adds to it), so the
@@ -221,7 +268,7 @@ class RequestContext:
         if self.conversation_hint is not None:
             return self.conversation_hint
         if self._derived is None:
-            self._derived = derived_id(self.tenant, self.opening)
+            self._derived = derived_id(self.tenant, self.opening, self.session)
         return self._derived
 
     def after_response(self, name: str, job: Callable[[], Coroutine[Any, Any, None]]) -> None:

@@ -67,6 +67,9 @@ class Plan:
     counts: tuple[int, ...]
     scale: float
     tail_budget: int
+    overhead: int = 0
+    """Raw tokens of the request's tool definitions (a part of every prompt, like the system
+    messages)."""
 
     def tokens(self, indices: Sequence[int]) -> int:
         """Estimated upstream tokens of some messages (scaled by the known correction)."""
@@ -113,13 +116,14 @@ class Condenser:
         if len(counts) != len(request.messages):
             raise ValueError(f"{len(counts)} counts for {len(request.messages)} messages")
         system = system_indices(request.messages, len(counts))
-        tokens = sum(counts[i] for i in system)
+        overhead = self.estimator.count_tools(entry, request.body.get("tools"))
+        tokens = sum(counts[i] for i in system) + overhead
         budget = budget_for(entry, window, request.body, int(tokens * scale))
         tail_budget = budget.share(intact_share or entry.context.intact_share)
         split = split_history(
             request.messages, counts, tail_budget=int(tail_budget / scale), system=system
         )
-        return Plan(split, budget, counts, scale, tail_budget)
+        return Plan(split, budget, counts, scale, tail_budget, overhead)
 
     def history(self, ctx: RequestContext, request: ChatRequest) -> History:
         """The request's messages with what its conversation's last turns derived (chains,
@@ -232,7 +236,8 @@ class Condenser:
         Extraction calls teach the estimator (an Ollama target's own counts), so the ratio
         may have risen since the plan; the stand-in at `index` is then cut (marked) to fit.
         """
-        over = self.estimator.count(entry, messages) - int(plan.budget.prompt_limit / scale)
+        over = self.estimator.count(entry, messages) + plan.overhead
+        over -= int(plan.budget.prompt_limit / scale)
         content = messages[index].get("content")
         if over <= 0 or not isinstance(content, str):
             return messages

@@ -144,7 +144,8 @@ class HistorySplice:
         """The request spliced from `cached` (whole when None), measured against the budget."""
         scale = await self.estimator.scale(entry)
         counts = self.condenser.counts(ctx, request, entry)
-        whole = counted = REPLY_PRIMING_TOKENS + sum(counts)
+        tools = self.estimator.count_tools(entry, request.body.get("tools"))
+        whole = counted = REPLY_PRIMING_TOKENS + sum(counts) + tools
         replaced = 0
         messages = request.messages
         if cached is not None:
@@ -154,7 +155,7 @@ class HistorySplice:
             replaced = len(split.historical)
             kept = sum(counts[i] for i in (*split.system, *split.tail))
             own = self.estimator.counter(entry).count_message(stand_in)
-            counted = REPLY_PRIMING_TOKENS + kept + own  # = estimator.count(messages)
+            counted = REPLY_PRIMING_TOKENS + kept + own + tools  # = estimator.count(...)
         limit = None
         if window is not None:
             plan = self.condenser.plan(request, entry, window=window, scale=scale, counts=counts)
@@ -190,7 +191,7 @@ class HistorySplice:
         made = await self.condenser.stand_in(request, ctx, entry, plan)
         report(ctx, made, len(plan.split.historical))
         messages = tuple(assemble(request.messages, plan.split, made.message))
-        counted = self.estimator.count(entry, messages)
+        counted = self.estimator.count(entry, messages, request.body.get("tools"))
         grown = Fit(messages, counted, len(plan.split.historical), fit.limit, fit.scale, fit.whole)
         return grown, await self._valid(request, ctx), True
 

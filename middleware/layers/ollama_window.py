@@ -108,7 +108,7 @@ class OllamaWindow:
         window = await self.services.windows.of(entry)
         if window is None:  # discovery always answers for Ollama (its server default)
             return await call_next(request, ctx)
-        counted = self.estimator.count(entry, request.messages)
+        counted = self.estimator.count(entry, request.messages, request.body.get("tools"))
         budget = budget_for(entry, window.tokens, request.body)
         fit = plan_fit(budget, counted, await self.estimator.scale(entry))
         ctx.note("num-ctx", window.tokens)

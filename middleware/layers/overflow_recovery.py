@@ -52,7 +52,7 @@ class OverflowRecovery:
             return await call_next(request, ctx)
         except ContextWindowExceeded as overflow:
             if not overflow.estimated:
-                counted = self.estimator.count(entry, request.messages)
+                counted = self.estimator.count(entry, request.messages, request.body.get("tools"))
                 await self.estimator.observe(entry, counted, overflow.requested)
             retry, before, after = await self._recover(request.whole(), ctx, entry, overflow)
         ctx.note("attempts", 2)
@@ -74,7 +74,7 @@ class OverflowRecovery:
             metrics.recovery_done(entry.model_name, "error")
             raise
         metrics.recovery_done(entry.model_name, "recovered")
-        counted = self.estimator.count(entry, retry.messages)
+        counted = self.estimator.count(entry, retry.messages, retry.body.get("tools"))
         await self.estimator.observe(entry, counted, response.prompt_tokens())
         return response
 
@@ -107,7 +107,9 @@ class OverflowRecovery:
             return None
         # what the upstream counted; when it did not say, at least more than its window
         reported = again.requested or again.limit + 1
-        scale = correction(self.estimator.count(entry, retry.messages), reported)
+        scale = correction(
+            self.estimator.count(entry, retry.messages, retry.body.get("tools")), reported
+        )
         plan = self.condenser.plan(retry, entry, window=again.limit, scale=scale)
         if not plan.split.historical:
             return None
@@ -170,7 +172,8 @@ class OverflowRecovery:
         if shrunk:
             ctx.note("oversized", ",".join(shrunk))
         before = plan.tokens(range(len(request.messages)))
-        after = int(self.estimator.count(entry, messages) * scale)
+        after = self.estimator.count(entry, messages, request.body.get("tools"))
+        after = int(after * scale)
         ctx.note("tokens-before", before)
         ctx.note("tokens-after", after)
         log.info(
@@ -186,5 +189,5 @@ class OverflowRecovery:
         learned = await self.estimator.scale(entry)
         if overflow.estimated:
             return learned
-        counted = self.estimator.count(entry, request.messages)
+        counted = self.estimator.count(entry, request.messages, request.body.get("tools"))
         return max(learned, correction(counted, overflow.requested))

@@ -15,7 +15,7 @@ import orjson
 from kernel.conversation import canonical
 from kernel.errors import ContextWindowExceeded
 from kernel.store import DiskHistoryStore
-from kernel.tokens import count_messages
+from kernel.tokens import count_messages, count_text
 from kernel.types import ChatRequest, ChatResponse, Message, RequestContext
 from providers.fake import completion
 from proxy.app import create_app
@@ -65,7 +65,9 @@ class ScriptedModel:
         self.refused = 0
 
     async def complete(self, request: ChatRequest, ctx: RequestContext) -> ChatResponse:
-        tokens = count_messages(request.messages)
+        tokens = count_messages(request.messages)  # and the tools, as a real model counts them
+        tools = request.body.get("tools")
+        tokens += count_text(orjson.dumps(tools).decode()) if tools else 0
         if tokens > WINDOW:
             self.refused += 1
             raise ContextWindowExceeded("too long", requested=tokens, limit=WINDOW, provider="x")
