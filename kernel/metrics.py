@@ -138,6 +138,18 @@ GROWTHS = _counter(
     "overspill_growths", "Splices that grew their extraction first (past context.grow_at).",
     ["model"],
 )  # fmt: skip
+MASKED_RESULTS = _counter(
+    "overspill_masked_tool_results",
+    "Old tool results masked in what a request sent upstream (observation_masking): by the "
+    "policy that chose them, overspill's own (`default`) or the client's (`client`).",
+    ["model", "policy"],
+)  # fmt: skip
+RECALLS = _counter(
+    "overspill_recalls",
+    "Masked tool results the model brought back by calling overspill's recall tool: found, or "
+    "missing (an id no placeholder of the conversation names).",
+    ["model", "result"],
+)  # fmt: skip
 COMPACTION_JOBS = _counter(
     "overspill_compaction_jobs",
     "Background growths started after a response (past context.compact_at): done, busy "
@@ -408,6 +420,17 @@ def splice_done(model: str, grown: bool, before: int, after: int) -> None:
     if grown:
         GROWTHS.labels(model).inc()
     compaction("history_splice", before, after)
+
+
+def tool_results_masked(model: str, policy: str, count: int, before: int, after: int) -> None:
+    """observation_masking masked `count` tool results, the prompt `before` → `after` tokens."""
+    MASKED_RESULTS.labels(model, policy).inc(count)
+    compaction("observation_masking", before, after)
+
+
+def recalled(model: str, result: str) -> None:
+    """The model called overspill's recall tool: found or missing."""
+    RECALLS.labels(model, result).inc()
 
 
 def compaction_job(model: str, result: str) -> None:

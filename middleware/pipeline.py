@@ -12,6 +12,7 @@ from kernel.services import Services
 from kernel.types import ChatRequest, ChatResponse, Layer, Next, RequestContext
 from middleware.layers.documents import Documents
 from middleware.layers.history_splice import HistorySplice
+from middleware.layers.observation_masking import ObservationMasking
 from middleware.layers.ollama_window import OllamaWindow
 from middleware.layers.overflow_recovery import OverflowRecovery
 
@@ -21,6 +22,7 @@ LayerFactory = Callable[[Services], Layer]
 
 LAYERS: dict[str, LayerFactory] = {
     Documents.name: Documents,
+    ObservationMasking.name: ObservationMasking,
     HistorySplice.name: HistorySplice,
     OverflowRecovery.name: OverflowRecovery,
     OllamaWindow.name: OllamaWindow,
@@ -65,7 +67,13 @@ def _traced(layer: Layer, call_next: Next, tracer: tracing.Tracer) -> Next:
     return handle
 
 
-RECOMMENDED = ("documents", "history_splice", "overflow_recovery", "ollama_window")
+RECOMMENDED = (
+    "documents",
+    "observation_masking",
+    "history_splice",
+    "overflow_recovery",
+    "ollama_window",
+)
 """What runs when config.yaml has no `middleware:` key (`middleware: []` runs none)."""
 MODEL_LAYERS = frozenset({"ollama_window"})
 """Layers about the target model, not the conversation: they run innermost, and they also wrap

@@ -168,7 +168,11 @@ def test_check_config_cli_refuses_unknown_layers(
 @pytest.mark.parametrize(
     ("tail", "line"),
     [
-        ("", "layers: documents, history_splice, overflow_recovery, ollama_window (the default"),
+        (
+            "",
+            "layers: documents, observation_masking, history_splice, overflow_recovery, "
+            "ollama_window (the default",
+        ),
         ("middleware: []\n", "layers: none (middleware: [])"),
         ("middleware: [overflow_recovery]\n", "layers: overflow_recovery (middleware:)"),
     ],

@@ -105,7 +105,10 @@ def test_no_middleware_key_runs_the_recommended_layers(store: DiskHistoryStore) 
     """Without `middleware:` every recommended layer runs; `middleware: []` runs none."""
     assert settings_from().middleware is None
     assert build_pipeline(services(settings_from(), store), endpoint).names == RECOMMENDED
-    assert RECOMMENDED == ("documents", "history_splice", "overflow_recovery", "ollama_window")
+    assert RECOMMENDED == (
+        "documents", "observation_masking", "history_splice", "overflow_recovery",
+        "ollama_window",
+    )  # fmt: skip
     none = settings_from(BASIC_CONFIG + "middleware: []\n")
     assert build_pipeline(services(none, store), endpoint).names == ()
 

@@ -71,7 +71,8 @@ async def test_the_conversation_layers_never_see_overspills_own_calls(
     fake = ScriptedProvider([json_response("- notes")])
     built = system(store, ollama, fake)
     assert built.pipeline.names == (
-        "documents", "history_splice", "overflow_recovery", "ollama_window",
+        "documents", "observation_masking", "history_splice", "overflow_recovery",
+        "ollama_window",
     )  # fmt: skip
     messages = [{"role": "user", "content": f"turn {i}"} for i in range(30)]
     await built.internal("local")(messages, max_tokens=8)
