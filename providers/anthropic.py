@@ -8,18 +8,27 @@ answer (JSON, or the SSE stream event by event) comes back in OpenAI's shape. A 
 uses what only litellm's Anthropic translation writes (`response_format`, extended thinking,
 documents, Anthropic's server tools) goes to `fallback`: litellm's translation over the same
 transport, built (and litellm imported) on the first such request.
+
+A request that came in Anthropic's own wire (`/v1/messages`) goes as the client wrote it (the
+native road: its bytes while no layer changed it, with its `anthropic-version` and
+`anthropic-beta` headers), and the answer's bytes come back, unless the deployment says
+`messages_api: translate`.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Mapping
 from typing import Any
 
+from kernel import tracing
 from kernel.config import ModelEntry
-from kernel.types import ChatRequest
+from kernel.types import MESSAGES_WIRE, ChatRequest, ChatResponse, RequestContext
 from providers import anthropic_wire as wire
+from providers.exchange import Exchange
 from providers.model_info import known_max_output
+from providers.openai_compat import count_native, forward_native
 from providers.own_translation import (
     OwnTranslation,
     StreamReader,
@@ -71,6 +80,41 @@ class AnthropicProvider(OwnTranslation):
     def urls(self) -> tuple[str, str]:
         url = messages_url(self.entry)
         return url, url
+
+    @functools.cached_property
+    def counting(self) -> Exchange:
+        """The Messages API's token counting (`.../v1/messages/count_tokens`)."""
+        return Exchange(
+            self.exchange.name,
+            self.exchange.url + "/count_tokens",
+            self.exchange.client,
+            timeout=self.exchange.timeout,
+            stream_timeout=self.exchange.stream_timeout,
+            phases=self.exchange.phases,
+            max_bytes=self.exchange.max_bytes,
+        )
+
+    async def complete(self, request: ChatRequest, ctx: RequestContext) -> ChatResponse:
+        """A Messages request as its client wrote it (the native road), else translated."""
+        native = request.native
+        if (
+            native is not None
+            and native.wire == MESSAGES_WIRE
+            and self.entry.messages_api != "translate"
+        ):
+            body = native.body_for(request, self.model)
+            if body is not None:
+                headers = {**self.headers, **native.headers}
+                if tracing.tracer is not None:
+                    headers.update(tracing.tracer.headers())
+                return await forward_native(
+                    self.exchange, body, headers, request.stream, MESSAGES_WIRE
+                )
+        return await super().complete(request, ctx)
+
+    async def count_tokens(self, body: bytes, headers: Mapping[str, str]) -> bytes | None:
+        """Anthropic's own count of a Messages request (its JSON answer's bytes)."""
+        return await count_native(self.counting, body, {**self.headers, **headers})
 
     def wire_headers(self) -> dict[str, str]:
         key = api_key(self.entry)

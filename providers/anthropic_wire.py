@@ -130,6 +130,19 @@ def request_body(
 # -- messages ---------------------------------------------------------------------------------
 
 
+def messages_of(
+    messages: Sequence[Mapping[str, Any]],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(the system blocks, the turns) of chat messages, as `request_body` writes them (raises
+    `LeftToLitellm` for what only litellm writes)."""
+    return _messages(messages)
+
+
+def tools_of(tools: object) -> list[dict[str, Any]]:
+    """Chat function tools as Messages tools, as `request_body` writes them."""
+    return _tools(tools)
+
+
 def _messages(items: Sequence[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], list[Any]]:
     """(the system blocks, the turns): system and developer messages become `system`, tool
     results user turns, and consecutive turns of one role merge (Anthropic alternates)."""

@@ -12,12 +12,13 @@ answer (HTML, empty, JSON cut short) is a 502: checked on its first and last byt
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from kernel import tracing
 from kernel.config import DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT, ModelEntry
 from kernel.errors import UpstreamBadResponse
-from kernel.types import ChatRequest, ChatResponse, RequestContext
+from kernel.types import MESSAGES_WIRE, ChatRequest, ChatResponse, RequestContext
 from providers.exchange import Exchange
 from providers.failures import parse_body
 from providers.transport import Reply, Upstream, without_userinfo
@@ -26,7 +27,11 @@ DEFAULT_API_BASE = "https://api.openai.com/v1"
 _PASSED_HEADER_PREFIX = b"x-ratelimit-"
 RESPONSES_WIRE = "responses"
 """The wire of OpenAI's Responses API (`{api_base}/responses`)."""
-_TERMINAL_EVENTS = (b'"response.completed"', b'"response.incomplete"', b'"response.failed"')
+TERMINAL_EVENTS = {
+    RESPONSES_WIRE: (b'"response.completed"', b'"response.incomplete"', b'"response.failed"'),
+    MESSAGES_WIRE: (b'"message_stop"',),
+}
+"""Per native wire, the events one of which ends a complete stream (neither has `[DONE]`)."""
 
 
 class OpenAICompatProvider:
@@ -55,6 +60,15 @@ class OpenAICompatProvider:
         if entry.speaks_responses():
             native, _ = without_userinfo(base + "/responses")
             self.responses = Exchange.of(entry, native, client, request_timeout, max_response_bytes)
+        self.messages: Exchange | None = None
+        """The upstream's own Messages API (`messages_api: native`), and its token counting."""
+        self.counting: Exchange | None = None
+        if entry.speaks_messages():
+            native, _ = without_userinfo(base + "/messages")
+            self.messages = Exchange.of(entry, native, client, request_timeout, max_response_bytes)
+            self.counting = Exchange.of(
+                entry, native + "/count_tokens", client, request_timeout, max_response_bytes
+            )
         self.headers = _headers(entry)
         if basic is not None:  # as httpx did: the URL's user and password win over the key
             self.headers["authorization"] = basic
@@ -62,33 +76,24 @@ class OpenAICompatProvider:
     async def complete(self, request: ChatRequest, ctx: RequestContext) -> ChatResponse:
         """Forward the request; raise an error from the tree when the upstream fails."""
         headers = self.headers if tracing.tracer is None else _traced(self.headers)
-        if request.native is not None and request.native.wire == RESPONSES_WIRE and self.responses:
-            body = request.native.body_for(request, self.model)
+        native = request.native
+        exchange = {RESPONSES_WIRE: self.responses, MESSAGES_WIRE: self.messages}.get(
+            native.wire if native is not None else ""
+        )
+        if native is not None and exchange is not None:
+            body = native.body_for(request, self.model)
             if body is not None:
-                return await self._native(self.responses, body, headers, request.stream)
+                headers = {**headers, **native.headers}
+                return await forward_native(exchange, body, headers, request.stream, native.wire)
         answer = self._stream if request.stream else self._json
         return await self.exchange.call(request.render(self.model), headers, request.stream, answer)
 
-    async def _native(
-        self, exchange: Exchange, body: bytes, headers: dict[str, str], stream: bool
-    ) -> ChatResponse:
-        """The request in the upstream's own Responses API; the answer in that wire."""
-
-        async def json(response: Reply) -> ChatResponse:
-            content = await exchange.json_answer(response, "expected a JSON response object")
-            passed = response.headers_starting(_PASSED_HEADER_PREFIX)
-            return ChatResponse(body=content, headers=passed, wire=RESPONSES_WIRE)
-
-        async def events(response: Reply) -> ChatResponse:
-            first, chunks, cutter = await exchange.first_events(response)
-            error = _first_event_error(first)
-            if error is not None:
-                raise exchange.failure(response.status, error, response)
-            relay = exchange.relay(first, chunks, response, cutter, _UntilTerminal(exchange, first))
-            passed = response.headers_starting(_PASSED_HEADER_PREFIX)
-            return ChatResponse(stream=relay, headers=passed, wire=RESPONSES_WIRE)
-
-        return await exchange.call(body, headers, stream, events if stream else json)
+    async def count_tokens(self, body: bytes, headers: Mapping[str, str]) -> bytes | None:
+        """The upstream's own count of a Messages request (its JSON answer), or None when the
+        deployment does not speak the Messages API."""
+        if self.counting is None:
+            return None
+        return await count_native(self.counting, body, {**self.headers, **headers})
 
     async def aclose(self) -> None:
         """The shared client is closed by its owner (the app)."""
@@ -135,36 +140,72 @@ class _UntilDone:
         return b""
 
 
+async def forward_native(
+    exchange: Exchange, body: bytes, headers: Mapping[str, str], stream: bool, wire: str
+) -> ChatResponse:
+    """A request in the upstream's own API of `wire` (the Responses API, Anthropic's
+    Messages API); the answer's bytes in that wire, a stream primed and relayed until its
+    terminal event."""
+
+    async def json(response: Reply) -> ChatResponse:
+        content = await exchange.json_answer(response, f"expected a JSON answer of the {wire} API")
+        passed = response.headers_starting(_PASSED_HEADER_PREFIX)
+        return ChatResponse(body=content, headers=passed, wire=wire)
+
+    async def events(response: Reply) -> ChatResponse:
+        first, chunks, cutter = await exchange.first_events(response)
+        error = _first_event_error(first)
+        if error is not None:
+            raise exchange.failure(response.status, error, response)
+        until = _UntilTerminal(exchange, first, TERMINAL_EVENTS[wire])
+        relay = exchange.relay(first, chunks, response, cutter, until)
+        passed = response.headers_starting(_PASSED_HEADER_PREFIX)
+        return ChatResponse(stream=relay, headers=passed, wire=wire)
+
+    return await exchange.call(body, headers, stream, events if stream else json)
+
+
+async def count_native(exchange: Exchange, body: bytes, headers: Mapping[str, str]) -> bytes:
+    """The upstream's own token count of a Messages request (its JSON answer's bytes)."""
+
+    async def json(response: Reply) -> ChatResponse:
+        return ChatResponse(body=await exchange.json_answer(response, "expected a token count"))
+
+    answered = await exchange.call(body, headers, False, json)
+    assert answered.body is not None
+    return answered.body
+
+
 class _UntilTerminal:
-    """The Responses API's events pass unchanged; a complete stream has sent its terminal
-    event (`response.completed`, `.incomplete` or `.failed`); it has no `[DONE]`."""
+    """A native wire's events pass unchanged; a complete stream has sent one of its terminal
+    events (`response.completed`, `.incomplete` or `.failed`; `message_stop`): it has no
+    `[DONE]`."""
 
-    __slots__ = ("done", "exchange")
+    __slots__ = ("done", "exchange", "markers")
 
-    def __init__(self, exchange: Exchange, first: bytes) -> None:
+    def __init__(self, exchange: Exchange, first: bytes, markers: tuple[bytes, ...]) -> None:
         self.exchange = exchange
-        self.done = _terminal(first)
+        self.markers = markers
+        self.done = self._terminal(first)
+
+    def _terminal(self, events: bytes) -> bool:
+        return any(marker in events for marker in self.markers)
 
     def feed(self, events: bytes) -> bytes:
         if not self.done:
-            self.done = _terminal(events)
+            self.done = self._terminal(events)
         return events
 
     def end(self, rest: bytes) -> bytes:
         if rest.strip():
             raise self.exchange.cut_event(rest)
         if not self.done:
+            ends = " or ".join(marker.decode().strip('"') for marker in self.markers)
             raise UpstreamBadResponse(
-                f"upstream {self.exchange.name} ended the stream before its response was "
-                "completed (no response.completed, .incomplete or .failed event)",
+                f"upstream {self.exchange.name} ended the stream before its last event ({ends})",
                 provider=self.exchange.name,
             )
         return b""
-
-
-def _terminal(events: bytes) -> bool:
-    """Whether these whole events hold the Responses API's last event of a stream."""
-    return any(marker in events for marker in _TERMINAL_EVENTS)
 
 
 def _headers(entry: ModelEntry) -> dict[str, str]:
