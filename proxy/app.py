@@ -32,6 +32,7 @@ from proxy.responses import JSON_TYPE, error_response, request_id
 from proxy.stored_responses import stored_response_routes
 from proxy.surfaces.chat import ChatSurface
 from proxy.surfaces.compaction import CompactSurface
+from proxy.surfaces.messages import CountTokensSurface, MessagesSurface
 from proxy.surfaces.responses import ResponsesSurface
 from proxy.surfaces.surface import Surface
 from proxy.system import System
@@ -84,6 +85,8 @@ def routes(state: AppState) -> list[Route]:
     chat = endpoint(ChatSurface())
     responses = endpoint(ResponsesSurface())
     compact = endpoint(CompactSurface())
+    messages = endpoint(MessagesSurface())
+    count_tokens = endpoint(CountTokensSurface())
 
     async def models(request: Request) -> Response:
         caller = state.keys.caller(request.headers.get("authorization"))
@@ -109,6 +112,10 @@ def routes(state: AppState) -> list[Route]:
         Route("/v1/responses/compact", compact, methods=["POST"]),
         Route("/responses/compact", compact, methods=["POST"]),
         *stored_response_routes(state),
+        Route("/v1/messages", messages, methods=["POST"]),
+        Route("/messages", messages, methods=["POST"]),
+        Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
+        Route("/messages/count_tokens", count_tokens, methods=["POST"]),
         Route("/v1/models", models, methods=["GET"]),
         Route("/models", models, methods=["GET"]),
         Route("/health/liveness", liveness, methods=["GET"]),

@@ -27,7 +27,10 @@ from kernel.errors import AdminDisabled, AdminOnly, AuthError, ModelNotAllowed
 from kernel.wildcards import Pattern, is_wildcard
 from proxy.http import bearer_token, tenant_of
 
-MISSING_KEY = "missing API key: send it as 'Authorization: Bearer <key>' (the OpenAI SDK's api_key)"
+MISSING_KEY = (
+    "missing API key: send it as 'Authorization: Bearer <key>' (the OpenAI SDK's api_key) or "
+    "'x-api-key: <key>' (the Anthropic SDK's)"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,9 +106,10 @@ class Keyring:
         aliases = {a: item.model for a, item in settings.router_settings.model_group_alias.items()}
         return cls(master, general.client_keys, aliases)
 
-    def caller(self, authorization: str | None) -> Caller:
-        """The caller an `Authorization` header names; raises AuthError when it names none."""
-        token = bearer_token(authorization)
+    def caller(self, authorization: str | None, api_key: str | None = None) -> Caller:
+        """The caller an `Authorization: Bearer` header names, else an `x-api-key` header
+        (Anthropic's clients send their key so); raises AuthError when they name none."""
+        token = bearer_token(authorization) or (api_key.strip() or None if api_key else None)
         if not self.closed:
             return Caller(tenant_of(token))
         if token is None:

@@ -21,8 +21,10 @@ import orjson
 from starlette.responses import Response
 
 from kernel.errors import InvalidChatRequest, OverspillError
-from kernel.types import ChatRequest, ChatResponse, RequestContext
-from middleware.condensing.condenser import Condenser
+from kernel.types import ChatRequest, ChatResponse, Message, RequestContext
+from middleware.condensing.condenser import Condenser, StandIn
+from middleware.condensing.prompt import render_transcript
+from middleware.condensing.strategies import mask_messages
 from middleware.layers.hysteresis import tail_share
 from proxy.responses import error_response
 from proxy.surfaces.responses import RESPONSES_WIRE, ResponsesSurface, compaction_item
@@ -76,11 +78,27 @@ class CompactTurn:
         return sse_event({"type": "error", "message": error.message, "sequence_number": 0})
 
 
-async def compacted(
-    condenser: Condenser, request: ChatRequest, ctx: RequestContext, *, instructed: bool
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The conversation's compacted items (without the instructions' message), and the tokens
-    it took (before, after)."""
+@dataclass(frozen=True, slots=True)
+class Compacted:
+    """A conversation's compacted window: its system messages, the stand-in for its older part
+    (None when nothing needed condensing), the newest messages intact, and the estimated
+    tokens before and after."""
+
+    system: tuple[Message, ...]
+    stand_in: StandIn | None
+    tail: tuple[Message, ...]
+    replaced: int
+    """Messages the stand-in covers."""
+    before: int
+    after: int
+
+
+async def compact(
+    condenser: Condenser, request: ChatRequest, ctx: RequestContext, *, first: int = 0
+) -> Compacted:
+    """The conversation compacted as a growth would be (the cached extraction when it is still
+    valid, so at once; else made now through the model ladder), landing near the model's
+    `context.compact_to`. Messages before `first` are not part of the window."""
     entry = ctx.model
     assert entry is not None
     window = await condenser.window(entry)
@@ -99,21 +117,52 @@ async def compacted(
     )  # fmt: skip
     messages = request.messages
     before = int(sum(counts) * scale)
-    first = 1 if instructed else 0
     if not compact.split.historical:
-        return to_items(messages[first:]), _usage(before, before)
+        return Compacted((), None, messages[first:], 0, before, before)
     made = await condenser.stand_in(request, ctx, entry, compact)
-    content = made.message.get("content")
-    system = [messages[i] for i in compact.split.system if i >= first]
-    tail = [messages[i] for i in compact.split.tail]
-    output = [
-        *to_items(system),
-        compaction_item(content if isinstance(content, str) else ""),
-        *to_items(tail),
-    ]
+    system = tuple(messages[i] for i in compact.split.system if i >= first)
+    tail = tuple(messages[i] for i in compact.split.tail)
     after = compact.tokens((*compact.split.system, *compact.split.tail))
     after += condenser.estimator.counter(entry).count_message(made.message)
-    return output, _usage(before, after)
+    return Compacted(system, made, tail, len(compact.split.historical), before, after)
+
+
+async def compacted(
+    condenser: Condenser, request: ChatRequest, ctx: RequestContext, *, instructed: bool
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The conversation's compacted items (without the instructions' message), and the tokens
+    it took (before, after)."""
+    done = await compact(condenser, request, ctx, first=1 if instructed else 0)
+    if done.stand_in is None:
+        return to_items(done.tail), _usage(done.before, done.before)
+    content = done.stand_in.message.get("content")
+    output = [
+        *to_items(done.system),
+        compaction_item(content if isinstance(content, str) else ""),
+        *to_items(done.tail),
+    ]
+    return output, _usage(done.before, done.after)
+
+
+def summary_text(done: Compacted, total: int, *, tagged: bool = True) -> str:
+    """A summary of a whole conversation of `total` messages from its compaction, written
+    without a model call: the stand-in's notes on the older messages, then the newest ones as
+    they were (long tool results masked), after a line saying what it covers. `tagged`: in the
+    `<analysis>` / `<summary>` form a coding agent's compaction prompt asks for."""
+    assert done.stand_in is not None
+    first = total - len(done.tail) + 1
+    covers = (
+        f"overspill wrote this summary itself, without a model call: the conversation's "
+        f"{done.replaced} earliest messages are condensed in its notes (its extraction, kept "
+        f"as the conversation grew), and messages {first}-{total} are quoted after them as "
+        "they were, long tool results replaced by placeholders naming what was there."
+    )
+    notes = done.stand_in.message.get("content")
+    recent = render_transcript(mask_messages(done.tail, replies=False))
+    body = f"{notes}\n\nThe conversation's newest messages, as they were:\n{recent}"
+    if not tagged:
+        return f"{covers}\n\n{body}"
+    return f"<analysis>\n{covers}\n</analysis>\n\n<summary>\n{body}\n</summary>"
 
 
 def _usage(before: int, after: int) -> dict[str, Any]:

@@ -80,6 +80,8 @@ class ResponsesNative:
     messages: tuple[Message, ...]
     chat_body: Mapping[str, Any]
     wire: str = RESPONSES_WIRE
+    headers: Mapping[str, str] = field(default_factory=dict)
+    """No client header goes with a Responses request."""
 
     def body_for(self, request: ChatRequest, model: str) -> bytes | None:
         """The client's bytes while nothing changed (with the upstream's model name, its body

@@ -148,8 +148,8 @@ class EventWriter:
         if self._response is not None:
             return b""
         out = [self.start()]
-        for payload in _payloads(data):
-            self._chunk(_parse(payload), out)
+        for payload in payloads(data):
+            self._chunk(parse_chunk(payload), out)
         return b"".join(out)
 
     def finish(self) -> bytes:
@@ -344,19 +344,19 @@ def _place(item: _Item, part: str) -> int:
     return next(place for place, name in enumerate(item.parts) if name == part)
 
 
-def _payloads(data: bytes) -> list[bytes]:
+def payloads(data: bytes) -> list[bytes]:
     """The `data:` payloads of whole SSE events (`[DONE]`, comments and blank events left out)."""
     if b"\r" in data:
         data = data.replace(b"\r\n", b"\n")
-    payloads = []
+    found = []
     for event in data.split(b"\n\n"):
         lines = [line[5:].strip() for line in event.split(b"\n") if line.startswith(b"data:")]
         if lines and lines != [b"[DONE]"]:
-            payloads.append(b"\n".join(lines))
-    return payloads
+            found.append(b"\n".join(lines))
+    return found
 
 
-def _parse(payload: bytes) -> dict[str, Any]:
+def parse_chunk(payload: bytes) -> dict[str, Any]:
     """One chat chunk, parsed; the upstream's error event raised as an UpstreamError."""
     try:
         chunk = orjson.loads(payload)
