@@ -4,6 +4,11 @@ The split keeps every system message verbatim, keeps the newest messages that fi
 share of the budget (always the last user message and what follows it, and never an assistant
 `tool_calls` message apart from its tool results), and hands the older rest to extraction.
 The stand-in is one labelled system message in place of the condensed turns. Pure functions.
+
+An agent's turn is one user message and then its tool calls and results, often more of them
+than the window holds: the tool exchanges after the last user message may be condensed too
+(the newest one always stays). The last user message is then condensed with them and also
+sent verbatim after the stand-in (`Split.pinned`): the model still reads its task as asked.
 """
 
 from __future__ import annotations
@@ -28,6 +33,9 @@ class Split:
     system: tuple[int, ...]
     historical: tuple[int, ...]
     tail: tuple[int, ...]
+    pinned: tuple[int, ...] = ()
+    """The last user message, when it is among the historical ones (the tool exchanges after it
+    did not fit): sent again verbatim after the stand-in."""
 
     @property
     def historical_end(self) -> int:
@@ -117,15 +125,28 @@ def split_history(
     required = last_user_index(messages)
     start = len(messages)
     used = 0
+    newest = True  # no turn (other than system messages) is in the tail yet
     for unit_start, unit_end in units_from_end(messages):
         cost = sum(counts[i] for i in range(unit_start, unit_end) if not _is_system(messages[i]))
-        if unit_end <= required and used + cost > tail_budget:
-            break
+        over = used + cost > tail_budget
+        exchange = not newest and _calls_tools(messages[unit_start])
+        if over and (unit_end <= required or exchange):
+            break  # an older turn, or an agent's older tool exchange after the last user turn
         used += cost
         start = unit_start
+        newest = newest and all(_is_system(messages[i]) for i in range(unit_start, unit_end))
     start = _after_leading_systems(messages, start)
     kept, historical = partition(messages, start, system)
-    return Split(kept, historical, tuple(range(start, len(messages))))
+    return Split(kept, historical, tuple(range(start, len(messages))), pinned_of(messages, start))
+
+
+def pinned_of(messages: Sequence[Mapping[str, Any]], end: int) -> tuple[int, ...]:
+    """The last user message when it lies before `end` (the tail's start) with no user message
+    after it: an agent's task, condensed with its older tool exchanges and sent again."""
+    last = last_user_index(messages)
+    if last < end and messages[last].get("role") == "user":
+        return (last,)
+    return ()
 
 
 def _after_leading_systems(messages: Sequence[Mapping[str, Any]], start: int) -> int:
@@ -164,9 +185,11 @@ def context_message(extraction: str, replaced: int, *, cut: bool = False) -> dic
 def assemble(
     messages: Sequence[Mapping[str, Any]], split: Split, stand_in: Mapping[str, Any]
 ) -> list[Mapping[str, Any]]:
-    """System messages, then the stand-in for the historical part, then the intact tail."""
+    """System messages, then the stand-in for the historical part (and the pinned last user
+    message), then the intact tail."""
     return [
         *(messages[i] for i in split.system),
         stand_in,
+        *(messages[i] for i in split.pinned),
         *(messages[i] for i in split.tail),
     ]

@@ -41,7 +41,7 @@ from kernel.store import HistoryEntry
 from kernel.tokens import REPLY_PRIMING_TOKENS
 from kernel.types import ChatRequest, ChatResponse, Message, Next, RequestContext
 from middleware.condensing.condenser import Condenser, Plan, report
-from middleware.condensing.split import Split, assemble, context_message, partition
+from middleware.condensing.split import Split, assemble, context_message, partition, pinned_of
 from middleware.layers.hysteresis import tail_share
 
 log = logging.getLogger("overspill.history_splice")
@@ -96,7 +96,7 @@ class HistorySplice:
         entry = ctx.model
         if entry is None or ctx.skip_history:
             return await call_next(request, ctx)
-        if len(request.messages) < entry.context.splice_min_messages:
+        if len(request.messages) < entry.context.splice_min_messages and not _agent(request):
             return await call_next(request, ctx)
         cached = await self._valid(request, ctx)
         window = await self.condenser.window(entry)
@@ -153,7 +153,7 @@ class HistorySplice:
             stand_in = context_message(cached.extraction, len(split.historical))
             messages = tuple(assemble(request.messages, split, stand_in))
             replaced = len(split.historical)
-            kept = sum(counts[i] for i in (*split.system, *split.tail))
+            kept = sum(counts[i] for i in (*split.system, *split.pinned, *split.tail))
             own = self.estimator.counter(entry).count_message(stand_in)
             counted = REPLY_PRIMING_TOKENS + kept + own + tools  # = estimator.count(...)
         limit = None
@@ -320,7 +320,12 @@ class HistorySplice:
         metrics.splice_done(entry.model_name, grown, before, fit.estimate)
 
 
+def _agent(request: ChatRequest) -> bool:
+    """Whether the conversation holds tool results (an agent's: few messages can be large)."""
+    return any(message.get("role") == "tool" for message in request.messages)
+
+
 def split_at(messages: tuple[Message, ...], end: int) -> Split:
     """The split a cached entry made: system messages and the summarised rest before `end`."""
     system, historical = partition(messages, end)
-    return Split(system, historical, tuple(range(end, len(messages))))
+    return Split(system, historical, tuple(range(end, len(messages))), pinned_of(messages, end))

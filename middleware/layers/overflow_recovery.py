@@ -113,7 +113,9 @@ class OverflowRecovery:
         plan = self.condenser.plan(retry, entry, window=again.limit, scale=scale)
         if not plan.split.historical:
             return None
-        kept = [retry.messages[i] for i in (*plan.split.system, *plan.split.tail)]
+        kept = [
+            retry.messages[i] for i in (*plan.split.system, *plan.split.pinned, *plan.split.tail)
+        ]
         return retry.with_messages(kept), len(plan.split.historical)
 
     def _final(

@@ -121,8 +121,8 @@ async def compact(
         return Compacted((), None, messages[first:], 0, before, before)
     made = await condenser.stand_in(request, ctx, entry, compact)
     system = tuple(messages[i] for i in compact.split.system if i >= first)
-    tail = tuple(messages[i] for i in compact.split.tail)
-    after = compact.tokens((*compact.split.system, *compact.split.tail))
+    tail = tuple(messages[i] for i in (*compact.split.pinned, *compact.split.tail))
+    after = compact.tokens((*compact.split.system, *compact.split.pinned, *compact.split.tail))
     after += condenser.estimator.counter(entry).count_message(made.message)
     return Compacted(system, made, tail, len(compact.split.historical), before, after)
 

@@ -136,3 +136,43 @@ def test_partition_is_system_and_the_rest(messages: list[dict[str, Any]], data: 
     assert historical == tuple(i for i in range(end) if i not in system)
     every = partition(messages, len(messages))[0]
     assert partition(messages, end, every) == (system, historical)
+
+
+def test_an_agents_older_tool_exchanges_can_be_condensed() -> None:
+    """After the last user message, older tool exchanges that do not fit are condensed (the
+    newest stays); the user message is condensed with them and pinned, sent again verbatim."""
+    calls = [msg("assistant", tool_calls=[{"id": str(i)}]) for i in range(3)]
+    messages = [msg("system"), msg("user", "the task")]
+    for index, call in enumerate(calls):
+        messages += [call, msg("tool", tool_call_id=str(index))]
+    split = split_history(messages, [5, 5, 5, 100, 5, 100, 5, 100], tail_budget=150)
+    assert split.tail == (6, 7)
+    assert split.historical == (1, 2, 3, 4, 5)
+    assert split.pinned == (1,)
+    stand_in = context_message("notes", replaced=len(split.historical))
+    sent = assemble(messages, split, stand_in)
+    assert [m["role"] for m in sent] == ["system", "system", "user", "assistant", "tool"]
+    assert sent[2]["content"] == "the task"
+
+
+def test_a_chats_last_turn_is_never_pinned() -> None:
+    """A conversation whose last message is the user's keeps the old split: nothing pinned."""
+    messages = [msg("user"), msg("assistant"), msg("user", "big")]
+    split = split_history(messages, [5, 5, 1000], tail_budget=10)
+    assert split.pinned == ()
+    assert split.tail == (2,)
+
+
+def test_a_trailing_system_message_does_not_count_as_the_newest_turn() -> None:
+    """A system message after the newest tool exchange (an agent's reminder) leaves that
+    exchange in the tail."""
+    messages = [msg("user", "the task")]
+    for index in range(2):
+        messages += [
+            msg("assistant", tool_calls=[{"id": str(index)}]),
+            msg("tool", tool_call_id=str(index)),
+        ]
+    messages.append(msg("system", "reminder"))
+    split = split_history(messages, [5, 5, 100, 5, 100, 5], tail_budget=50)
+    assert split.tail == (3, 4, 5)
+    assert split.pinned == (0,)
