@@ -1,5 +1,5 @@
 """Generated requests on every route through the ASGI app: never a 500, never a hang, and every
-refusal in the OpenAI error shape.
+refusal in the shape of the API the route speaks (OpenAI's; Anthropic's on `/v1/messages`).
 
 One app per test, as `overspill serve` builds it (LiveApp over a config file, the default
 layers, a passthrough and a litellm deployment, a disk store); the upstream is respx. Each
@@ -52,6 +52,7 @@ DEADLINE_SECONDS = 30.0
 
 ROUTES = [
     "/v1/chat/completions", "/chat/completions", "/v1/responses", "/responses",
+    "/v1/messages", "/v1/messages/count_tokens",
     "/v1/responses/resp_1", "/v1/responses/resp_1/input_items", "/v1/models", "/models",
     "/health/liveness",
     "/health/readiness", "/overspill/conversations", "/overspill/conversations/conv-1",
@@ -89,6 +90,9 @@ header_values: dict[str, Any] = {
     "host": st.sampled_from([b"evil.example", b"[::1", b"a b", b"", b"\xff:99999"]) | latin1,
     "accept": st.sampled_from([b"application/openmetrics-text", b"*/*"]) | latin1,
     "traceparent": latin1,
+    "x-api-key": st.just(MASTER.encode()) | latin1,
+    "x-claude-code-session-id": st.text(max_size=200).map(lambda t: t.encode("utf-8")) | latin1,
+    "anthropic-beta": latin1,
 }
 headers = st.lists(
     st.one_of(
@@ -232,9 +236,84 @@ response_bodies = st.fixed_dictionaries(
     },
     optional=response_fields,
 ).map(encode)
+block_types = st.sampled_from(
+    ["text", "image", "document", "tool_use", "tool_result", "thinking", "redacted_thinking",
+     "compaction", "server_tool_use", "tool_reference", "search_result", "hologram"]
+)  # fmt: skip
+anthropic_blocks = st.one_of(
+    st.fixed_dictionaries(
+        {"type": block_types},
+        optional={
+            "text": json_values,
+            "id": st.sampled_from(["toolu_1", "toolu_2"]) | json_values,
+            "tool_use_id": st.sampled_from(["toolu_1", "toolu_2", "toolu_x"]) | json_values,
+            "name": json_values,
+            "input": json_values | deep,
+            "content": json_values | deep | st.text(max_size=100),
+            "is_error": json_values,
+            "thinking": json_values,
+            "signature": json_values,
+            "source": st.fixed_dictionaries(
+                {"type": st.sampled_from(["base64", "url", "text", "file", "content"])},
+                optional={"media_type": json_values, "data": json_values, "url": json_values},
+            )
+            | json_values,
+            "cache_control": json_values,
+            "tool_name": json_values,
+        },
+    ),
+    json_values,
+)
+anthropic_messages = st.lists(
+    st.fixed_dictionaries(
+        {"role": st.sampled_from(["user", "assistant", "system", "robot"])},
+        optional={"content": st.text(max_size=100) | st.lists(anthropic_blocks, max_size=4)
+                  | json_values | deep},
+    )
+    | json_values,
+    max_size=10,
+)  # fmt: skip
+messages_fields: dict[str, Any] = {
+    "max_tokens": st.integers(-2, 5000) | json_values,
+    "system": st.text(max_size=100) | st.lists(anthropic_blocks, max_size=3) | json_values,
+    "tools": deep
+    | json_values
+    | st.lists(
+        st.fixed_dictionaries(
+            {"name": json_values | st.just("Read")},
+            optional={"input_schema": json_values, "type": json_values, "defer_loading": json_values},
+        ),
+        max_size=3,
+    ),
+    "tool_choice": json_values,
+    "stop_sequences": json_values,
+    "temperature": json_values,
+    "top_k": json_values,
+    "metadata": json_values,
+    "thinking": json_values,
+    "stream": st.booleans() | json_values,
+    "context_management": json_values
+    | st.fixed_dictionaries({"edits": st.lists(json_values | st.fixed_dictionaries(
+        {"type": st.sampled_from(["clear_tool_uses_20250919", "clear_thinking_20251015",
+                                  "compact_20260112", "other"])},
+        optional={"trigger": json_values, "keep": json_values, "clear_at_least": json_values,
+                  "exclude_tools": json_values, "clear_tool_inputs": json_values,
+                  "pause_after_compaction": json_values}), max_size=3)}),
+    "output_format": json_values,
+    "mcp_servers": json_values,
+    "api_base": st.just("http://evil.example"),
+}  # fmt: skip
+messages_bodies = st.fixed_dictionaries(
+    {
+        "model": st.one_of(models, models, st.sampled_from(["nope", ""]), json_values),
+        "messages": anthropic_messages,
+    },
+    optional=messages_fields,
+).map(encode)
 bodies = st.one_of(
     chat_bodies,
     response_bodies,
+    messages_bodies,
     chat_bodies.map(lambda raw: raw[: len(raw) // 2]),
     json_values.map(orjson.dumps),
     st.binary(max_size=300),
@@ -332,8 +411,9 @@ def surface() -> Iterator[Surface]:
             litellm.disable_aiohttp_transport = previous
 
 
-def check(messages: list[dict[str, Any]], method: str) -> int:
-    """One complete response, below 500, and an OpenAI-shaped error when it is a refusal."""
+def check(messages: list[dict[str, Any]], method: str, path: str = "") -> int:
+    """One complete response, below 500, and an error in the route's API shape when it is a
+    refusal (Anthropic's on the Messages routes, OpenAI's elsewhere)."""
     starts = [m for m in messages if m["type"] == "http.response.start"]
     assert len(starts) == 1, messages[:3]
     status = starts[0]["status"]
@@ -347,8 +427,13 @@ def check(messages: list[dict[str, Any]], method: str) -> int:
     if status >= 400:
         head = dict(starts[0]["headers"])
         assert head[b"content-type"] == b"application/json"
-        error = orjson.loads(body)["error"]
-        assert set(error) == {"message", "type", "param", "code"}
+        parsed = orjson.loads(body)
+        error = parsed["error"]
+        if path in ("/v1/messages", "/v1/messages/count_tokens") and method == "POST":
+            assert parsed["type"] == "error"
+            assert set(error) == {"type", "message"}
+        else:
+            assert set(error) == {"message", "type", "param", "code"}
         assert error["message"]
         # The upstream always answers 200: a 5xx can only be litellm refusing, on its side, a
         # value it does not support (it raises those as connection errors: a 502).
@@ -368,7 +453,7 @@ def test_any_request_on_any_route_is_answered_below_500(
     surface: Surface, method: str, path: str, headers: list[tuple[bytes, bytes]], body: bytes
 ) -> None:
     """Any method, path, headers and body: one complete answer, never a 500, errors as JSON."""
-    check(surface.call(method, path, headers, body), method)
+    check(surface.call(method, path, headers, body), method, path)
 
 
 @pytest.mark.reliability("fuzz")
@@ -397,6 +482,21 @@ def test_generated_responses_requests_are_answered_below_500(
     """Responses API bodies with every field generated (items, tools, chains), with the key."""
     authorised = [(b"authorization", f"Bearer {MASTER}".encode()), *headers]
     check(surface.call("POST", route, authorised, body), "POST")
+
+
+@pytest.mark.reliability("fuzz")
+@settings(
+    max_examples=examples(60, 2500),
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(body=messages_bodies, headers=headers, route=st.sampled_from(ROUTES[4:6]))
+def test_generated_messages_requests_are_answered_below_500(
+    surface: Surface, body: bytes, headers: list[tuple[bytes, bytes]], route: str
+) -> None:
+    """Anthropic Messages bodies with every field generated (blocks, tools, edits), keyed by
+    x-api-key: Anthropic-shaped errors, never a 500."""
+    authorised = [(b"x-api-key", MASTER.encode()), *headers]
+    check(surface.call("POST", route, authorised, body), "POST", route)
 
 
 def test_the_fuzzed_app_is_the_served_one() -> None:
