@@ -1,4 +1,4 @@
-"""The `overspill` command: `serve`, `check-config`, `conversations`, `ollama`, `eval`."""
+"""The `overspill` command: `serve`, `check-config`, `conversations`, `ollama`, `eval`, `run`."""
 
 from __future__ import annotations
 
@@ -37,6 +37,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from proxy import eval_cli
 
         return eval_cli.run(args)
+    if args.command == "run":
+        from proxy import run_cli
+
+        return run_cli.run(args)
     return serve(args)
 
 
@@ -59,6 +63,9 @@ def _parser() -> argparse.ArgumentParser:
     from proxy import eval_cli
 
     eval_cli.add_parser(commands)
+    from proxy import run_cli
+
+    run_cli.add_parser(commands)
     ollama = commands.add_parser("ollama", help="forget the Ollama windows a running server cached")
     ollama.add_argument("action", choices=["refresh"])
     ollama.add_argument("--url", default="http://127.0.0.1:4000", help="the running overspill")
