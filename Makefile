@@ -6,12 +6,12 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12
 
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: run test lint types unit reliability install model redis bench bench-litellm clean
+.PHONY: run test lint types unit reliability install model redis claude bench bench-litellm clean
 
 run: install model   ## start the local model and overspill on :4000 with config.yaml
 	scripts/run-local.sh
 
-test: install model redis   ## lint, types, and every test (end-to-end against the real local model)
+test: install model redis claude   ## lint, types, and every test (end-to-end against the real local model)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
@@ -41,6 +41,9 @@ $(STAMP): pyproject.toml
 
 redis:   ## Debian's redis-server, for the shared-store tests
 	scripts/ensure-redis.sh
+
+claude:   ## Claude Code (npm, pinned) in var/node, for its end-to-end tests (Node from Debian if missing)
+	scripts/claude-code.sh > /dev/null
 
 model:   ## build llama-server and fetch SmolLM2 (cached in ~/.cache/overspill)
 	PYTHON=$(BIN)/python scripts/local-model.sh > /dev/null

@@ -258,3 +258,33 @@ def responding(llama_server: str, tmp_path_factory: pytest.TempPathFactory) -> I
     """overspill serve with its default layers and both roads to the Responses API."""
     config = responses_config(llama_server)
     yield from serve(config, tmp_path_factory.mktemp("responses"), llama_server)
+
+
+def messages_config(llama_server: str) -> str:
+    """The default layers before the real llama-server, by both roads to the Messages API:
+    translated through chat completions (`local`) and llama-server's own (`local-native`,
+    `messages_api: native`); Claude's model names are served by `local` (a wildcard)."""
+    return f"""
+model_list:
+  - model_name: local
+    litellm_params: {{model: openai/smollm2-135m, api_base: {llama_server}, timeout: 300}}
+    context: {{window: {WINDOW}}}
+  - model_name: local-native
+    litellm_params: {{model: openai/smollm2-135m, api_base: {llama_server}, timeout: 300}}
+    messages_api: native
+    context: {{window: {WINDOW}}}
+  - model_name: "claude-*"
+    litellm_params: {{model: openai/smollm2-135m, api_base: {llama_server}, timeout: 300}}
+    context: {{window: {WINDOW}}}
+general_settings:
+  master_key: {MASTER_KEY}
+  max_body_bytes: 400000
+  store: {{path: store}}
+"""
+
+
+@pytest.fixture(scope="session")
+def messaging(llama_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """overspill serve with its default layers and both roads to the Messages API."""
+    config = messages_config(llama_server)
+    yield from serve(config, tmp_path_factory.mktemp("messages"), llama_server)

@@ -1,0 +1,161 @@
+"""A scripted coding model behind an OpenAI-wire HTTP server, for driving a real agent (Claude
+Code) through overspill where the local 135M model cannot: it reads a list of files with the
+agent's `Read` tool, one call per turn, then says it is done.
+
+It behaves as a real server with a `window`-token context would: a prompt (messages and tool
+definitions, counted with cl100k) over the window is refused with llama-server's own 400, so
+a session that outgrows the window fails unless overspill keeps it inside. Its next step
+depends only on the request's last message that is not a system message (the task → the
+first file; the result of the call for file k → file k+1), so a spliced or masked
+conversation drives it the same way.
+Requests without tools (overspill's extraction calls, the agent's side calls) get a short
+text. Every request is recorded with its prompt size and whether it was refused.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from kernel.tokens import count_messages, count_text
+
+DONE = "All files are read."
+_CALL = re.compile(r"call_read_(\d+)")
+
+
+@dataclass
+class Seen:
+    """One request the upstream answered."""
+
+    tokens: int
+    tools: bool
+    refused: bool
+    last: str
+
+
+@dataclass
+class AgentUpstream:
+    """The script: the files to read, the window, and what was asked."""
+
+    files: list[str]
+    window: int
+    seen: list[Seen] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any] | None, list[bytes]]:
+        """(status, JSON body or None, SSE events) for one request."""
+        messages = body.get("messages") or []
+        tools = body.get("tools") or []
+        written = json.dumps(tools, separators=(",", ":"))  # as overspill writes them
+        tokens = count_messages(messages) + (count_text(written) if tools else 0)
+        spoken = [m for m in messages if m.get("role") != "system"]
+        last = spoken[-1] if spoken else {}
+        refused = tokens > self.window
+        with self.lock:
+            self.seen.append(Seen(tokens, bool(tools), refused, str(last.get("content"))[:200]))
+        if refused:
+            error = {
+                "code": 400,
+                "message": f"request ({tokens} tokens) exceeds the available context size "
+                f"({self.window} tokens), try increasing it",
+                "type": "exceed_context_size_error",
+                "n_prompt_tokens": tokens,
+                "n_ctx": self.window,
+            }
+            return 400, {"error": error}, []
+        step = self._next(last) if tools else None
+        message: dict[str, Any]
+        if step is None or step >= len(self.files):
+            text = DONE if tools else "- The agent read the project's files one by one."
+            message = {"role": "assistant", "content": text}
+            finish = "stop"
+        else:
+            arguments = json.dumps({"file_path": self.files[step]})
+            call = {"id": f"call_read_{step}", "type": "function",
+                    "function": {"name": "Read", "arguments": arguments}}  # fmt: skip
+            message = {"role": "assistant", "content": None, "tool_calls": [call]}
+            finish = "tool_calls"
+        usage = {"prompt_tokens": tokens, "completion_tokens": 8, "total_tokens": tokens + 8}
+        if not body.get("stream"):
+            choice = {"index": 0, "message": message, "finish_reason": finish}
+            made = {"id": "chatcmpl-agent", "object": "chat.completion", "created": 0,
+                    "model": body.get("model"), "choices": [choice], "usage": usage}  # fmt: skip
+            return 200, made, []
+        return 200, None, _events(message, finish, usage)
+
+    @staticmethod
+    def _next(last: dict[str, Any]) -> int | None:
+        """The file to read next: after the result of call k, k + 1; after a user's words, 0."""
+        if last.get("role") == "tool":
+            found = _CALL.search(str(last.get("tool_call_id")))
+            return int(found.group(1)) + 1 if found else None
+        return 0 if last.get("role") == "user" else None
+
+
+def _events(message: dict[str, Any], finish: str, usage: dict[str, Any]) -> list[bytes]:
+    def chunk(delta: dict[str, Any], reason: str | None = None, **extra: Any) -> bytes:
+        event = {"id": "chatcmpl-agent", "object": "chat.completion.chunk", "created": 0,
+                 "model": "agent", "choices": [{"index": 0, "delta": delta,
+                                                "finish_reason": reason}], **extra}  # fmt: skip
+        return b"data: " + json.dumps(event).encode() + b"\n\n"
+
+    out = [chunk({"role": "assistant", "content": ""})]
+    if message.get("tool_calls"):
+        call = message["tool_calls"][0]
+        out.append(chunk({"tool_calls": [{"index": 0, **call}]}))
+    else:
+        out.append(chunk({"content": message["content"]}))
+    out.append(chunk({}, finish))
+    out.append(chunk({}, None, choices=[], usage=usage))
+    out.append(b"data: [DONE]\n\n")
+    return out
+
+
+def _handler(upstream: AgentUpstream) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            """Quiet: the test reads what `AgentUpstream.seen` recorded."""
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+            status, made, events = upstream.answer(body)
+            if made is not None:
+                data = json.dumps(made).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                return
+            data = b"".join(events)
+            self.send_response(status)
+            self.send_header("content-type", "text/event-stream")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    return Handler
+
+
+@contextmanager
+def agent_upstream(files: list[str], window: int) -> Iterator[tuple[str, AgentUpstream]]:
+    """The scripted model on a free loopback port: its /v1 URL and its record."""
+    script = AgentUpstream(files, window)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(script))
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1", script
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
