@@ -47,6 +47,12 @@ class ClientKey(BaseModel):
     """None: its `os.environ/` variable is unset, and the key is disabled."""
     models: tuple[str, ...] | None = None
     """The model names (or `*` patterns) the key may request; None: every model."""
+    shadow: bool = False
+    """Shadow mode for this key's requests: the layers report what they would do, and the
+    requests go upstream unchanged (docs/budgets.md)."""
+    own_token_budget: int | None = Field(default=None, ge=0)
+    """Own tokens overspill may spend for this key's tenant per `usage.period`; None: the
+    `general_settings.usage.tenant_budget`."""
 
 
 def key_problems(keys: Sequence[ClientKey], master_key: SecretStr | None) -> list[str]:

@@ -155,6 +155,7 @@ PASSTHROUGH_PARAMS = frozenset(
         "max_retries",
         "rpm",
         "tpm",
+        "max_parallel_requests",
     }
 )
 # Providers whose upstream speaks OpenAI's wire format (eligible for the byte passthrough).
@@ -195,6 +196,9 @@ class LitellmParams(BaseModel):
     api_version: str | None = None
     timeout: float | None = Field(default=None, gt=0)
     stream_timeout: float | None = Field(default=None, gt=0)
+    max_parallel_requests: int | None = Field(default=None, gt=0)
+    """How many calls the deployment serves at once (LiteLLM's setting): overspill's own calls
+    queue behind it. None: learned (llama-server's slots), else a default (docs/budgets.md)."""
 
     @property
     def provider(self) -> str:
@@ -237,6 +241,18 @@ class ContextSettings(_Frozen):
     max_extraction_input_tokens: int = Field(default=64_000, ge=320)
     """One extraction reads at most this much history (seed 000); older turns past it are
     kept only as quoted facts."""
+    max_own_calls: int = Field(default=16, ge=0)
+    """overspill's own upstream calls (extraction, condensing, warm-ups) one client request
+    may cause; past it the cheaper roads that need no model are taken (docs/budgets.md)."""
+    max_own_input_tokens: int | None = Field(default=None, ge=0)
+    """The input tokens those calls may send together, documents and history alike;
+    None: four times the model's window (8,192 tokens while the window is unknown)."""
+    shadow: bool = False
+    """Shadow mode: every layer decides and reports (headers, log, metrics) what it would
+    do, and the request goes upstream unchanged; no own call is made."""
+    turns_per_growth: int = Field(default=8, ge=1)
+    """A growth leaves room for this many turns (of the conversation's own average size)
+    before the spliced prefix must change again, when the budget allows it."""
     # condensing strategies (middleware/condensing/strategies.py)
     strategies: tuple[CondensingStrategy, ...] = Field(default=("extract",), min_length=1)
     """What condenses a history, tried in order until it fits: `extract` (a model writes
@@ -350,6 +366,19 @@ class StoreSettings(_Frozen):
         return self
 
 
+class UsageSettings(_Frozen):
+    """`general_settings.usage`: overspill's own tokens, counted per tenant and optionally
+    capped per period (docs/budgets.md)."""
+
+    period: Literal["day", "month"] = "day"
+    """The budget's period, in UTC: a calendar day or a calendar month."""
+    tenant_budget: int | None = Field(default=None, ge=0)
+    """Own tokens (input and output) each tenant may cause per period; None: no budget.
+    A client key's `own_token_budget` overrides it for that key's tenant."""
+    keep_days: int = Field(default=400, ge=1)
+    """How long the per-day usage counts are kept in the store."""
+
+
 class MetricsSettings(_Frozen):
     """`general_settings.metrics`: the Prometheus `/metrics` route."""
 
@@ -412,6 +441,15 @@ class GeneralSettings(_Frozen):
     keep_alive_timeout: int = Field(default=5, ge=1)
     """Seconds an idle connection (a new one, or one between requests) stays open without a
     request's first byte; then it is closed. Startup only."""
+    allow_unauthenticated: bool = False
+    """Serve on an address other than loopback with neither a master key nor client keys
+    (anyone who can reach it may spend its upstream keys). False: `serve` refuses to start."""
+    usage: UsageSettings = Field(default_factory=UsageSettings)
+    max_background_jobs: int = Field(default=4, ge=1)
+    """Background growths that run at once per worker; more wait in a queue."""
+    max_waiting_jobs: int = Field(default=256, ge=0)
+    """Background growths that may wait; past it the oldest waiting one is dropped (its
+    conversation grows on a later turn). Waiting and dropped jobs are counted in metrics."""
 
     @model_validator(mode="after")
     def _metrics_key_exists(self) -> GeneralSettings:

@@ -7,19 +7,20 @@ duration, by operation. `single_flight` and `aclose` pass straight through.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from contextlib import AbstractAsyncContextManager
 from time import perf_counter
 from typing import TypeVar
 
 from kernel import metrics
+from kernel.spending import Tally, UsageRow
 from kernel.store import DocumentBatches, HistoryEntry, HistoryStore, StoreError
 
 _T = TypeVar("_T")
 
 OPERATIONS = (
     "get", "put", "get_batches", "put_batches", "calibration", "add_calibration",
-    "delete", "clear", "entries", "ping",
+    "delete", "clear", "entries", "ping", "add_usage", "usage",
 )  # fmt: skip
 """The `op` label's values: the HistoryStore methods that reach the backend."""
 
@@ -54,6 +55,18 @@ class MeteredStore:
     async def add_calibration(self, model: str, ratio: float) -> None:
         """The inner store's `add_calibration`, measured."""
         await self._measure("add_calibration", self.inner.add_calibration(model, ratio))
+
+    async def add_usage(
+        self, tenant: str, day: str, model: str, tally: Tally, keep_seconds: float
+    ) -> None:
+        """The inner store's `add_usage`, measured."""
+        await self._measure(
+            "add_usage", self.inner.add_usage(tenant, day, model, tally, keep_seconds)
+        )
+
+    async def usage(self, tenant: str | None, days: Sequence[str]) -> list[UsageRow]:
+        """The inner store's `usage`, measured."""
+        return await self._measure("usage", self.inner.usage(tenant, days))
 
     async def delete(self, tenant: str, conversation_id: str) -> bool:
         """The inner store's `delete`, measured."""

@@ -3,11 +3,14 @@
     HistoryStore           the interface the layers use (kernel/store_redis.py implements it too)
     └── DiskHistoryStore   diskcache.Cache (sqlite) in a directory
 
-Three kinds of state (kernel/records.py): cached extractions (`HistoryEntry`, keys `h:`) and
+Four kinds of state (kernel/records.py): cached extractions (`HistoryEntry`, keys `h:`) and
 the document batches of earlier turns (`DocumentBatches`, keys `d:`), both per tenant and
-conversation; and each model's token-calibration samples (keys `c:<model>`, shared by every
-tenant, newest first, at most `CALIBRATION_SAMPLES`). `delete` and `clear` remove a
-conversation's records of both kinds; calibration stays.
+conversation; each model's token-calibration samples (keys `c:<model>`, shared by every
+tenant, newest first, at most `CALIBRATION_SAMPLES`); and what overspill's own calls spent,
+per tenant and UTC day (keys `u:<len(tenant)>:<tenant>:<YYYY-MM-DD>`, one JSON object of
+`model: [calls, failed, prompt tokens, completion tokens]`, kept `keep_seconds`: the usage
+summary and the tenants' budgets, kernel/usage.py). `delete` and `clear` remove a
+conversation's records of the first two kinds; calibration and usage stay.
 
 Errors: `StoreError` when the store cannot be used (cannot open, read or write); the message
 says what failed and where. A stored record that cannot be decoded is logged, deleted and
@@ -51,7 +54,7 @@ import logging
 import os
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
@@ -71,6 +74,7 @@ from kernel.records import (
     StoreError,
     decode,
 )
+from kernel.spending import Tally, UsageRow
 
 __all__ = [
     "CALIBRATION_SAMPLES",
@@ -90,6 +94,7 @@ DEFAULT_SIZE_LIMIT_BYTES = 1 << 30
 HISTORY = "h:"
 BATCHES = "d:"
 CALIBRATION = "c:"
+USAGE = "u:"
 _PING_KEY = "ping"
 _INLINE_MAX_BYTES = 1 << 20
 _SQLITE_TIMEOUT_SECONDS = 10.0
@@ -129,6 +134,16 @@ class HistoryStore(Protocol):
 
     async def add_calibration(self, model: str, ratio: float) -> None:
         """Record one calibration sample atomically (the oldest beyond the cap go)."""
+        ...
+
+    async def add_usage(
+        self, tenant: str, day: str, model: str, tally: Tally, keep_seconds: float
+    ) -> None:
+        """Add one model's own-call counts to the tenant's usage of a UTC day (atomically)."""
+        ...
+
+    async def usage(self, tenant: str | None, days: Sequence[str]) -> list[UsageRow]:
+        """The usage rows of a tenant (of every tenant when None) on the given days."""
         ...
 
     async def delete(self, tenant: str, conversation_id: str) -> bool:
@@ -258,6 +273,30 @@ class DiskHistoryStore:
         """Record one calibration sample atomically (the oldest beyond the cap go)."""
         await self._offload("write calibration", self._add_sample, CALIBRATION + model, ratio)
 
+    async def add_usage(
+        self, tenant: str, day: str, model: str, tally: Tally, keep_seconds: float
+    ) -> None:
+        """Add one model's own-call counts to the tenant's usage of a UTC day (atomically)."""
+        key = key_of(USAGE, tenant, day)
+        await self._offload(
+            f"count usage {key!r}", self._add_usage, key, model, tally, keep_seconds
+        )
+
+    async def usage(self, tenant: str | None, days: Sequence[str]) -> list[UsageRow]:
+        """The usage rows of a tenant (of every tenant when None) on the given days."""
+        if tenant is not None:
+            keys = [key_of(USAGE, tenant, day) for day in days]
+        else:
+            wanted = set(days)
+            listed = await self._offload("list usage", self._keys, USAGE)
+            keys = [key for key in listed if key.rsplit(":", 1)[-1] in wanted]
+        rows: list[UsageRow] = []
+        for key in keys:
+            raw = self._call(f"read {key!r}", self._cache.get, key)
+            owner, day = usage_key_parts(key)
+            rows += [UsageRow(owner, day, model, tally) for model, tally in usage_counts(raw)]
+        return rows
+
     async def delete(self, tenant: str, conversation_id: str) -> bool:
         """Remove a conversation's records (both kinds); whether there were any."""
         keys = [key_of(kind, tenant, conversation_id) for kind in (HISTORY, BATCHES)]
@@ -359,6 +398,16 @@ class DiskHistoryStore:
             samples = (ratio, *_samples(self._cache.get(key)))[:CALIBRATION_SAMPLES]
             self._cache.set(key, orjson.dumps(samples), expire=self.ttl_seconds)
 
+    def _add_usage(self, key: str, model: str, tally: Tally, keep_seconds: float) -> None:
+        with self._cache.transact():
+            counts = dict(usage_counts(self._cache.get(key)))
+            counts.setdefault(model, Tally()).add(tally)
+            written = {
+                name: [t.calls, t.failed, t.prompt_tokens, t.completion_tokens]
+                for name, t in counts.items()
+            }
+            self._cache.set(key, orjson.dumps(written), expire=keep_seconds)
+
     def _keys(self, prefix: str) -> list[str]:
         return [
             key for key in self._cache.iterkeys() if isinstance(key, str) and key.startswith(prefix)
@@ -385,6 +434,37 @@ def key_of(kind: str, tenant: str, conversation_id: str) -> str:
 def prefix_of(kind: str, tenant: str | None) -> str:
     """The key prefix of a kind's records for one tenant (or for every tenant)."""
     return kind if tenant is None else f"{kind}{len(tenant)}:{tenant}:"
+
+
+def usage_key_parts(key: str) -> tuple[str, str]:
+    """(tenant, day) of a usage key `u:<len(tenant)>:<tenant>:<day>` (a store's prefix off)."""
+    rest = key.removeprefix(USAGE)
+    length, _, rest = rest.partition(":")
+    size = int(length)
+    return rest[:size], rest[size + 1 :]
+
+
+def usage_counts(raw: object) -> list[tuple[str, Tally]]:
+    """A stored usage record's counts per model; anything unreadable counts as none."""
+    if isinstance(raw, str):
+        raw = raw.encode()
+    if not isinstance(raw, bytes):
+        return []
+    try:
+        found = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return []
+    if not isinstance(found, dict):
+        return []
+    rows = []
+    for model, counts in found.items():
+        if (
+            isinstance(counts, list)
+            and len(counts) == 4
+            and all(isinstance(n, int) and not isinstance(n, bool) for n in counts)
+        ):
+            rows.append((str(model), Tally(*counts)))
+    return rows
 
 
 def _samples(raw: object) -> tuple[float, ...]:

@@ -10,6 +10,9 @@ Keys live under `key_prefix` (default `overspill:`), tenant-namespaced as in the
     {prefix}c:<model>                         calibration samples, a list, newest first (LPUSH)
     {prefix}index                             sorted set: member = record key, score = write time
     {prefix}lock:<len(tenant)>:<tenant>:<id>  single-flight lock: a random token, `NX PX lock_ttl`
+    {prefix}u:<len(tenant)>:<tenant>:<day>    own-call usage of a UTC day: a hash of
+                                              `<model>|calls|failed|in|out` counters (HINCRBY)
+    {prefix}u-tenants:<day>                   the tenants with usage that day (a set)
 
 Size bound: Redis has no per-namespace byte cap, so the store bounds the NUMBER of records
 (entries and batches share the index; calibration lists are a handful per model, unindexed).
@@ -55,7 +58,7 @@ import logging
 import re
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -77,15 +80,18 @@ from kernel.records import (
     StoreError,
     decode,
 )
+from kernel.spending import Tally, UsageRow
 from kernel.store import (
     BATCHES,
     CALIBRATION,
     DEFAULT_SIZE_LIMIT_BYTES,
     DEFAULT_TTL_SECONDS,
     HISTORY,
+    USAGE,
     SingleFlight,
     key_of,
     prefix_of,
+    usage_key_parts,
 )
 
 __all__ = ["RedisHistoryStore", "open_redis_store"]
@@ -106,6 +112,10 @@ _URL_KEY = "general_settings.store.url"
 _TIMEOUT_KEY = "general_settings.store.timeout_seconds"
 _T = TypeVar("_T")
 _R = TypeVar("_R", bound=Record)
+_USAGE_FIELDS = ("calls", "failed", "in", "out")
+_USAGE_ATTRIBUTES = {
+    "calls": "calls", "failed": "failed", "in": "prompt_tokens", "out": "completion_tokens"
+}  # fmt: skip
 
 # KEYS: entry, index[, lock]. ARGV: record, ttl ms, max entries[, token]. Returns how many
 # entries it evicted; -1 (nothing written) when a lock is given and no longer holds the token.
@@ -269,6 +279,50 @@ class RedisHistoryStore:
             pipe.ltrim(key, 0, CALIBRATION_SAMPLES - 1)
             pipe.pexpire(key, _ms(self.ttl_seconds))
             await self._call("write calibration", pipe.execute())
+
+    async def add_usage(
+        self, tenant: str, day: str, model: str, tally: Tally, keep_seconds: float
+    ) -> None:
+        """Add one model's own-call counts to the tenant's usage of a UTC day (HINCRBY: atomic
+        across replicas), and list the tenant under that day."""
+        key = self._key(USAGE, tenant, day)
+        counts = (tally.calls, tally.failed, tally.prompt_tokens, tally.completion_tokens)
+        async with self._redis.pipeline(transaction=True) as pipe:
+            for name, amount in zip(_USAGE_FIELDS, counts, strict=True):
+                if amount:
+                    pipe.hincrby(key, f"{model}|{name}", amount)
+            pipe.pexpire(key, _ms(keep_seconds))
+            await self._call(f"count usage {key!r}", pipe.execute())
+        tenants = f"{self.key_prefix}u-tenants:{day}"
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.sadd(tenants, tenant)
+            pipe.pexpire(tenants, _ms(keep_seconds))
+            await self._call(f"list usage {tenants!r}", pipe.execute())
+
+    async def usage(self, tenant: str | None, days: Sequence[str]) -> list[UsageRow]:
+        """The usage rows of a tenant (of every tenant when None) on the given days."""
+        keys: list[str] = []
+        for day in days:
+            if tenant is not None:
+                keys.append(self._key(USAGE, tenant, day))
+                continue
+            listed = self._redis.smembers(f"{self.key_prefix}u-tenants:{day}")
+            for name in sorted(await self._call("list usage", listed)):
+                owner = name.decode() if isinstance(name, bytes) else str(name)
+                keys.append(self._key(USAGE, owner, day))
+        rows: list[UsageRow] = []
+        for key in keys:
+            found = await self._call(f"read {key!r}", self._redis.hgetall(key))
+            owner, day = usage_key_parts(key.removeprefix(self.key_prefix))
+            tallies: dict[str, Tally] = {}
+            for field, value in found.items():
+                text = field.decode() if isinstance(field, bytes) else str(field)
+                model, _, name = text.rpartition("|")
+                if name in _USAGE_FIELDS and model:
+                    tally = tallies.setdefault(model, Tally())
+                    setattr(tally, _USAGE_ATTRIBUTES[name], int(value))
+            rows += [UsageRow(owner, day, model, tally) for model, tally in tallies.items()]
+        return rows
 
     async def delete(self, tenant: str, conversation_id: str) -> bool:
         """Remove a conversation's records (both kinds); whether there were any."""

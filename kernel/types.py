@@ -17,6 +17,7 @@ import orjson
 from kernel.config import ModelEntry
 from kernel.conversation import derived_id
 from kernel.errors import too_deep
+from kernel.spending import Spend
 from kernel.tracing import Span
 
 Message = Mapping[str, Any]
@@ -149,6 +150,18 @@ class RequestContext:
     derived: dict[str, object] = field(default_factory=dict)
     """What layers derived from this request's messages and share, dropped with the request
     (the conversation's History: middleware/condensing/condenser.py)."""
+    spend: Spend | None = None
+    """What the request made overspill spend upstream and the bound on it (kernel/spending.py):
+    made at the edge, shared by the request's own calls; None only where nothing is counted."""
+    shadow: bool = False
+    """Shadow mode (the key's `shadow`, or the model's `context.shadow`): every layer decides
+    and reports what it would do, and the request goes upstream unchanged."""
+    own: bool = False
+    """One of overspill's own calls (extraction, condensing, warm-up), not a client's: it waits
+    for a slot of the deployment's parallelism (providers/parallelism.py)."""
+    outer_replaces: str | None = None
+    """An outer layer placed content without knowing the window and places it again once an
+    overflow states one (`documents`): overflow_recovery lets that first overflow through."""
     _derived: str | None = None
 
     @property
@@ -167,6 +180,12 @@ class RequestContext:
     def note(self, key: str, value: object) -> None:
         """Record what a layer did; becomes an `x-overspill-<key>` header and a log field."""
         self.notes[key] = str(value)
+
+    def spending(self) -> Spend:
+        """The request's Spend (made now when the edge made none: a context a test built)."""
+        if self.spend is None:
+            self.spend = Spend(self.tenant, self.notes)
+        return self.spend
 
 
 Next = Callable[[ChatRequest, RequestContext], Awaitable[ChatResponse]]

@@ -10,8 +10,11 @@ Names that no deployment group spells out (a wildcard `model_name` serves them) 
 first use by the `expand` callback the shell gives, and added as a group of their own.
 
 Every call is measured here, for clients and overspill's own calls alike: its time to the
-response head (added to the request's `upstream_seconds`), its failure class, and while
-tracing is on a client span with the upstream's token counts.
+response head (added to the request's `upstream_seconds`), its failure class, one more call
+in the request's Spend (kernel/spending.py), and while tracing is on a client span with the
+upstream's token counts. overspill's own calls first wait for a slot of the deployment's
+parallelism (providers/parallelism.py), outside the time the provider's timeout measures.
+An overflow that states the window teaches it (`learn`), for a model whose window nobody knew.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from kernel.types import (
     Provider,
     RequestContext,
 )
+from providers.parallelism import Lanes
 
 log = logging.getLogger("overspill.router")
 
@@ -47,10 +51,16 @@ class Router:
         self,
         deployments: Mapping[str, Sequence[Provider]],
         expand: Callable[[str], Sequence[Provider]] | None = None,
+        *,
+        lanes: Lanes | None = None,
+        learn: Callable[[str, int], None] | None = None,
     ) -> None:
         self.deployments = {name: tuple(group) for name, group in deployments.items()}
         self._turns = {name: itertools.count() for name in self.deployments}
         self._expand = expand
+        self.lanes = lanes
+        self._learn = learn
+        """Called with (model name, window) when an overflow states the window."""
 
     def expand_with(self, expand: Callable[[str], Sequence[Provider]]) -> None:
         """Build a group on first use for names no group spells out (wildcards)."""
@@ -99,11 +109,29 @@ class Router:
     async def _measured(
         self, provider: Provider, request: ChatRequest, ctx: RequestContext
     ) -> ChatResponse:
+        """One provider call (an own call once it has a slot), timed and counted."""
+        lane = self.lanes.of(provider) if ctx.own and self.lanes is not None else None
+        if lane is None:
+            return await self._call(provider, request, ctx)
+        assert self.lanes is not None
+        async with lane.own_call(self.lanes):
+            return await self._call(provider, request, ctx)
+
+    async def _call(
+        self, provider: Provider, request: ChatRequest, ctx: RequestContext
+    ) -> ChatResponse:
         """One provider call, timed into `ctx.upstream_seconds` and counted."""
+        if ctx.spend is not None:
+            ctx.spend.called()
         started = perf_counter()
         try:
             return await provider.complete(request, ctx)
-        except (UpstreamError, ContextWindowExceeded) as error:
+        except ContextWindowExceeded as error:
+            metrics.upstream_failed(provider.name, request.model, error)
+            if error.limit and not error.estimated and self._learn is not None:
+                self._learn(request.model, error.limit)
+            raise
+        except UpstreamError as error:
             metrics.upstream_failed(provider.name, request.model, error)
             raise
         finally:

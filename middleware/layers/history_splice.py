@@ -37,6 +37,7 @@ from typing import Any, ClassVar
 from kernel import metrics
 from kernel.config import ModelEntry
 from kernel.services import Services
+from kernel.spending import Spend
 from kernel.store import HistoryEntry
 from kernel.tokens import REPLY_PRIMING_TOKENS
 from kernel.types import ChatRequest, ChatResponse, Message, Next, RequestContext
@@ -229,6 +230,7 @@ class HistorySplice:
             model=entry,
             conversation_hint=ctx.conversation_id,
         )
+        job_ctx.spend = Spend(ctx.tenant, job_ctx.notes)  # bounded like a request of its own
         whole = request.whole()
         ctx.note("compaction", "scheduled")
         ctx.after_response(f"compaction {ctx.conversation_id}", self.job(whole, job_ctx, entry))
@@ -272,6 +274,7 @@ class HistorySplice:
                 "conversation": ctx.conversation_id,
                 "action": made.action,
                 "messages_condensed": len(plan.split.historical),
+                "notes": ctx.notes,
             },
         )
         made_by = made.extraction.strategy if made.extraction is not None else None
@@ -294,7 +297,7 @@ class HistorySplice:
         if cached is None:
             return  # stored nothing this request can use (the store is down): nothing to warm
         fit = await self._fit(request, ctx, entry, cached, window)
-        await self.warm(request.spliced(fit.messages), entry)
+        await self.warm(request.spliced(fit.messages), entry, ctx.spend)
 
     def _note(
         self, request: ChatRequest, ctx: RequestContext, entry: ModelEntry, fit: Fit, grown: bool

@@ -11,6 +11,10 @@ the turn after a recovery does not grow the extraction again at once.
 
 With a known window, history_splice compacts before the upstream can refuse; this layer is
 then the safety net (an estimate that was off), and the way in when the window is unknown.
+When an outer layer placed content without knowing the window and will place it again within
+the one the overflow states (`RequestContext.outer_replaces`: the documents layer), that first
+overflow is passed through untouched: condensing a history full of documents would spend
+model calls on what the documents layer can place without any.
 """
 
 from __future__ import annotations
@@ -54,6 +58,8 @@ class OverflowRecovery:
             if not overflow.estimated:
                 counted = self.estimator.count(entry, request.messages)
                 await self.estimator.observe(entry, counted, overflow.requested)
+                if ctx.outer_replaces is not None and overflow.limit:
+                    raise  # the outer layer places its content again within the stated window
             retry, before, after = await self._recover(request.whole(), ctx, entry, overflow)
         ctx.note("attempts", 2)
         try:
@@ -129,7 +135,7 @@ class OverflowRecovery:
         if compact.split.historical:  # land near compact_to: the next turns do not grow at once
             plan = dataclasses.replace(compact, tail_budget=plan.tail_budget)  # same "oversized"
         messages = list(request.messages)
-        shrunk = await condenser.shrink_oversized(messages, plan, entry)
+        shrunk = await condenser.shrink_oversized(messages, plan, entry, ctx.spending())
         if not plan.split.historical and not shrunk:
             raise overflow
         made = (

@@ -18,6 +18,7 @@ from kernel.errors import ContextWindowExceeded, UpstreamError
 from kernel.estimator import Estimator
 from kernel.jobs import Jobs
 from kernel.services import Services
+from kernel.spending import Spend
 from kernel.store import DiskHistoryStore, HistoryStore
 from kernel.store_redis import RedisHistoryStore
 from kernel.tokens import count_messages
@@ -285,7 +286,9 @@ class Primer:
     def __init__(self) -> None:
         self.sent: list[ChatRequest] = []
 
-    async def __call__(self, request: ChatRequest, entry: ModelEntry) -> str:
+    async def __call__(
+        self, request: ChatRequest, entry: ModelEntry, spend: Spend | None = None
+    ) -> str:
         self.sent.append(request)
         return "warmed"
 
