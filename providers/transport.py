@@ -10,6 +10,8 @@ never sees either library's exceptions.
 
 from __future__ import annotations
 
+import io
+
 from base64 import b64encode
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Protocol
@@ -19,6 +21,9 @@ from urllib.request import getproxies, proxy_bypass
 if TYPE_CHECKING:
     import aiohttp
     import httpx
+
+LARGE_BODY_BYTES = 1 << 20
+"""aiohttp writes a larger request body as a stream (its own threshold for raw bytes)."""
 
 
 class TransportError(Exception):
@@ -109,7 +114,8 @@ class AiohttpUpstream:
         try:
             response = await session.post(
                 url,
-                data=body,
+                # past 1 MiB aiohttp warns that raw bytes are written in one go: stream them
+                data=body if len(body) <= LARGE_BODY_BYTES else io.BytesIO(body),
                 headers=headers,
                 timeout=self._timeout(phases),
                 proxy=proxy.url,

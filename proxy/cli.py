@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from types import FrameType
 
 from kernel.config import ConfigError, LoadedConfig, load_config
+from proxy.exposure import HOST_ENV, open_gateway_refusal
 
 CONFIG_ENV = "OVERSPILL_CONFIG"
 WORKERS_ENV = "OVERSPILL_WORKERS"
@@ -179,6 +180,11 @@ def serve(args: argparse.Namespace) -> int:
     for warning in loaded.warnings:
         log.warning(warning)
     log.info(layers_line(loaded))
+    host = args.host or general.host
+    refusal = open_gateway_refusal(loaded.settings, host, loaded.warnings)
+    if refusal:
+        print(f"{args.config}: {refusal}", file=sys.stderr)
+        return EXIT_BAD_CONFIG
     if general.master_key is None and not general.client_keys:
         log.warning(
             "no general_settings.master_key or client_keys: any client that can reach "
@@ -186,6 +192,7 @@ def serve(args: argparse.Namespace) -> int:
         )
     os.environ[CONFIG_ENV] = os.path.abspath(args.config)
     os.environ[WORKERS_ENV] = str(args.workers)
+    os.environ[HOST_ENV] = host
     _take_signals()
     from proxy.connection import server_options
     from proxy.limits import ConnectionLimits
@@ -197,7 +204,7 @@ def serve(args: argparse.Namespace) -> int:
         uvicorn.run(
             "proxy.server:app_from_env",
             factory=True,
-            host=args.host or general.host,
+            host=host,
             port=args.port or general.port,
             workers=args.workers,
             access_log=False,

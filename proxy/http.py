@@ -18,6 +18,7 @@ import orjson
 
 from kernel.conversation import given_id
 from kernel.errors import ForbiddenParameter, InvalidChatRequest
+from kernel.spending import Spend
 from kernel.types import ChatRequest, RequestContext
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
@@ -97,6 +98,7 @@ def edge_context(
         opening=chat.messages,
         skip_history=_skip_history(chat, headers.get(SKIP_HEADER)),
     )
+    ctx.spend = Spend(tenant, ctx.notes)  # what the request makes overspill spend upstream
     return chat, ctx
 
 

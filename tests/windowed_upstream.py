@@ -24,10 +24,6 @@ from typing import Any
 
 import orjson
 
-OWN_MARK = "overspill"
-"""Words overspill's own prompts carry (its extraction and condensing prompts name it)."""
-
-
 def text_of(message: dict[str, Any]) -> str:
     """A message's text: its string content, or its text parts joined."""
     content = message.get("content")
@@ -72,6 +68,7 @@ class Call:
     status: int
     stream: bool
     max_tokens: int | None
+    temperature: float | None = None
 
 
 @dataclass
@@ -169,10 +166,11 @@ class WindowedUpstream:
         messages = list(body.get("messages") or [])
         stream = bool(body.get("stream"))
         asked = body.get("max_completion_tokens") or body.get("max_tokens")
+        temperature = body.get("temperature")
         prompt = tokens_of(messages)
         reserve = asked if isinstance(asked, int) else 0
         if prompt + reserve > self.window:
-            self.calls.append(Call(messages, size, prompt, 0, 400, stream, asked))
+            self.calls.append(Call(messages, size, prompt, 0, 400, stream, asked, temperature))
             message = (
                 f"This model's maximum context length is {self.window} tokens. However, you "
                 f"requested {prompt + reserve} tokens ({prompt} in the messages, {reserve} in "
@@ -184,7 +182,7 @@ class WindowedUpstream:
             return
         text = self.answer(messages, reserve or 256)
         done = count_text(text)
-        self.calls.append(Call(messages, size, prompt, done, 200, stream, asked))
+        self.calls.append(Call(messages, size, prompt, done, 200, stream, asked, temperature))
         usage = {"prompt_tokens": prompt, "completion_tokens": done,
                  "total_tokens": prompt + done}  # fmt: skip
         if not stream:

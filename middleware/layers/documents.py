@@ -128,7 +128,7 @@ class Documents:
         earlier = still_valid(await self._earlier(ctx), request.messages)
         if not documents:  # `documents: []`: earlier batches stay where they were
             return await call_next(request.with_messages(weave(request.messages, earlier)), ctx)
-        turn = await self._plan(request, ctx.model, earlier, documents, demanded)
+        turn = await self._plan(request, ctx, earlier, documents, demanded)
         if turn.window != UNBUDGETED:
             await self._fit(turn, ctx)
             return await call_next(await self._finish(turn, ctx), ctx)
@@ -141,7 +141,7 @@ class Documents:
                 raise
             log.info("documents placed again within the window the upstream stated",
                      extra={"request_id": ctx.request_id, "window": overflow.limit})  # fmt: skip
-            turn = await self._plan(request, ctx.model, earlier, documents, demanded,
+            turn = await self._plan(request, ctx, earlier, documents, demanded,
                                     stated=overflow.limit)  # fmt: skip
             turn.steps.insert(0, f"replaced={overflow.limit}")
         await self._fit(turn, ctx)
@@ -172,7 +172,7 @@ class Documents:
     async def _plan(
         self,
         request: ChatRequest,
-        entry: ModelEntry,
+        ctx: RequestContext,
         batches: list[Batch],
         documents: Sequence[Document],
         demanded: frozenset[str],
@@ -180,6 +180,8 @@ class Documents:
     ) -> _Turn:
         """Weave in earlier batches, size the budget, plan the batch (may raise the 400);
         `stated`: the window an upstream's overflow stated."""
+        entry = ctx.model
+        assert entry is not None
         messages = weave(request.messages, batches)
         scale = await self.estimator.scale(entry)
         budget, window, derived = await self._budget(request, entry, messages, scale, stated)
@@ -189,7 +191,7 @@ class Documents:
             budget=budget,
             context_tokens=self._context_tokens(entry, messages, scale),
             demanded=demanded,
-            count=self._counter(entry, scale),
+            count=self._counter(entry, scale, ctx),
             question=latest_question(request.messages),
         )
         steps = [f"top_k={plan.top_k}"] if plan.top_k else []
@@ -231,7 +233,7 @@ class Documents:
         does not fit."""
         plan = turn.plan
         if plan.tokens > self.settings.condense_share * plan.budget:
-            turn.plan, how = await self._condense_documents(turn, ctx.spending())
+            turn.plan, how = await self._condense_documents(turn, ctx)
             turn.steps.append(how)
         while not turn.plan.fits and turn.passes < self.settings.max_passes:
             before = turn.plan.context_tokens
@@ -250,17 +252,18 @@ class Documents:
             turn.steps.append(f"dropped={len(turn.plan.placed) - len(kept.placed)}")
             turn.plan = kept
 
-    async def _condense_documents(self, turn: _Turn, spend: Spend) -> tuple[BatchPlan, str]:
+    async def _condense_documents(self, turn: _Turn, ctx: RequestContext) -> tuple[BatchPlan, str]:
         """Each document condensed to its share by an internal call focused on the question;
         their chunks most relevant to it instead when those calls would pass what the request
         may still spend (`excerpted`). Returns the plan and the step's name."""
         plan = turn.plan
         room = plan.budget - plan.context_tokens
         target = min(int(self.settings.condense_share * plan.budget), max(room, plan.budget // 2))
+        spend = ctx.spending()
         rungs = await self._rungs(turn, spend)
         focus = latest_question(turn.request.messages)
         model = turn.entry.litellm_params.upstream_model
-        count = self._counter(turn.entry, turn.scale)
+        count = self._counter(turn.entry, turn.scale, ctx)
         refused = self._unaffordable(plan, target, spend, focus, model)
         if refused is not None:
             spend.took("documents:excerpts", refused)
@@ -344,9 +347,22 @@ class Documents:
             spend=spend,
         )  # fmt: skip
 
-    def _counter(self, entry: ModelEntry, scale: float) -> Count:
-        """A text's estimated tokens for this model (calibrated, rounded up)."""
-        return lambda text: int(self.estimator.count_text(entry, text) * scale) + 1
+    def _counter(self, entry: ModelEntry, scale: float, ctx: RequestContext | None = None) -> Count:
+        """A text's estimated tokens for this model (calibrated, rounded up); with `ctx`,
+        each text is tokenized once per request (a plan counts a document several times,
+        and a request with megabytes of them spent seconds counting them again)."""
+        raw: dict[str, int] = {}
+        if ctx is not None:
+            found = ctx.derived.setdefault("documents-counts", raw)
+            raw = found if isinstance(found, dict) else raw
+
+        def count(text: str) -> int:
+            known = raw.get(text)
+            if known is None:
+                known = raw[text] = self.estimator.count_text(entry, text)
+            return int(known * scale) + 1
+
+        return count
 
     async def _finish(self, turn: _Turn, ctx: RequestContext) -> ChatRequest:
         """Render and insert the batch, remember it, and report: one event, some headers."""

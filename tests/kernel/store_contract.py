@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from kernel.spending import Tally
 from kernel.store import (
     CALIBRATION_SAMPLES,
     DocumentBatches,
@@ -282,7 +283,41 @@ async def identical_openings_keep_their_own_extraction(store: HistoryStore) -> N
     await two_conversations_in_one_bucket(store)
 
 
+async def usage_adds_up_per_tenant_day_and_model(store: HistoryStore) -> None:
+    """Own-call counts add up per (tenant, day, model), concurrent adds included, and a
+    tenant's usage is read back for the days asked only."""
+    one = Tally(calls=1, failed=0, prompt_tokens=100, completion_tokens=10)
+    await asyncio.gather(*(store.add_usage("acme", "2026-01-02", "m", one, 3600) for _ in range(8)))
+    await store.add_usage("acme", "2026-01-02", "other:model", Tally(1, 1, 50, 0), 3600)
+    await store.add_usage("acme", "2026-01-03", "m", one, 3600)
+    rows = await store.usage("acme", ["2026-01-02"])
+    found = {(row.day, row.model): row.tally for row in rows}
+    assert found == {
+        ("2026-01-02", "m"): Tally(8, 0, 800, 80),
+        ("2026-01-02", "other:model"): Tally(1, 1, 50, 0),
+    }
+    assert {row.day for row in await store.usage("acme", ["2026-01-02", "2026-01-03"])} == {
+        "2026-01-02",
+        "2026-01-03",
+    }
+
+
+async def usage_belongs_to_its_tenant(store: HistoryStore) -> None:
+    """A tenant reads only its own usage; every tenant's is listed with its name; clearing
+    conversations keeps usage (it is accounting)."""
+    await store.add_usage("a:b", "2026-01-02", "m", Tally(1, 0, 10, 1), 3600)
+    await store.add_usage("a", "2026-01-02", "m", Tally(2, 0, 20, 2), 3600)
+    assert [row.tally.calls for row in await store.usage("a", ["2026-01-02"])] == [2]
+    every = await store.usage(None, ["2026-01-02"])
+    assert sorted((row.tenant, row.tally.calls) for row in every) == [("a", 2), ("a:b", 1)]
+    await store.clear()
+    assert len(await store.usage(None, ["2026-01-02"])) == 2
+    assert await store.usage("nobody", ["2026-01-02"]) == []
+
+
 CONTRACT: list[Check] = [
+    usage_adds_up_per_tenant_day_and_model,
+    usage_belongs_to_its_tenant,
     identical_openings_keep_their_own_extraction,
     flight_busy_while_held,
     batches_round_trip,
