@@ -109,6 +109,11 @@ class Jobs:
             metrics.background_jobs(waiting=-1)
             self._run(name, job)
 
+    async def idle(self) -> None:
+        """Return once no job runs or waits (the waiting ones start as running ones end)."""
+        while self._tasks:
+            await asyncio.wait(set(self._tasks))
+
     async def drain(self, grace: float) -> int:
         """Take no new jobs (the waiting ones are dropped), let the running ones finish for up
         to `grace` seconds, then cancel the rest (a cancelled job hands its work back: it must

@@ -24,7 +24,13 @@ import orjson
 from litellm.llms.custom_httpx.http_handler import AsyncHTTPHandler
 
 from kernel import tracing
-from kernel.config import DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT, ModelEntry, is_ollama
+from kernel.config import (
+    DEFAULT_MAX_RESPONSE_BYTES,
+    DEFAULT_TIMEOUT,
+    OPENAI_WIRE_PROVIDERS,
+    ModelEntry,
+    is_ollama,
+)
 from kernel.errors import (
     ForbiddenParameter,
     OverspillError,
@@ -99,6 +105,8 @@ class LitellmProvider:
         if is_ollama(params.model):
             self.settings["extra_body"] = chat_fields(entry)
         self.end_markers = GUARDED_PROVIDERS.get(self.name)
+        self.openai_wire = self.name in OPENAI_WIRE_PROVIDERS
+        """The provider's own chunks are OpenAI's: a complete stream says its finish_reason."""
         self.http: AsyncHTTPHandler | None = None
         if self.end_markers is not None:
             self.http = AsyncHTTPHandler(
@@ -139,8 +147,11 @@ class LitellmProvider:
                 result = await litellm.acompletion(**kwargs)
                 if not request.stream:
                     return ChatResponse(body=orjson.dumps(result.model_dump(exclude_none=True)))
+                upstream = _Counted.around(result) if watch is None else None
                 iterator = result.__aiter__()
                 first = await iterator.__anext__()
+                if upstream is not None and upstream.ended and not upstream.events:
+                    raise self._ended(watch, "without sending any event")  # litellm's own chunk
         except StopAsyncIteration:
             raise self._ended(watch, "without sending any event") from None
         except TimeoutError as exc:
@@ -152,7 +163,7 @@ class LitellmProvider:
             WATCH.reset(token)
         if watch is not None and watch.error is not None:
             raise watch.error
-        return ChatResponse(stream=self._relay(first, iterator, watch))
+        return ChatResponse(stream=self._relay(first, iterator, watch, upstream))
 
     async def aclose(self) -> None:
         """Close the guarded HTTP client (litellm's shared pool is litellm's)."""
@@ -160,7 +171,7 @@ class LitellmProvider:
             await self.http.client.aclose()
 
     async def _relay(
-        self, first: Any, rest: AsyncIterator[Any], watch: Watch | None
+        self, first: Any, rest: AsyncIterator[Any], watch: Watch | None, upstream: _Counted | None
     ) -> AsyncIterator[bytes]:
         """Each chunk as an SSE event; each gap between two bounded by stream_timeout."""
         yield _event(first)
@@ -180,6 +191,8 @@ class LitellmProvider:
                 raise watch.error
             if not watch.finished():
                 raise self._ended(watch, "before its end event")
+        elif upstream is not None and self.openai_wire and not upstream.finished:
+            raise self._ended(watch, "before its end event (no finish_reason)")
         yield b"data: [DONE]\n\n"
 
     def _ended(self, watch: Watch | None, how: str) -> UpstreamError:
@@ -250,6 +263,53 @@ class LitellmProvider:
             provider=getattr(exc, "llm_provider", None) or self.name,
             retry_after=_retry_after(exc),
         )
+
+
+class _Counted:
+    """The provider's own stream under litellm's wrapper, counting what it yields: a 200
+    stream that ends before any event (llama-cpp-python's server answers an overflowing
+    stream so) makes litellm's wrapper yield a final chunk of its own, which must not pass
+    for the upstream's answer, and an OpenAI-wire stream cut before a chunk said its
+    finish_reason ends without an error from litellm. Used where no response guard watches
+    the bytes."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self._iterator: Any = None
+        self.events = 0
+        self.ended = False
+        self.finished = False
+        """A chunk said why the answer ended (an OpenAI chunk's `finish_reason`)."""
+
+    @classmethod
+    def around(cls, result: Any) -> _Counted | None:
+        """Count `result`'s provider stream (None: litellm fetches it later; not counted)."""
+        inner = getattr(result, "completion_stream", None)
+        if inner is None or not hasattr(inner, "__aiter__"):
+            return None
+        counted = cls(inner)
+        result.completion_stream = counted
+        return counted
+
+    def __aiter__(self) -> _Counted:
+        return self
+
+    async def __anext__(self) -> Any:
+        if self._iterator is None:
+            self._iterator = self._inner.__aiter__()
+        try:
+            item = await self._iterator.__anext__()
+        except StopAsyncIteration:
+            self.ended = True
+            raise
+        self.events += 1
+        for choice in getattr(item, "choices", None) or ():
+            if getattr(choice, "finish_reason", None):
+                self.finished = True
+        return item
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
 
 
 def _event(chunk: Any) -> bytes:

@@ -11,7 +11,6 @@ never sees either library's exceptions.
 from __future__ import annotations
 
 import io
-
 from base64 import b64encode
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Protocol

@@ -24,6 +24,7 @@ from typing import Any
 
 import orjson
 
+
 def text_of(message: dict[str, Any]) -> str:
     """A message's text: its string content, or its text parts joined."""
     content = message.get("content")
@@ -83,6 +84,7 @@ class WindowedUpstream:
     calls: list[Call] = field(default_factory=list)
     in_flight: int = 0
     most_in_flight: int = 0
+    props_asked: int = 0
     port: int = 0
     _server: asyncio.Server | None = None
     _writers: set[asyncio.StreamWriter] = field(default_factory=set)
@@ -149,6 +151,7 @@ class WindowedUpstream:
         self, method: str, path: str, body: bytes, writer: asyncio.StreamWriter
     ) -> None:
         if method == "GET" and path.rstrip("/").endswith("/props") and self.total_slots:
+            self.props_asked += 1
             await _send(writer, 200, orjson.dumps({"total_slots": self.total_slots}))
         elif method == "POST" and path.endswith("/chat/completions"):
             self.in_flight += 1

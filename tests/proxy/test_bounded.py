@@ -30,10 +30,30 @@ from tests.conftest import running, settings_from
 from tests.windowed_upstream import Call, WindowedUpstream
 
 WINDOW = 8192
-WORDS = (
-    "alpha beta gamma delta river stone cloud amber north engine quiet signal harbor "
-    "lantern meadow copper violet thunder orchard granite falcon willow"
-).split()
+WORDS = [
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "river",
+    "stone",
+    "cloud",
+    "amber",
+    "north",
+    "engine",
+    "quiet",
+    "signal",
+    "harbor",
+    "lantern",
+    "meadow",
+    "copper",
+    "violet",
+    "thunder",
+    "orchard",
+    "granite",
+    "falcon",
+    "willow",
+]
 CLIENT_ATTEMPTS = 3
 """A client request goes upstream at most this often: as sent, with its documents placed
 again within a window an overflow stated, with its history condensed after an overflow."""
@@ -81,8 +101,7 @@ class Gateway:
 
     async def settled(self) -> None:
         """Wait until the system's background growths are done."""
-        while len(self.system.jobs):
-            await asyncio.sleep(0.01)
+        await self.system.jobs.idle()
 
 
 GatewayFactory = Callable[..., Any]
@@ -153,7 +172,8 @@ def within_bound(response: httpx.Response, calls: list[Call], window: int = WIND
     assert int(response.headers.get("x-overspill-upstream-calls", "1")) == len(calls)
     if response.status_code != 200:
         error = response.json()["error"]
-        assert error["code"] and error["message"]
+        assert error["code"]
+        assert error["message"]
 
 
 async def test_a_request_of_fifty_documents_to_an_unknown_window_is_bounded(
