@@ -270,7 +270,8 @@ class ContextSettings(_Frozen):
 
     # Compaction ahead of the wall (hysteresis), as shares of the prompt budget:
     compact_at: float = Field(default=0.7, gt=0, le=1)
-    """Past this share, the extraction grows in the background after the response is sent."""
+    """Past this share, the extraction grows in the background after the response is sent,
+    once the conversation is within one turn (of its own size) of `grow_at`."""
     compact_to: float = Field(default=0.5, gt=0, lt=1)
     """A growth leaves the spliced request at about this share (the intact tail shrinks)."""
     background: bool = True

@@ -261,3 +261,38 @@ async def test_sixty_four_long_conversations_at_once_are_each_bounded(
     total_own = sum(int(r.headers.get("x-overspill-spent-calls", "0")) for r, _ in answers)
     assert len(own(gate.upstream.calls)) >= total_own
     await gate.settled()
+
+
+def question(turn: int) -> str:
+    """One turn's user message: a fact and some words (20-60)."""
+    rnd = random.Random(turn)
+    words = " ".join(rnd.choice(WORDS) for _ in range(rnd.randint(20, 60)))
+    return f"Turn {turn}: my order number is {1000 + turn}. {words}?"
+
+
+async def test_the_spliced_prefix_changes_at_most_once_every_eight_turns(
+    gateway: GatewayFactory,
+) -> None:
+    """An 80-turn conversation at a 2,500-token window: the prefix the upstream receives
+    before the new turns (system + stand-in) changes at most 10 times (it changed 16 times
+    when every growth was spliced at once), and each turn's `x-overspill-prefix` says so."""
+    gate: Gateway = await gateway(model="    context: {window: 2500}\n", window=2500)
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are helpful."}]
+    previous: list[dict[str, Any]] | None = None
+    changed = 0
+    said: list[str] = []
+    for turn in range(80):
+        messages.append({"role": "user", "content": question(turn)})
+        response, calls = await gate.ask({"model": "chat", "messages": messages, "max_tokens": 200})
+        assert response.status_code == 200, response.text
+        messages.append(response.json()["choices"][0]["message"])
+        await gate.settled()
+        sent = [c for c in calls if c.max_tokens == 200][-1].messages
+        if previous is not None and sent[: len(previous)] != previous:
+            changed += 1
+        previous = sent
+        said.append(response.headers.get("x-overspill-prefix", "whole"))
+    print(f"80 turns: the prefix changed {changed} times; {said.count('kept')} turns kept it")
+    assert changed <= 10
+    assert changed == sum(1 for word in said if word.startswith("changed-"))
+    assert said.count("changed-growth") >= 5  # the conversation did grow, repeatedly
