@@ -535,11 +535,14 @@ def own_tokens(model: str, prompt_tokens: int, completion_tokens: int) -> None:
         EXTRACTION_TOKENS.labels(model, "completion").inc(completion_tokens)
 
 
-def bounded(model: str, bound: str, roads: Sequence[str]) -> None:
-    """A request's own work was held back by `bound`; `roads` were taken instead."""
+def bounded(model: str, bound: str) -> None:
+    """A request's own work was held back by `bound` (once per request)."""
     BOUNDED.labels(model, bound).inc()
-    for road in roads:
-        ROADS.labels(model, road).inc()
+
+
+def road_taken(model: str, road: str) -> None:
+    """A cheaper road was taken instead of model work (`history:masked`, ...)."""
+    ROADS.labels(model, road).inc()
 
 
 def background_jobs(*, running: int = 0, waiting: int = 0) -> None:
@@ -555,11 +558,21 @@ def background_job_dropped(reason: str) -> None:
     BACKGROUND_DROPPED.labels(reason).inc()
 
 
+_prompt_caches: dict[tuple[str, str], tuple[Tally, Tally]] = {}
+
+
 def prompt_cache(model: str, kind: str, prompt_tokens: int, cached_tokens: int) -> None:
-    """An answer's prompt tokens and how many of them the upstream's cache served."""
-    PROMPT_TOKENS.labels(model, kind).inc(prompt_tokens)
+    """An answer's prompt tokens and how many of them the upstream's cache served (tallied:
+    every answer that reports usage passes here)."""
+    found = _prompt_caches.get((model, kind))
+    if found is None:
+        found = _prompt_caches[(model, kind)] = (
+            Tally(PROMPT_TOKENS.labels(model, kind)),
+            Tally(CACHED_PROMPT_TOKENS.labels(model, kind)),
+        )
+    found[0].add(prompt_tokens)
     if cached_tokens:
-        CACHED_PROMPT_TOKENS.labels(model, kind).inc(cached_tokens)
+        found[1].add(cached_tokens)
 
 
 def prefix_changed(model: str, why: str) -> None:

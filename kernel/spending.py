@@ -37,6 +37,7 @@ from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from kernel import metrics
 from kernel.config import ModelEntry
 
 BoundName = Literal["calls", "tokens", "tenant-budget"]
@@ -120,11 +121,14 @@ class Spend:
     upstream_calls: int = 0
     bound: BoundName | None = None
     roads: list[str] = field(default_factory=list)
+    model: str = metrics.NO_MODEL
+    """The model whose bounds hold (the `model` label of the bound's metrics)."""
 
-    def limit(self, bounds: Bounds) -> None:
+    def limit(self, bounds: Bounds, model: str) -> None:
         """Set the request's bounds (the first layer's hold for the whole request)."""
         if self.bounds is None:
             self.bounds = bounds
+            self.model = model
 
     @property
     def calls(self) -> int:
@@ -198,6 +202,7 @@ class Spend:
         if self.bound is None:
             self.bound = bound
             self.notes["bound"] = bound
+            metrics.bounded(self.model, bound)
 
     def took(self, road: str, bound: BoundName | None = None) -> None:
         """A cheaper road taken instead of model work (`history:masked`, ...)."""
@@ -206,6 +211,7 @@ class Spend:
         if road not in self.roads:
             self.roads.append(road)
             self.notes["bound-roads"] = ",".join(self.roads)
+            metrics.road_taken(self.model, road)
 
     def _refusal(self, bound: BoundName, model: str, estimate: int) -> str:
         if bound == "calls":

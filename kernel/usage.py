@@ -62,6 +62,7 @@ class UsageLedger:
         self, store: HistoryStore, settings: Settings, clock: Callable[[], float] = time.time
     ) -> None:
         self.store = store
+        self.settings = settings
         usage = settings.general_settings.usage
         self.period = usage.period
         self.keep_seconds = usage.keep_days * DAY_SECONDS

@@ -12,9 +12,10 @@ answer (HTML, empty, JSON cut short) is a 502: checked on its first and last byt
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from kernel import tracing
+from kernel import prompt_cache, tracing
 from kernel.config import DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT, ModelEntry
 from kernel.errors import UpstreamBadResponse
 from kernel.types import ChatRequest, ChatResponse, RequestContext
@@ -24,6 +25,8 @@ from providers.transport import Reply, Upstream, without_userinfo
 
 DEFAULT_API_BASE = "https://api.openai.com/v1"
 _PASSED_HEADER_PREFIX = b"x-ratelimit-"
+USAGE_TAIL_BYTES = 1024
+"""How much of a stream's last events is searched for `usage` (it ends them)."""
 
 
 class OpenAICompatProvider:
@@ -55,8 +58,13 @@ class OpenAICompatProvider:
     async def complete(self, request: ChatRequest, ctx: RequestContext) -> ChatResponse:
         """Forward the request; raise an error from the tree when the upstream fails."""
         headers = self.headers if tracing.tracer is None else _traced(self.headers)
-        answer = self._stream if request.stream else self._json
-        return await self.exchange.call(request.render(self.model), headers, request.stream, answer)
+        if not request.stream:
+            return await self.exchange.call(request.render(self.model), headers, False, self._json)
+
+        async def answer(response: Reply) -> ChatResponse:
+            return await self._stream(response, lambda last: prompt_cache.seen(ctx, request, last))
+
+        return await self.exchange.call(request.render(self.model), headers, True, answer)
 
     async def aclose(self) -> None:
         """The shared client is closed by its owner (the app)."""
@@ -65,12 +73,12 @@ class OpenAICompatProvider:
         content = await self.exchange.json_answer(response, "expected a JSON chat completion")
         return ChatResponse(body=content, headers=response.headers_starting(_PASSED_HEADER_PREFIX))
 
-    async def _stream(self, response: Reply) -> ChatResponse:
+    async def _stream(self, response: Reply, ended: Callable[[bytes], None]) -> ChatResponse:
         first, chunks, cutter = await self.exchange.first_events(response)
         error = _first_event_error(first)
         if error is not None:
             raise self.exchange.failure(response.status, error, response)
-        events = _UntilDone(self.exchange, first)
+        events = _UntilDone(self.exchange, first, ended)
         return ChatResponse(
             stream=self.exchange.relay(first, chunks, response, cutter, events),
             headers=response.headers_starting(_PASSED_HEADER_PREFIX),
@@ -78,13 +86,15 @@ class OpenAICompatProvider:
 
 
 class _UntilDone:
-    """OpenAI's events pass unchanged; a complete stream ends with `data: [DONE]`."""
+    """OpenAI's events pass unchanged; a complete stream ends with `data: [DONE]`, after
+    which its last events (where `usage` is) are handed to `ended`."""
 
-    __slots__ = ("exchange", "last", "previous")
+    __slots__ = ("ended", "exchange", "last", "previous")
 
-    def __init__(self, exchange: Exchange, first: bytes) -> None:
+    def __init__(self, exchange: Exchange, first: bytes, ended: Callable[[bytes], None]) -> None:
         self.exchange = exchange
         self.previous, self.last = b"", first
+        self.ended = ended
 
     def feed(self, events: bytes) -> bytes:
         self.previous, self.last = self.last, events
@@ -92,6 +102,7 @@ class _UntilDone:
 
     def end(self, rest: bytes) -> bytes:
         if rest.strip() == b"data: [DONE]":  # the last event without its blank line
+            self.ended(self.last[-USAGE_TAIL_BYTES:])
             return b"data: [DONE]\n\n"
         if rest.strip():
             raise self.exchange.cut_event(rest)
@@ -100,6 +111,7 @@ class _UntilDone:
                 f"upstream {self.exchange.name} ended the stream before [DONE]",
                 provider=self.exchange.name,
             )
+        self.ended(self.previous[-USAGE_TAIL_BYTES:] + self.last[-USAGE_TAIL_BYTES:])
         return b""
 
 

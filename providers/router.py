@@ -26,7 +26,7 @@ from time import perf_counter
 
 import orjson
 
-from kernel import metrics, tracing
+from kernel import metrics, prompt_cache, tracing
 from kernel.errors import (
     ContextWindowExceeded,
     ModelNotFound,
@@ -42,6 +42,9 @@ from kernel.types import (
 from providers.parallelism import Lanes
 
 log = logging.getLogger("overspill.router")
+
+USAGE_TAIL_BYTES = 1024
+"""Where a JSON answer's `usage` is looked for: its end (every wire ends with it)."""
 
 
 class Router:
@@ -125,7 +128,10 @@ class Router:
             ctx.spend.called()
         started = perf_counter()
         try:
-            return await provider.complete(request, ctx)
+            response = await provider.complete(request, ctx)
+            if response.body is not None:
+                prompt_cache.seen(ctx, request, response.body[-USAGE_TAIL_BYTES:])
+            return response
         except ContextWindowExceeded as error:
             metrics.upstream_failed(provider.name, request.model, error)
             if error.limit and not error.estimated and self._learn is not None:

@@ -23,6 +23,7 @@ from kernel.errors import (
 )
 from kernel.store import StoreError
 from kernel.types import RequestContext
+from kernel.usage import UsageLedger
 from proxy.admin import admin_routes, require_master
 from proxy.chat import AppState, chat_completions, traced_chat_completions
 from proxy.keys import Keyring
@@ -30,6 +31,7 @@ from proxy.metrics import metrics_route
 from proxy.models import models_body
 from proxy.responses import JSON_TYPE, error_response, request_id
 from proxy.system import System
+from proxy.usage import usage_routes
 
 Reload = Callable[[], Awaitable[dict[str, Any]]]
 """Re-reads the config and swaps it in (proxy/live.py); raises InvalidConfig."""
@@ -97,6 +99,7 @@ def routes(state: AppState) -> list[Route]:
         Route("/health/liveness", liveness, methods=["GET"]),
         Route("/health/readiness", readiness, methods=["GET"]),
         *admin_routes(system.store, state.keys),
+        *usage_routes(system.ledger or UsageLedger(system.store, system.settings), state.keys),
         Route("/overspill/ollama/refresh", refresh_ollama, methods=["POST"]),
         metrics_route(state),
     ]

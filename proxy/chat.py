@@ -75,6 +75,7 @@ async def chat_completions(
         model = _resolve(state, chat)
         chat, ctx = edge_context(chat, request.headers, request_id=ctx.request_id, tenant=tenant)
         ctx.model = model
+        ctx.shadow = caller.shadow or model.context.shadow  # docs/budgets.md: shadow mode
         ctx.span = span
         watch = DisconnectWatch(request)
         try:

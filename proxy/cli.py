@@ -1,4 +1,5 @@
-"""The `overspill` command: `serve`, `check-config`, `conversations`, `ollama`, `eval`."""
+"""The `overspill` command: `serve`, `check-config`, `conversations`, `ollama`, `eval`,
+`usage`."""
 
 from __future__ import annotations
 
@@ -38,6 +39,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from proxy import eval_cli
 
         return eval_cli.run(args)
+    if args.command == "usage":
+        from proxy import usage
+
+        return usage.run(args)
     return serve(args)
 
 
@@ -60,6 +65,9 @@ def _parser() -> argparse.ArgumentParser:
     from proxy import eval_cli
 
     eval_cli.add_parser(commands)
+    from proxy import usage
+
+    usage.add_parser(commands)
     ollama = commands.add_parser("ollama", help="forget the Ollama windows a running server cached")
     ollama.add_argument("action", choices=["refresh"])
     ollama.add_argument("--url", default="http://127.0.0.1:4000", help="the running overspill")

@@ -105,7 +105,7 @@ async def ladder_for(
     """The rungs for a request to `entry`: its extraction model (when another), then itself;
     every call counted in the request's `spend`, whose bounds are `entry`'s."""
     known = await services.windows.of(entry)
-    spend.limit(Bounds.of(entry, known.tokens if known else None))
+    spend.limit(Bounds.of(entry, known.tokens if known else None), entry.model_name)
     names: list[tuple[str, float, Literal["cheapest", "model"]]] = []
     extractor = entry.context.extraction_model
     if extractor and extractor != entry.model_name:

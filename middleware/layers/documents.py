@@ -47,7 +47,7 @@ from typing import Any, ClassVar
 
 from kernel import metrics
 from kernel.config import ModelEntry
-from kernel.errors import ContextWindowExceeded
+from kernel.errors import ContextWindowExceeded, DocumentsBudgetExceeded
 from kernel.records import DocumentBatches, StoreError
 from kernel.services import Services
 from kernel.spending import BoundName, Spend
@@ -78,6 +78,7 @@ from middleware.documents.plan import (
     render_batch,
 )
 from middleware.documents.request import Document, parse_compact, parse_documents
+from middleware.layers.shadow import would
 
 log = logging.getLogger("overspill.documents")
 
@@ -128,6 +129,8 @@ class Documents:
         earlier = still_valid(await self._earlier(ctx), request.messages)
         if not documents:  # `documents: []`: earlier batches stay where they were
             return await call_next(request.with_messages(weave(request.messages, earlier)), ctx)
+        if ctx.shadow:
+            return await call_next(await self._shadow(request, ctx, earlier, documents), ctx)
         turn = await self._plan(request, ctx, earlier, documents, demanded)
         if turn.window != UNBUDGETED:
             await self._fit(turn, ctx)
@@ -146,6 +149,33 @@ class Documents:
             turn.steps.insert(0, f"replaced={overflow.limit}")
         await self._fit(turn, ctx)
         return await call_next(await self._finish(turn, ctx), ctx)
+
+    async def _shadow(
+        self,
+        request: ChatRequest,
+        ctx: RequestContext,
+        earlier: list[Batch],
+        documents: Sequence[Document],
+    ) -> ChatRequest:
+        """Shadow mode: report the plan; send every document whole, in the order sent, as one
+        plain batch (nothing ranked, compacted, condensed or stored)."""
+        try:
+            turn = await self._plan(request, ctx, earlier, documents, frozenset())
+        except DocumentsBudgetExceeded as refused:
+            would(ctx, self.name, "would-refuse", refused.message[:200])
+        else:
+            plan, steps = turn.plan, list(turn.steps)
+            if plan.tokens > self.settings.condense_share * plan.budget:
+                steps.append(f"condense={len(plan.placed)}")
+            if not plan.fits:
+                steps.append("compact-context")
+            detail = f"{len(plan.placed)}/{plan.received} {'+'.join(steps) or 'raw'}"
+            would(ctx, self.name, "would-append", f"{detail} tokens={plan.tokens}")
+        plain = [place(doc, doc.language or "text", "none", "raw", doc.text, _uncounted)
+                 for doc in documents]  # fmt: skip
+        batch = new_batch(request.messages, render_batch(plain, self.settings.divider))
+        woven = weave(request.messages, earlier)
+        return request.with_messages(insert_before_last_user(woven, batch.message))
 
     async def _earlier(self, ctx: RequestContext) -> tuple[Batch, ...]:
         """The conversation's earlier batches from the store (none when it fails: logged)."""
@@ -410,6 +440,11 @@ class Documents:
                 "documents": [p.trace() for p in plan.placed],
             },
         )
+
+
+def _uncounted(text: str) -> int:
+    """No count (shadow mode's plain batch is never budgeted)."""
+    return 0
 
 
 def _is_system(message: Message) -> bool:

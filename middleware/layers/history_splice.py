@@ -60,6 +60,7 @@ from kernel.types import ChatRequest, ChatResponse, Message, Next, RequestContex
 from middleware.condensing.condenser import Condenser, Plan, report
 from middleware.condensing.split import Split, assemble, context_message, partition
 from middleware.layers.hysteresis import landing_share, tail_share, turn_tokens
+from middleware.layers.shadow import would
 
 log = logging.getLogger("overspill.history_splice")
 
@@ -121,6 +122,9 @@ class HistorySplice:
         if cached is None and window is None:
             return await call_next(request, ctx)
         fit = await self._fit(request, ctx, entry, cached, window)
+        if ctx.shadow:
+            await self._shadow(request, ctx, entry, fit, cached, window)
+            return await call_next(request, ctx)
         grown = False
         if fit.past(entry.context.grow_at):
             fit, cached, grown = await self._make_room(request, ctx, entry, fit, cached, window)
@@ -133,6 +137,33 @@ class HistorySplice:
         response = await call_next(request.spliced(fit.messages), ctx)
         await self.estimator.observe(entry, fit.counted, response.prompt_tokens())
         return response
+
+    async def _shadow(
+        self,
+        request: ChatRequest,
+        ctx: RequestContext,
+        entry: ModelEntry,
+        fit: Fit,
+        cached: HistoryEntry | None,
+        window: int | None,
+    ) -> None:
+        """Shadow mode: what this turn would do (no growth, no store write, no call)."""
+        before = int(fit.whole * fit.scale)
+        if fit.past(entry.context.grow_at) and window is not None:
+            plan = await self._plan(request, ctx, entry, window, cached, fit)
+            if plan is not None:
+                after = (
+                    plan.tokens(range(len(request.messages)))
+                    - plan.tokens(plan.split.historical)
+                    + plan.budget.share(1 - entry.context.intact_share)
+                )
+                detail = f"messages={len(plan.split.historical)} tokens={before}->{after}"
+                would(ctx, self.name, "would-grow-now", detail)
+                return
+        if fit.past(entry.context.compact_at) and entry.context.background and _due(fit, entry):
+            would(ctx, self.name, "would-grow-after", f"tokens={before}")
+        elif cached is not None:
+            would(ctx, self.name, "would-splice", f"tokens={before}->{fit.estimate}")
 
     async def _valid(self, request: ChatRequest, ctx: RequestContext) -> HistoryEntry | None:
         """The cached extraction when it is valid for this request (a miss is logged)."""

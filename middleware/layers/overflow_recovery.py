@@ -32,6 +32,7 @@ from middleware.condensing.budget import correction
 from middleware.condensing.condenser import Condenser, report
 from middleware.condensing.split import assemble
 from middleware.layers.hysteresis import tail_share
+from middleware.layers.shadow import would
 
 log = logging.getLogger("overspill.overflow_recovery")
 
@@ -52,6 +53,12 @@ class OverflowRecovery:
         entry = ctx.model
         if entry is None:
             return await call_next(request, ctx)
+        if ctx.shadow:
+            try:
+                return await call_next(request, ctx)
+            except ContextWindowExceeded:
+                would(ctx, self.name, "would-recover", "(condense the history, retry once)")
+                raise
         try:
             return await call_next(request, ctx)
         except ContextWindowExceeded as overflow:
