@@ -6,6 +6,7 @@ Services
 ├── estimator   the one token estimator (counts, calibrated estimates, learning)
 ├── windows     each deployment's real context window (config, Ollama discovery, litellm)
 ├── recall      what the conversations' last turns derived (chains, token counts)
+├── usage       the tenants' own-token usage and budgets (kernel/usage.py)
 ├── internal    overspill's own call to a configured model (extraction, condensing): it
 │               skips the conversation layers and goes through the model layers, counted
 │               against the request's Spend (kernel/spending.py) and the tenant's usage
@@ -24,6 +25,7 @@ from kernel.recall import Recall
 from kernel.spending import Spend
 from kernel.store import HistoryStore
 from kernel.types import ChatRequest, Complete
+from kernel.usage import UsageLedger
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +88,8 @@ class Services:
     recall: Recall = field(default_factory=Recall)
     """What each conversation's last turns derived, so a turn checks and counts only what it
     adds (one per system, shared by its layers; bounded)."""
+    usage: UsageLedger | None = None
+    """The tenants' own-token budgets (read before a request plans own work); None: none."""
 
     def entry(self, name: str) -> ModelEntry:
         """The first deployment of a model name the proxy serves."""

@@ -123,6 +123,13 @@ def _tokens(rows: Sequence[UsageRow]) -> int:
     return sum(row.tally.prompt_tokens + row.tally.completion_tokens for row in rows)
 
 
+async def read_budget(spend: Spend, ledger: UsageLedger | None) -> None:
+    """Read the tenant's budget into `spend`, once per request (before it plans own work)."""
+    if ledger is not None and not spend.tenant_checked:
+        spend.tenant_checked = True
+        spend.tenant_left = await ledger.left(spend.tenant)
+
+
 def counted(
     complete: Complete,
     model: str,
@@ -136,9 +143,7 @@ def counted(
     less the completion asked for), else overspill's estimate; and added to the usage store."""
 
     async def call(messages: Sequence[Message], *, max_tokens: int) -> Completion:
-        if ledger is not None and not spend.tenant_checked:
-            spend.tenant_checked = True
-            spend.tenant_left = await ledger.left(spend.tenant)
+        await read_budget(spend, ledger)
         estimate = count_messages(messages, upstream_model)
         spend.admit(model, estimate)
         tally = Tally(calls=1, prompt_tokens=estimate)

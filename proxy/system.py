@@ -269,8 +269,9 @@ def build_system(
     ledger = UsageLedger(history, settings)
     internal = InternalCalls(entries, ledger)
     services = Services(
-        settings, history, Estimator(history), windows, internal, entries, internal.warm
-    )
+        settings, history, Estimator(history), windows, internal, entries, internal.warm,
+        usage=ledger,
+    )  # fmt: skip
     pipeline = build_pipeline(services, router.complete, registry)
     internal.bind(pipeline.model)
     system = System(

@@ -9,7 +9,9 @@ with both numbers in its message; any other gets a short answer (the first words
 user message, at most `max_tokens`) with `usage` counted by the same rule.
 
 Every call is recorded (`calls`: its messages, its tokens, its status), so a test compares
-what overspill says it spent with what the upstream received. `total_slots` makes it answer
+what overspill says it spent with what the upstream received. Like a one-slot server's prompt
+cache, an answer reports as `cached_tokens` the tokens of the leading messages it shares with
+the call before it. `total_slots` makes it answer
 `GET /props` as llama-server does, and `in_flight` / `most_in_flight` show how many calls
 it was serving at once. `hold` (an `asyncio.Event`) keeps every answer waiting until set.
 """
@@ -82,6 +84,8 @@ class WindowedUpstream:
     """Answer `GET /props` with this many slots (llama-server's `total_slots`); None: 404."""
     hold: asyncio.Event | None = None
     calls: list[Call] = field(default_factory=list)
+    cached: list[dict[str, Any]] = field(default_factory=list)
+    """The messages of the last answered call (what the "cache" holds)."""
     in_flight: int = 0
     most_in_flight: int = 0
     props_asked: int = 0
@@ -186,8 +190,16 @@ class WindowedUpstream:
         text = self.answer(messages, reserve or 256)
         done = count_text(text)
         self.calls.append(Call(messages, size, prompt, done, 200, stream, asked, temperature))
-        usage = {"prompt_tokens": prompt, "completion_tokens": done,
-                 "total_tokens": prompt + done}  # fmt: skip
+        shared = 0
+        while shared < min(len(messages), len(self.cached)) and (
+            messages[shared] == self.cached[shared]
+        ):
+            shared += 1
+        self.cached = messages
+        cached = tokens_of(messages[:shared]) - 3 if shared else 0
+        usage: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": done,
+                 "total_tokens": prompt + done,
+                 "prompt_tokens_details": {"cached_tokens": cached}}  # fmt: skip
         if not stream:
             answer = {
                 "id": "chatcmpl-windowed", "object": "chat.completion", "created": 0,
@@ -207,7 +219,7 @@ class WindowedUpstream:
 
 
 def _chunk(
-    delta: dict[str, Any] | None, finish: str | None, usage: dict[str, int] | None = None
+    delta: dict[str, Any] | None, finish: str | None, usage: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     event: dict[str, Any] = {
         "id": "chatcmpl-windowed",

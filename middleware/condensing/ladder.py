@@ -30,6 +30,7 @@ from kernel.services import Services
 from kernel.spending import BoundName, Bounds, OverBudget, Spend
 from kernel.tokens import count_messages, count_text
 from kernel.types import Complete, Completion, Message
+from kernel.usage import read_budget
 from middleware.condensing.budget import call_room
 from middleware.condensing.cutting import cut_middle
 from middleware.condensing.extraction import (
@@ -106,6 +107,7 @@ async def ladder_for(
     every call counted in the request's `spend`, whose bounds are `entry`'s."""
     known = await services.windows.of(entry)
     spend.limit(Bounds.of(entry, known.tokens if known else None), entry.model_name)
+    await read_budget(spend, services.usage)
     names: list[tuple[str, float, Literal["cheapest", "model"]]] = []
     extractor = entry.context.extraction_model
     if extractor and extractor != entry.model_name:

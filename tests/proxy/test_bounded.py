@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import random
+import secrets
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,9 +25,10 @@ import pytest
 
 from kernel.spending import DEFAULT_OWN_CALLS, DEFAULT_OWN_WINDOWS
 from kernel.store import DiskHistoryStore
+from kernel.store_redis import RedisHistoryStore
 from proxy.app import create_app
 from proxy.system import System, build_system
-from tests.conftest import running, settings_from
+from tests.conftest import running, sample, settings_from
 from tests.windowed_upstream import Call, WindowedUpstream
 
 WINDOW = 8192
@@ -296,3 +298,141 @@ async def test_the_spliced_prefix_changes_at_most_once_every_eight_turns(
     assert changed <= 10
     assert changed == sum(1 for word in said if word.startswith("changed-"))
     assert said.count("changed-growth") >= 5  # the conversation did grow, repeatedly
+
+
+async def test_own_calls_to_a_one_slot_server_go_one_at_a_time(gateway: GatewayFactory) -> None:
+    """A llama-server with one slot (its `/props`): an extraction of several chunks sends its
+    calls one after another, never two at once, so no call's timeout runs while it queues."""
+    gate: Gateway = await gateway(model="    context: {window: 2048}\n", window=2048)
+    gate.upstream.total_slots = 1
+    response, calls = await gate.ask({"model": "chat", "messages": long_history(120)})
+    assert response.status_code == 200
+    mine = own(calls)
+    print(f"{len(mine)} own calls, at most {gate.upstream.most_in_flight} in flight at once")
+    assert len(mine) >= 3
+    assert gate.upstream.most_in_flight == 1
+    assert gate.upstream.props_asked == 1
+
+
+async def test_shadow_mode_sends_the_request_unchanged_and_says_what_it_would_do(
+    gateway: GatewayFactory,
+) -> None:
+    """`context.shadow`: a conversation past grow_at goes upstream as the client sent it, no
+    own call is made, nothing is stored, and the layers say what they would have done."""
+    gate: Gateway = await gateway(model="    context: {window: 8192, shadow: true}\n")
+    messages = long_history(400)
+    grown = sample("overspill_shadow_decisions_total", model="chat", layer="history_splice",
+                   decision="would-grow-now")  # fmt: skip
+    response, calls = await gate.ask({"model": "chat", "messages": messages})
+    assert response.status_code == 400  # the scripted window refuses it, as it would directly
+    assert response.json()["error"]["code"] == "context_length_exceeded"
+    assert [call.messages for call in calls] == [messages]
+    assert response.headers["x-overspill-shadow-history_splice"].startswith("would-grow-now")
+    assert response.headers["x-overspill-shadow-overflow_recovery"].startswith("would-recover")
+    assert "x-overspill-spent-calls" not in response.headers
+    assert await gate.system.store.entries() == []
+    assert sample("overspill_shadow_decisions_total", model="chat", layer="history_splice",
+                  decision="would-grow-now") == grown + 1  # fmt: skip
+
+
+async def test_a_shadow_key_gets_its_documents_whole_and_the_plan_reported(
+    gateway: GatewayFactory,
+) -> None:
+    """A client key with `shadow: true`: its documents go as one plain batch, whole and in
+    order, and the documents layer reports the placement it would have made."""
+    gate: Gateway = await gateway(
+        model=f"    context: {{window: {WINDOW}}}\n",
+        general="  client_keys:\n    - {name: trial, key: sk-trial, shadow: true}\n",
+    )
+    documents = [{"id": f"d{i}", "text": prose(i, 2_000), "score": i} for i in range(6)]
+    body = {"model": "chat", "messages": [{"role": "user", "content": "Which item costs most?"}],
+            "documents": documents}  # fmt: skip
+    response, calls = await gate.ask(body, authorization="Bearer sk-trial")
+    assert response.status_code == 200
+    (call,) = calls
+    batch = str(call.messages[0]["content"])
+    assert [batch.index(f"id: d{i}") for i in range(6)] == sorted(
+        batch.index(f"id: d{i}") for i in range(6)
+    )  # the order sent, not ranked
+    assert all(str(doc["text"]) in batch for doc in documents)
+    assert response.headers["x-overspill-shadow-documents"].startswith("would-append 6/6")
+    assert "x-overspill-documents" not in response.headers
+
+
+async def test_a_tenant_past_its_budget_gets_the_cheaper_road_and_the_usage_says_why(
+    gateway: GatewayFactory, tmp_path: Path
+) -> None:
+    """With `usage.tenant_budget`, a tenant's own tokens are counted per day: once spent,
+    its next long history is masked or cut with no model call (bound tenant-budget), and the
+    usage endpoint reports what the upstream received for it, by model."""
+    gate: Gateway = await gateway(
+        model=f"    context: {{window: {WINDOW}}}\n",
+        general="  usage: {tenant_budget: 3000}\n",
+    )
+    first, calls = await gate.ask({"model": "chat", "messages": long_history(400, 1)})
+    assert first.status_code == 200
+    mine = own(calls)
+    assert mine
+    second, calls = await gate.ask({"model": "chat", "messages": long_history(400, 2)},
+                                   **{"x-conversation-id": "other"})  # fmt: skip
+    assert second.status_code == 200
+    assert own(calls) == []
+    assert second.headers["x-overspill-bound"] == "tenant-budget"
+    assert second.headers["x-overspill-bound-roads"].startswith("history:")
+    report = (await gate.client.get("/overspill/usage")).json()
+    ((row,), (tenant,)) = report["data"], report["tenants"]
+    assert row["calls"] == len(mine)
+    assert row["prompt_tokens"] == sum(call.prompt_tokens for call in mine)
+    assert row["completion_tokens"] == sum(call.completion_tokens for call in mine)
+    assert tenant["budget"] == 3000
+    assert tenant["left_this_period"] == 3000 - row["tokens"]
+    refused = await gate.client.get("/overspill/usage", params={"from": "yesterday"})
+    assert refused.status_code == 400
+    assert refused.json()["error"]["param"] == "from"
+    anonymous = await gate.client.get("/overspill/usage", headers={"authorization": ""})
+    assert anonymous.status_code == 401
+
+
+async def test_a_tenant_budget_in_redis_holds_across_replicas(redis_url: str) -> None:
+    """Two replicas sharing one Redis: what one spent for a tenant counts against the budget
+    the other checks, so the tenant's next long history there takes the cheaper road."""
+    prefix = f"t-{secrets.token_hex(4)}:"
+    async with WindowedUpstream(window=WINDOW) as upstream:
+        config = settings_from(
+            "model_list:\n  - model_name: chat\n    litellm_params: "
+            f'{{model: openai/scripted-model, api_base: "{upstream.base_url}"}}\n'
+            f"    context: {{window: {WINDOW}}}\n"
+            "general_settings:\n  master_key: sk-master\n  usage: {tenant_budget: 3000}\n"
+        )
+        systems = [
+            build_system(config, store=RedisHistoryStore(redis_url, key_prefix=prefix))
+            for _ in range(2)
+        ]
+        clients = [
+            httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app(system)),
+                              base_url="http://overspill.test", timeout=120,
+                              headers={"authorization": "Bearer sk-master"})
+            for system in systems
+        ]  # fmt: skip
+        try:
+            first = await clients[0].post(
+                "/v1/chat/completions", json={"model": "chat", "messages": long_history(400, 1)}
+            )
+            spent = int(first.headers["x-overspill-spent-tokens-in"])
+            assert spent > 0
+            before = len(upstream.calls)
+            second = await clients[1].post(
+                "/v1/chat/completions",
+                json={"model": "chat", "messages": long_history(400, 2)},
+                headers={"x-conversation-id": "other"},
+            )
+            assert second.status_code == 200
+            assert own(upstream.calls[before:]) == []
+            assert second.headers["x-overspill-bound"] == "tenant-budget"
+            report = (await clients[1].get("/overspill/usage")).json()
+            assert report["data"][0]["prompt_tokens"] == spent
+        finally:
+            for client in clients:
+                await client.aclose()
+            for system in systems:
+                await system.aclose()
