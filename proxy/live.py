@@ -168,6 +168,8 @@ class LiveApp:
             raise self._refused(exc.problems) from None
         except (MiddlewareError, StoreError) as exc:
             raise self._refused([str(exc)]) from None
+        except InvalidConfig:
+            raise  # refused already (an open gateway on a network address)
         except Exception as exc:  # a provider that cannot be built; its text may hold secrets
             log.exception("config reload: building the new system failed")
             raise self._refused(
