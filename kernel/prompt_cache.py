@@ -18,12 +18,14 @@ A request whose upstream reported cached tokens notes `prompt-cached` (header an
 
 from __future__ import annotations
 
+import re
+
 from kernel import metrics
 from kernel.types import ChatRequest, RequestContext
 
 _USAGE = b'"usage"'
-_PROMPT = b'"prompt_tokens"'
-_CACHED = b'"cached_tokens"'
+_PROMPT = re.compile(rb'"prompt_tokens"\s*:\s*(\d+)')
+_CACHED = re.compile(rb'"cached_tokens"\s*:\s*(\d+)')
 
 
 def reported(data: bytes) -> tuple[int, int] | None:
@@ -32,27 +34,11 @@ def reported(data: bytes) -> tuple[int, int] | None:
     at = data.rfind(_USAGE)
     if at < 0:
         return None
-    prompt = _number_after(data, _PROMPT, at)
+    prompt = _PROMPT.search(data, at)
     if prompt is None:
         return None
-    return prompt, _number_after(data, _CACHED, at) or 0
-
-
-def _number_after(data: bytes, key: bytes, start: int) -> int | None:
-    """The integer value of `key` after `start` (`"key": 123`), else None."""
-    at = data.find(key, start)
-    if at < 0:
-        return None
-    at = data.find(b":", at + len(key))
-    if at < 0:
-        return None
-    at += 1
-    while at < len(data) and data[at] in b" \t\r\n":
-        at += 1
-    end = at
-    while end < len(data) and 48 <= data[end] <= 57:
-        end += 1
-    return int(data[at:end]) if end > at else None
+    cached = _CACHED.search(data, at)
+    return int(prompt[1]), int(cached[1]) if cached else 0
 
 
 def kind_of(ctx: RequestContext, request: ChatRequest) -> str:

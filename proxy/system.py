@@ -156,8 +156,9 @@ class InternalCalls:
         return "warmed"
 
     async def _settle(self, spend: Spend, model: str, tally: Tally) -> None:
-        """A warm-up's cost, in its Spend and the tenant's usage."""
+        """A warm-up's cost, in its Spend, the metrics and the tenant's usage."""
         spend.settle(model, tally.prompt_tokens, tally.completion_tokens, not tally.failed)
+        metrics.own_tokens(model, tally.prompt_tokens, tally.completion_tokens)
         if self.ledger is not None:
             await self.ledger.record(spend.tenant, model, tally)
 
