@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from kernel.config import ModelEntry
-from providers.parallelism import HOSTED_SLOTS, SELF_HOSTED_SLOTS, Lanes, total_slots
+from providers.parallelism import HOSTED_SLOTS, SELF_HOSTED_SLOTS, Lane, Lanes, total_slots
 from tests.conftest import settings_from
 from tests.windowed_upstream import WindowedUpstream
 
@@ -55,26 +55,26 @@ def test_total_slots_is_read_only_when_it_is_a_positive_count(
     assert total_slots(body) == slots
 
 
+async def used_lane(lanes: Lanes, upstream: WindowedUpstream) -> Lane:
+    """A new deployment's lane on `upstream`, after its first own call and the probe."""
+    provider = object()
+    lanes.register(provider, entry(f"{{model: openai/x, api_base: '{upstream.base_url}'}}"))
+    lane = lanes.of(provider)
+    assert lane is not None
+    async with lane.own_call(lanes):
+        assert lane.slots == 1  # one at a time while the server is asked
+    await asyncio.gather(*lanes._probes)
+    return lane
+
+
 async def test_a_llama_server_is_asked_for_its_slots_once_in_the_background() -> None:
     """The first own call to a self-hosted server queues at one slot while `/props` is asked;
     the lane then takes the server's count, and the server is asked once."""
     async with WindowedUpstream(total_slots=3) as upstream:
         lanes = Lanes()
-        provider = object()
-        lanes.register(provider, entry(f"{{model: openai/x, api_base: '{upstream.base_url}'}}"))
-        lane = lanes.of(provider)
-        assert lane is not None
-        async with lane.own_call(lanes):
-            assert lane.slots == 1
-        await asyncio.gather(*lanes._probes)
+        lane = await used_lane(lanes, upstream)
         assert (lane.slots, lane.source) == (3, "props")
-        again = object()
-        lanes.register(again, lane.entry)
-        other = lanes.of(again)
-        assert other is not None
-        async with other.own_call(lanes):
-            pass
-        await asyncio.gather(*lanes._probes)
+        other = await used_lane(lanes, upstream)
         assert other.slots == 3
         assert upstream.props_asked == 1
         await lanes.aclose()
@@ -84,12 +84,6 @@ async def test_a_server_that_does_not_say_keeps_one_slot() -> None:
     """No `/props` (not llama-server): one own call at a time."""
     async with WindowedUpstream() as upstream:
         lanes = Lanes()
-        provider = object()
-        lanes.register(provider, entry(f"{{model: openai/x, api_base: '{upstream.base_url}'}}"))
-        lane = lanes.of(provider)
-        assert lane is not None
-        async with lane.own_call(lanes):
-            pass
-        await asyncio.gather(*lanes._probes)
+        lane = await used_lane(lanes, upstream)
         assert (lane.slots, lane.source) == (1, "self-hosted-default")
         await lanes.aclose()
