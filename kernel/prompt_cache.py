@@ -23,6 +23,8 @@ import re
 from kernel import metrics
 from kernel.types import ChatRequest, RequestContext
 
+TAIL_BYTES = 1024
+"""How much of an answer's end (or a stream's last events) `usage` is looked for in."""
 _USAGE = b'"usage"'
 _PROMPT = re.compile(rb'"prompt_tokens"\s*:\s*(\d+)')
 _CACHED = re.compile(rb'"cached_tokens"\s*:\s*(\d+)')

@@ -25,8 +25,6 @@ from providers.transport import Reply, Upstream, without_userinfo
 
 DEFAULT_API_BASE = "https://api.openai.com/v1"
 _PASSED_HEADER_PREFIX = b"x-ratelimit-"
-USAGE_TAIL_BYTES = 1024
-"""How much of a stream's last events is searched for `usage` (it ends them)."""
 
 
 class OpenAICompatProvider:
@@ -102,7 +100,7 @@ class _UntilDone:
 
     def end(self, rest: bytes) -> bytes:
         if rest.strip() == b"data: [DONE]":  # the last event without its blank line
-            self.ended(self.last[-USAGE_TAIL_BYTES:])
+            self.ended(self.last[-prompt_cache.TAIL_BYTES :])
             return b"data: [DONE]\n\n"
         if rest.strip():
             raise self.exchange.cut_event(rest)
@@ -111,7 +109,9 @@ class _UntilDone:
                 f"upstream {self.exchange.name} ended the stream before [DONE]",
                 provider=self.exchange.name,
             )
-        self.ended(self.previous[-USAGE_TAIL_BYTES:] + self.last[-USAGE_TAIL_BYTES:])
+        self.ended(
+            self.previous[-prompt_cache.TAIL_BYTES :] + self.last[-prompt_cache.TAIL_BYTES :]
+        )
         return b""
 
 

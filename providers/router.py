@@ -43,9 +43,6 @@ from providers.parallelism import Lanes
 
 log = logging.getLogger("overspill.router")
 
-USAGE_TAIL_BYTES = 1024
-"""Where a JSON answer's `usage` is looked for: its end (every wire ends with it)."""
-
 
 class Router:
     """The innermost step of the pipeline: picks a deployment and calls its provider."""
@@ -130,7 +127,7 @@ class Router:
         try:
             response = await provider.complete(request, ctx)
             if response.body is not None:
-                prompt_cache.seen(ctx, request, response.body[-USAGE_TAIL_BYTES:])
+                prompt_cache.seen(ctx, request, response.body[-prompt_cache.TAIL_BYTES :])
             return response
         except ContextWindowExceeded as error:
             metrics.upstream_failed(provider.name, request.model, error)
