@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -93,7 +94,8 @@ class Lanes:
     """Every deployment's queue, keyed by its provider (the router's unit)."""
 
     def __init__(self, client: httpx.AsyncClient | None = None) -> None:
-        self._lanes: dict[int, Lane] = {}
+        self._lanes: weakref.WeakKeyDictionary[object, Lane] = weakref.WeakKeyDictionary()
+        """Held weakly: a provider the system forgot (a wildcard's name) takes its lane along."""
         self._client = client
         self._own_client = client is None
         self._probed: dict[str, int | None] = {}
@@ -101,11 +103,11 @@ class Lanes:
 
     def register(self, provider: object, entry: ModelEntry) -> None:
         """The deployment `provider` serves (done when the shell builds it)."""
-        self._lanes[id(provider)] = Lane(entry)
+        self._lanes[provider] = Lane(entry)
 
     def of(self, provider: object) -> Lane | None:
         """The provider's lane (None: a provider the shell did not build, e.g. a test's)."""
-        return self._lanes.get(id(provider))
+        return self._lanes.get(provider)
 
     def known_slots(self, entry: ModelEntry) -> tuple[int, str]:
         """How many calls `entry`'s deployment serves at once as far as config and kind tell,

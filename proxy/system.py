@@ -119,9 +119,12 @@ class InternalCalls:
         if not setting or (setting == "auto" and not self_hosted(entry)):
             return "skipped"
         spend = spend or Spend("internal")
-        upstream = entry.litellm_params.upstream_model
+        tally = Tally(
+            calls=1,
+            prompt_tokens=count_messages(request.messages, entry.litellm_params.upstream_model),
+        )
         try:
-            spend.admit(entry.model_name, count_messages(request.messages, upstream))
+            spend.admit(entry.model_name, tally.prompt_tokens)
         except OverBudget:
             return "skipped"
         pipeline, ctx = self._route("warm", entry, spend)
@@ -135,7 +138,6 @@ class InternalCalls:
             tool_choice=None,  # a forced call cut at one token would only fail to parse
         )
         started = perf_counter()
-        tally = Tally(calls=1, prompt_tokens=count_messages(request.messages, upstream))
         try:
             response = await pipeline(primer, ctx)
             done = completion_of(response)

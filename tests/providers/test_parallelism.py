@@ -55,9 +55,13 @@ def test_total_slots_is_read_only_when_it_is_a_positive_count(
     assert total_slots(body) == slots
 
 
+class Deployment:
+    """Stands for a provider object the shell built (the lanes' key)."""
+
+
 async def used_lane(lanes: Lanes, upstream: WindowedUpstream) -> Lane:
     """A new deployment's lane on `upstream`, after its first own call and the probe."""
-    provider = object()
+    provider = Deployment()
     lanes.register(provider, entry(f"{{model: openai/x, api_base: '{upstream.base_url}'}}"))
     lane = lanes.of(provider)
     assert lane is not None
