@@ -46,7 +46,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -84,7 +84,8 @@ class Fit:
     prefix: tuple[int, int] = (0, 0)
     """Which stand-in it splices: (historical end, a hash of its text); (0, 0): none."""
     turn: int = 0
-    """The conversation's recent raw tokens per turn."""
+    """The conversation's largest recent turn in raw tokens, or what this request added to
+    the previous one when that is more (what the next request may well add)."""
 
     @property
     def estimate(self) -> int:
@@ -212,8 +213,18 @@ class HistorySplice:
         if window is not None:
             plan = self.condenser.plan(request, entry, window=window, scale=scale, counts=counts)
             limit = plan.budget.prompt_limit
-        turn = turn_tokens(request.messages, counts)
+        turn = max(turn_tokens(request.messages, counts), self._added(ctx, request, entry, counts))
         return Fit(messages, counted, replaced, limit, scale, whole, prefix, turn)
+
+    def _added(
+        self, ctx: RequestContext, request: ChatRequest, entry: ModelEntry, counts: Sequence[int]
+    ) -> int:
+        """The raw tokens this request added to the conversation's previous one this process
+        saw (0 when none): a client that sends several turns at a time grows by that much."""
+        known = self.condenser.history(ctx, request).known
+        if known is None or known.length >= len(counts):
+            return 0
+        return sum(counts[known.length :])
 
     async def _make_room(
         self,

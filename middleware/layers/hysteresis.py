@@ -23,7 +23,7 @@ from middleware.condensing.condenser import Plan
 MIN_TAIL_SHARE = 0.05
 """The intact tail never plans for less than this share of the budget (the newest turn)."""
 RECENT_MESSAGES = 24
-"""How many of the newest messages the size of a turn is measured on."""
+"""How many of the newest messages the size of a turn is measured on (a few turns)."""
 
 
 def tail_share(
@@ -45,10 +45,14 @@ def tail_share(
 
 
 def turn_tokens(messages: Sequence[Message], counts: Sequence[int]) -> int:
-    """The conversation's recent tokens per turn (a user message and what followed it)."""
-    recent = range(max(0, len(messages) - RECENT_MESSAGES), len(messages))
-    turns = sum(1 for i in recent if messages[i].get("role") == "user")
-    return sum(counts[i] for i in recent) // max(1, turns)
+    """The size of the conversation's largest recent turn (a user message and what followed
+    it, tool calls included), in raw tokens: what the next turn may well add."""
+    largest = current = 0
+    for i in range(max(0, len(messages) - RECENT_MESSAGES), len(messages)):
+        if messages[i].get("role") == "user":
+            largest, current = max(largest, current), 0
+        current += counts[i]
+    return max(largest, current)
 
 
 def landing_share(entry: ModelEntry, plan: Plan, turn: int) -> float:
