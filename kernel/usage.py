@@ -35,6 +35,9 @@ from kernel.types import Complete, Completion, Message
 log = logging.getLogger("overspill.usage")
 
 DAY_SECONDS = 86_400
+REMEMBERED_TENANTS = 4096
+"""Tenants whose earlier days of the period this process remembers (an open gateway's
+tenants are any keys' hashes: the oldest remembered go first)."""
 
 
 def day_of(moment: float) -> str:
@@ -92,7 +95,7 @@ class UsageLedger:
             earlier = self._earlier.get((tenant, today))
             if earlier is None:
                 earlier = _tokens(await self.store.usage(tenant, days[:-1]))
-                self._earlier = {(tenant, today): earlier, **self._forget_old(today)}
+                self._earlier = {**self._forget_old(today), (tenant, today): earlier}
             spent = earlier + _tokens(await self.store.usage(tenant, [today]))
         except StoreError as exc:
             log.error("usage unreadable; the tenant's budget is not checked",
@@ -101,11 +104,13 @@ class UsageLedger:
         return budget - spent
 
     async def record(self, tenant: str, model: str, tally: Tally) -> None:
-        """Add one own call's counts to the tenant's usage today (a store failure: logged)."""
+        """Add one own call's counts to the tenant's usage today. Never raises: it runs when
+        the call ended, failed or not, and must not stand in for the call's own outcome (a
+        failing store, or one already closed at shutdown, is logged)."""
         day = day_of(self._clock())
         try:
             await self.store.add_usage(tenant, day, model, tally, self.keep_seconds)
-        except StoreError as exc:
+        except (StoreError, RuntimeError) as exc:  # RuntimeError: the store's thread is closed
             log.error("own call not counted in the usage store",
                       extra={"tenant": tenant, "model": model, "error": str(exc)})  # fmt: skip
 
@@ -114,8 +119,10 @@ class UsageLedger:
         return await self.store.usage(tenant, days)
 
     def _forget_old(self, today: str) -> dict[tuple[str, str], int]:
-        """The remembered sums still of today (earlier days' are dropped)."""
-        return {key: value for key, value in self._earlier.items() if key[1] == today}
+        """The remembered sums still of today (earlier days' are dropped), at most
+        `REMEMBERED_TENANTS` of them (the oldest go)."""
+        kept = [(key, value) for key, value in self._earlier.items() if key[1] == today]
+        return dict(kept[-(REMEMBERED_TENANTS - 1) :])
 
 
 def _tokens(rows: Sequence[UsageRow]) -> int:
