@@ -27,8 +27,8 @@ conversation under the wall itself, with hysteresis (shares of the prompt budget
 
 Between growths the spliced prefix is the same bytes, so the number of growths is the number
 of times the upstream's prompt cache loses the prefix: growing late (within a turn of
-`grow_at`) and landing low (`turns_per_growth` turns below) keeps them rare; on an 80-turn
-conversation at a 2,500-token window, from 16 prefix changes to 8
+`grow_at`) and landing low (`turns_per_growth` turns below) keeps them rare: on an 80-turn
+conversation at a 2,500-token window, 9 prefix changes where there were 16
 (tests/proxy/test_bounded.py).
 
 Each turn says whether its spliced prefix is the one the conversation's previous turn sent
