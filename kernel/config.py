@@ -36,6 +36,7 @@ from pydantic import (
 from kernel.client_keys import ClientKey, key_problems, model_problems
 from kernel.config_includes import INCLUDE_KEY, IncludeError, resolve_includes
 from kernel.documents_config import DocumentsSettings
+from kernel.records import RETAINED
 from kernel.wildcards import Pattern, is_wildcard
 
 ENV_PREFIX = "os.environ/"
@@ -342,6 +343,19 @@ class StoreSettings(_Frozen):
     retry_after_seconds: float = Field(default=5.0, ge=0)
     """Redis: after a call failed for want of a connection or an answer, calls fail at once
     for this long (no request waits on a dead store), then the next call tries again."""
+    ttl_seconds_by_kind: dict[str, Annotated[float, Field(gt=0)]] = Field(default_factory=dict)
+    """Per kind of record (extractions, documents, calibration): its TTL over ttl_seconds."""
+    lock_replicas: int | None = Field(default=None, ge=0)
+    """Redis: replicas that must hold a single-flight lock (WAIT) before its holder goes on;
+    default 1 with redis+cluster:// or redis+sentinel://, 0 with one Redis."""
+
+    @field_validator("ttl_seconds_by_kind")
+    @classmethod
+    def _known_kinds(cls, value: dict[str, float]) -> dict[str, float]:
+        unknown = sorted(set(value) - set(RETAINED))
+        if unknown:
+            raise ValueError(f"unknown kind {', '.join(unknown)}; kinds: {', '.join(RETAINED)}")
+        return value
 
     @model_validator(mode="after")
     def _redis_needs_url(self) -> StoreSettings:

@@ -1,17 +1,26 @@
 """What the store keeps, as validated records: one kind of state per record type.
 
-    HistoryEntry      a cached extraction of one conversation's older turns     key h:...
-    DocumentBatches   the document batches placed in a conversation's turns    key d:...
-    (calibration)     a model's token-ratio samples, a plain list of floats    key c:<model>
+    HistoryEntry      a cached extraction of one conversation's older turns     kind extractions
+    DocumentBatches   the document batches placed in a conversation's turns    kind documents
+    (calibration)     a model's token-ratio samples, a plain list of floats    kind calibration
 
 Records are frozen pydantic models in strict mode (an `int` field takes no bool, no string)
 with unknown fields refused; each is stored as its JSON with a format version `v`. A stored
 record that does not validate is a `StoreError` saying what is wrong, which the backends treat
 as a corrupt record: logged, deleted, a miss.
+
+A `Kind` names a record type for the backends: its name (the config's per-kind TTLs), the
+letter its keys start with and the model it decodes to. Every record belongs to a tenant and is
+keyed by its `conversation_id`: a conversation's id, or the record's own id when it belongs to
+no conversation. The backends build every key, lock and size bound from (kind, tenant,
+conversation_id) alone, so a new kind needs only its entry in `CONVERSATION_KINDS`: its keys
+share the conversation's Redis Cluster hash tag (kernel/redis_keys.py), and delete, clear,
+listing, TTL and the size bound cover it.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from pydantic import (
@@ -25,9 +34,15 @@ from pydantic import (
 from pydantic_core import PydanticSerializationError
 
 __all__ = [
+    "CALIBRATION",
     "CALIBRATION_SAMPLES",
+    "CONVERSATION_KINDS",
+    "DOCUMENTS",
+    "EXTRACTIONS",
+    "RETAINED",
     "DocumentBatches",
     "HistoryEntry",
+    "Kind",
     "Record",
     "StoreError",
     "StoredBatch",
@@ -130,3 +145,23 @@ def decode(kind: type[_R], raw: bytes) -> _R:
         problem = exc.errors()[0]
         where = ".".join(str(part) for part in problem["loc"]) or "the record"
         raise StoreError(f"{kind.__name__} record: {where}: {problem['msg']}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    """A kind of conversation record: its name, the prefix of its keys, its record type."""
+
+    name: str
+    key: str
+    """How its keys start (`h:`): unique, and no kind's key starts another's."""
+    record: type[Record]
+
+
+EXTRACTIONS = Kind("extractions", "h:", HistoryEntry)
+DOCUMENTS = Kind("documents", "d:", DocumentBatches)
+CONVERSATION_KINDS: tuple[Kind, ...] = (EXTRACTIONS, DOCUMENTS)
+"""The kinds kept per conversation: deleted, cleared and bounded together."""
+CALIBRATION = "calibration"
+"""The name of a model's calibration samples (not a Record: a list of floats per model)."""
+RETAINED = (*(kind.name for kind in CONVERSATION_KINDS), CALIBRATION)
+"""Every kind's name, as `general_settings.store.ttl_seconds_by_kind` takes them."""

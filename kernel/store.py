@@ -5,9 +5,9 @@
 
 Three kinds of state (kernel/records.py): cached extractions (`HistoryEntry`, keys `h:`) and
 the document batches of earlier turns (`DocumentBatches`, keys `d:`), both per tenant and
-conversation; and each model's token-calibration samples (keys `c:<model>`, shared by every
-tenant, newest first, at most `CALIBRATION_SAMPLES`). `delete` and `clear` remove a
-conversation's records of both kinds; calibration stays.
+conversation (`CONVERSATION_KINDS`); and each model's token-calibration samples (keys
+`c:<model>`, shared by every tenant, newest first, at most `CALIBRATION_SAMPLES`). `delete` and
+`clear` remove a conversation's records of every kind; calibration stays.
 
 Errors: `StoreError` when the store cannot be used (cannot open, read or write); the message
 says what failed and where. A stored record that cannot be decoded is logged, deleted and
@@ -30,8 +30,9 @@ Keys are `h:<len(tenant)>:<tenant>:<conversation id>` (and `d:...`), so one tena
 name another's entry (the length prefix keeps `a:b`+`c` apart from `a`+`b:c`); a decoded record
 must also carry the tenant and id of its key. Every write is one sqlite transaction
 (diskcache's `set`), so a failure or a crash leaves the previous record; records up to 1 MiB
-are stored inside sqlite rather than as side files. Entries expire `ttl_seconds` after they
-were written (diskcache's `expire=`, also checked against the injected clock on reads) and the
+are stored inside sqlite rather than as side files. Records expire their kind's TTL after they
+were written (`ttl_seconds`, or `ttl_by_kind[kind]`; diskcache's `expire=`, also checked
+against the injected clock on reads) and the
 least-recently-stored ones are evicted, ten at a time (diskcache's cull), when the directory
 outgrows `size_limit_bytes`; a limit that holds ten entries or fewer can evict the one just
 written, so keep it in megabytes.
@@ -51,7 +52,7 @@ import logging
 import os
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
@@ -63,9 +64,14 @@ import orjson
 
 from kernel.flight_file import FlightFile
 from kernel.records import (
+    CALIBRATION,
     CALIBRATION_SAMPLES,
+    CONVERSATION_KINDS,
+    DOCUMENTS,
+    EXTRACTIONS,
     DocumentBatches,
     HistoryEntry,
+    Kind,
     Record,
     StoredBatch,
     StoreError,
@@ -87,9 +93,8 @@ log = logging.getLogger("overspill.store")
 
 DEFAULT_TTL_SECONDS = 7 * 24 * 3600.0
 DEFAULT_SIZE_LIMIT_BYTES = 1 << 30
-HISTORY = "h:"
-BATCHES = "d:"
-CALIBRATION = "c:"
+SAMPLES = "c:"
+"""How the keys of calibration samples start (`c:<model>`)."""
 _PING_KEY = "ping"
 _INLINE_MAX_BYTES = 1 << 20
 _SQLITE_TIMEOUT_SECONDS = 10.0
@@ -203,11 +208,14 @@ class DiskHistoryStore:
         path: str | os.PathLike[str],
         *,
         ttl_seconds: float = DEFAULT_TTL_SECONDS,
+        ttl_by_kind: Mapping[str, float] | None = None,
         size_limit_bytes: int = DEFAULT_SIZE_LIMIT_BYTES,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        if ttl_seconds <= 0:
-            raise ValueError(f"ttl_seconds must be positive, got {ttl_seconds}")
+        self.ttls = dict(ttl_by_kind or {})
+        for name, ttl in [("ttl_seconds", ttl_seconds), *self.ttls.items()]:
+            if ttl <= 0:
+                raise ValueError(f"{name} must be positive, got {ttl}")
         if size_limit_bytes <= 0:
             raise ValueError(f"size_limit_bytes must be positive, got {size_limit_bytes}")
         self.path = Path(path)
@@ -235,45 +243,49 @@ class DiskHistoryStore:
 
     async def get(self, tenant: str, conversation_id: str) -> HistoryEntry | None:
         """The tenant's entry for the conversation, or None (missing, expired or corrupt)."""
-        return await self._get_key(key_of(HISTORY, tenant, conversation_id), HistoryEntry)
+        return await self._read(EXTRACTIONS, HistoryEntry, tenant, conversation_id)
 
     async def put(self, entry: HistoryEntry) -> None:
         """Write the entry atomically, replacing any previous one for its key."""
-        await self._put(key_of(HISTORY, entry.tenant, entry.conversation_id), entry)
+        await self._put(EXTRACTIONS, entry)
 
     async def get_batches(self, tenant: str, conversation_id: str) -> DocumentBatches | None:
         """The conversation's earlier document batches, or None."""
-        return await self._get_key(key_of(BATCHES, tenant, conversation_id), DocumentBatches)
+        return await self._read(DOCUMENTS, DocumentBatches, tenant, conversation_id)
 
     async def put_batches(self, record: DocumentBatches) -> None:
         """Write the batches atomically, replacing the previous ones of the conversation."""
-        await self._put(key_of(BATCHES, record.tenant, record.conversation_id), record)
+        await self._put(DOCUMENTS, record)
 
     async def calibration(self, model: str) -> tuple[float, ...]:
         """A model's calibration samples, newest first."""
-        raw = self._call("read calibration", self._cache.get, CALIBRATION + model)
+        raw = self._call("read calibration", self._cache.get, SAMPLES + model)
         return _samples(raw)
 
     async def add_calibration(self, model: str, ratio: float) -> None:
         """Record one calibration sample atomically (the oldest beyond the cap go)."""
-        await self._offload("write calibration", self._add_sample, CALIBRATION + model, ratio)
+        await self._offload("write calibration", self._add_sample, SAMPLES + model, ratio)
 
     async def delete(self, tenant: str, conversation_id: str) -> bool:
-        """Remove a conversation's records (both kinds); whether there were any."""
-        keys = [key_of(kind, tenant, conversation_id) for kind in (HISTORY, BATCHES)]
+        """Remove a conversation's records (every kind); whether there were any."""
+        keys = [key_of(kind.key, tenant, conversation_id) for kind in CONVERSATION_KINDS]
         return bool(await self._offload(f"delete {keys[0]!r}", self._delete_all, keys))
 
     async def clear(self, tenant: str | None = None) -> int:
         """Remove the tenant's records (every tenant's when None); how many were removed."""
-        prefixes = [prefix_of(kind, tenant) for kind in (HISTORY, BATCHES)]
+        prefixes = [prefix_of(kind.key, tenant) for kind in CONVERSATION_KINDS]
         return await self._offload(f"clear {prefixes[0]!r}*", self._clear, prefixes)
 
     async def entries(self, tenant: str | None = None) -> list[HistoryEntry]:
         """The live entries of a tenant (or of all), ordered by tenant and conversation id."""
-        prefix = prefix_of(HISTORY, tenant)
+        prefix = prefix_of(EXTRACTIONS.key, tenant)
         keys = await self._offload(f"list {prefix!r}*", self._keys, prefix)
-        found = [e for key in keys if (e := await self._get_key(key, HistoryEntry)) is not None]
+        found = [e for key in keys if (e := await self._get_key(key, EXTRACTIONS, HistoryEntry))]
         return sorted(found, key=lambda entry: (entry.tenant, entry.conversation_id))
+
+    def ttl_of(self, kind: str) -> float:
+        """A kind's TTL in seconds (`ttl_seconds` unless `ttl_by_kind` names it)."""
+        return self.ttls.get(kind, self.ttl_seconds)
 
     async def ping(self) -> None:
         """Raise StoreError unless the store can be read and written (readiness probe)."""
@@ -310,25 +322,28 @@ class DiskHistoryStore:
         self._cache.close()
         self._flight_file.close()
 
-    async def _put(self, key: str, record: Record) -> None:
-        await self._offload(
-            f"write {key!r}", self._cache.set, key, record.to_json(), expire=self.ttl_seconds
-        )
+    async def _put(self, kind: Kind, record: Record) -> None:
+        key = key_of(kind.key, record.tenant, record.conversation_id)
+        expire = self.ttl_of(kind.name)
+        await self._offload(f"write {key!r}", self._cache.set, key, record.to_json(), expire=expire)
 
-    async def _get_key(self, key: str, kind: type[_R]) -> _R | None:
+    async def _read(self, kind: Kind, model: type[_R], tenant: str, owner: str) -> _R | None:
+        return await self._get_key(key_of(kind.key, tenant, owner), kind, model)
+
+    async def _get_key(self, key: str, kind: Kind, model: type[_R]) -> _R | None:
         found = self._call(f"read {key!r}", self._cache.get, key, expire_time=True)
-        return await self._decode(key, kind, *found)
+        return await self._decode(key, kind, model, *found)
 
     async def _decode(
-        self, key: str, kind: type[_R], raw: object, expire_time: float | None
+        self, key: str, kind: Kind, model: type[_R], raw: object, expire_time: float | None
     ) -> _R | None:
         if raw is None or (expire_time is not None and expire_time <= self._clock()):
             return None
         try:
             if not isinstance(raw, bytes):
                 raise StoreError(f"history record is a {type(raw).__name__}, not bytes")
-            entry = decode(kind, raw)
-            if key != key_of(key[:2], entry.tenant, entry.conversation_id):
+            entry = decode(model, raw)
+            if key != key_of(kind.key, entry.tenant, entry.conversation_id):
                 raise StoreError("history record belongs to another key")
         except StoreError as exc:
             log.warning(
@@ -357,7 +372,7 @@ class DiskHistoryStore:
     def _add_sample(self, key: str, ratio: float) -> None:
         with self._cache.transact():
             samples = (ratio, *_samples(self._cache.get(key)))[:CALIBRATION_SAMPLES]
-            self._cache.set(key, orjson.dumps(samples), expire=self.ttl_seconds)
+            self._cache.set(key, orjson.dumps(samples), expire=self.ttl_of(CALIBRATION))
 
     def _keys(self, prefix: str) -> list[str]:
         return [
