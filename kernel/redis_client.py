@@ -37,7 +37,7 @@ from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisClusterException, RedisError
+from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from kernel.records import StoreError
@@ -95,17 +95,20 @@ class RedisClient:
                     found = await self._ready_then(pending)
             else:
                 found = await self._ready_then(pending)
+        except StoreError:
+            raise
         except TimeoutError as exc:  # the whole call, retry included, took too long
             reason = f"no answer within {self.timeout_seconds:g} s ({_TIMEOUT_KEY})"
             self._went_down(reason)
             raise StoreError(f"cannot {what} in Redis at {self.url}: {reason}") from exc
-        except (RedisError, RedisClusterException, OSError) as exc:
+        except Exception as exc:  # the store never fails a request, and mid-failover redis-py's
+            # cluster client raises more than RedisError (RedisClusterException when no node
+            # answers, an AttributeError from a connection closed under a command)
             reason = f"{type(exc).__name__}: {exc}"
             if not isinstance(exc, RedisError) or isinstance(
                 exc, RedisConnectionError | RedisTimeoutError
             ):
-                self._went_down(reason)  # no connection or no answer (a cluster without a
-                # reachable node raises RedisClusterException)
+                self._went_down(reason)  # no connection, no answer, or a client in disarray
             raise StoreError(f"cannot {what} in Redis at {self.url} ({URL_KEY}): {reason}") from exc
         if self._down_reason:
             self._down_reason, self._down_until = "", 0.0

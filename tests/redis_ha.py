@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 import redis
+import redis.cluster
 
 from tests.e2e.conftest import free_port
 from tests.redis_server import redis_process, wait_until_logged
@@ -88,6 +89,22 @@ class ClusterSet:
             if first <= slot <= last:
                 return ports[0]
         raise AssertionError(f"slot {slot} is not served")
+
+    def client(self) -> redis.cluster.RedisCluster:
+        """A plain redis-py cluster client (the caller closes it), to look at keys."""
+        return redis.cluster.RedisCluster(host="127.0.0.1", port=self.alive()[0])
+
+    def process(self, port: int) -> Process:
+        """The process of a node."""
+        return self.nodes[port]
+
+    def replicas_of(self, key: str) -> list[int]:
+        """The ports of the live replicas of `key`'s primary."""
+        primary = self.primary_of(key)
+        for _, ports in self.slots().values():
+            if ports[0] == primary:
+                return [port for port in ports[1:] if port not in self.killed]
+        return []
 
     def primaries(self) -> list[int]:
         """The ports of the primaries serving slots now."""
@@ -170,6 +187,27 @@ class SentinelSet:
                 return int(found[1])
         raise AssertionError("no Sentinel answers")
 
+    def client(self) -> redis.Redis:
+        """A plain redis-py client of the primary the Sentinels name (the caller closes it)."""
+        return redis.Redis(port=self.primary())
+
+    def process(self, port: int) -> Process:
+        """The process of a data node."""
+        return self.data[port]
+
+    def primary_of(self, key: str) -> int:
+        """The port of the primary (every key's)."""
+        return self.primary()
+
+    def replicas_of(self, key: str) -> list[int]:
+        """The ports of the live replicas (every key's)."""
+        return self.replicas()
+
+    def replicas(self) -> list[int]:
+        """The ports of the live data nodes that are not the primary."""
+        primary = self.primary()
+        return [port for port in self.data if port != primary and port not in self.killed]
+
     def kill(self, port: int) -> None:
         """SIGKILL one data node (it stays dead)."""
         self.data[port].kill()
@@ -199,6 +237,10 @@ class SentinelSet:
     def wait_failover(self, killed: int) -> float:
         """Wait until the Sentinels name another primary; the seconds it took."""
         return until("sentinel failover", lambda: self.primary() != killed)
+
+
+Deployment = ClusterSet | SentinelSet
+"""Either kind of deployment: both answer primary_of, replicas_of, process, kill, client."""
 
 
 @contextlib.contextmanager
@@ -274,4 +316,18 @@ def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterS
 def redis_sentinel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SentinelSet]:
     """A Sentinel set (1 primary, 1 replica, 3 Sentinels) for the whole session."""
     with sentinels(tmp_path_factory.mktemp("sentinel"), down_after_ms=5000) as found:
+        yield found
+
+
+@pytest.fixture
+def own_cluster(tmp_path: Path) -> Iterator[ClusterSet]:
+    """A Redis Cluster of this test's own, to kill a primary of."""
+    with cluster(tmp_path) as found:
+        yield found
+
+
+@pytest.fixture
+def own_sentinel(tmp_path: Path) -> Iterator[SentinelSet]:
+    """A Sentinel set of this test's own, to kill its primary."""
+    with sentinels(tmp_path) as found:
         yield found

@@ -15,7 +15,7 @@ import orjson
 import pytest
 from pydantic import ValidationError
 
-from kernel.config import StoreSettings, parse_config
+from kernel.config import ConfigError, StoreSettings, parse_config
 from kernel.estimator import Estimator
 from kernel.store import SQLITE_CACHE_PAGES, DiskHistoryStore, HistoryEntry, StoreError
 from proxy.stores import open_store
@@ -227,6 +227,36 @@ async def test_entry_expires_after_ttl_by_injected_clock(
     clock.advance(2)
     assert await store.get("acme", "conv-1") is None
     assert await store.entries() == []
+
+
+async def test_each_kind_expires_after_its_own_ttl(tmp_path: Path, clock: Clock) -> None:
+    """ttl_by_kind gives document batches and calibration their own TTL; extractions keep
+    ttl_seconds."""
+    ttls = {"documents": 60.0, "calibration": 30.0}
+    store = DiskHistoryStore(tmp_path / "s", ttl_seconds=TTL, ttl_by_kind=ttls, clock=clock)
+    try:
+        await store.put(make_entry())
+        await store.put_batches(make_batches())
+        await store.add_calibration("local", 1.1)
+        _, samples_expire = store._cache.get("c:local", expire_time=True)
+        assert samples_expire is not None
+        assert samples_expire - time.time() <= 30
+        clock.advance(61)
+        assert await store.get_batches("acme", "conv-1") is None
+        assert await store.get("acme", "conv-1") == make_entry()
+    finally:
+        await store.aclose()
+
+
+def test_store_settings_name_an_unknown_kind() -> None:
+    """A TTL for a kind the store does not keep is a config error naming the setting and the
+    kinds there are."""
+    text = "model_list: []\ngeneral_settings:\n  store: {ttl_seconds_by_kind: {chats: 5}}\n"
+    with pytest.raises(ConfigError) as caught:
+        parse_config(text, "config.yaml", {})
+    found = " ".join(caught.value.problems)
+    assert "general_settings.store.ttl_seconds_by_kind" in found
+    assert "unknown kind chats; kinds: extractions, documents, calibration" in found
 
 
 async def test_diskcache_expires_and_removes_entries(tmp_path: Path, disk_clock: Clock) -> None:
