@@ -21,12 +21,14 @@ with `replicas` > 0 the lock is taken and released by a script followed by `WAIT
 the same connection: the holder goes on once a replica holds its lock, and its release (and,
 since one primary replicates in order and the lock shares the conversation's slot, the entry
 it wrote before) is on a replica before the flight is over. A lock no replica acknowledged
-within half of `timeout_seconds` is still held on the primary (logged: only a failover in that
-moment would let a second holder in, and the fence still keeps its write out). A release that
-fails (the primary is gone) or that no replica acknowledged is retried in the background until
-one does or the lock would have expired, so a failover does not bring back a released lock
-for `lock_ttl`. While the store cannot be reached, a holder waits for it (a failover takes
-seconds) as for a held lock, up to `wait_deadline`.
+within 100 ms (or half of `timeout_seconds`) is still held on the primary (logged once a
+minute: only a failover in that moment would let a second holder in, and the fence still
+keeps its write out); a release no replica acknowledged is done on the primary (only a
+failover in that moment would bring the lock back, for at most `lock_ttl`). A release that
+fails (the primary is gone) is retried in the background until it is done or the lock would
+have expired, so a failover does not bring back a released lock. While the store cannot be
+reached, a holder waits for it (a failover takes seconds) as for a held lock, up to
+`wait_deadline`.
 
 Degraded, never failed: a waiter still without the lock `wait_deadline` after it arrived
 (queueing in this process included) proceeds without it, and so does a holder that cannot
@@ -56,6 +58,10 @@ log = logging.getLogger("overspill.store")
 
 _POLL_FIRST_SECONDS = 0.02
 _POLL_MAX_SECONDS = 0.2
+_WAIT_MS_MAX = 100
+"""The longest a lock waits for its replicas: a replica on the same network acknowledges
+within milliseconds; past this it is lagging or gone."""
+_UNREPLICATED_LOG_SECONDS = 60.0
 
 # KEYS: lock. ARGV: token, ttl ms. Takes the lock, or renews it if it is already this token's.
 _ACQUIRE = """
@@ -110,7 +116,8 @@ class RedisFlights:
         self.replicas = replicas
         self.local = SingleFlight()
         self._monotonic = monotonic
-        self._wait_ms = max(1, int(client.timeout_seconds * 500))
+        self._wait_ms = max(1, min(_WAIT_MS_MAX, int(client.timeout_seconds * 500)))
+        self._quiet_until = 0.0
         self._releasing: set[asyncio.Task[None]] = set()
         redis = client.redis
         self._acquire = redis.register_script(_ACQUIRE)
@@ -217,14 +224,22 @@ class RedisFlights:
         taking = self.client.then_wait(_ACQUIRE, [lock], [token, ttl], self.replicas, self._wait_ms)
         taken, acknowledged = await self.client.call(what, taking)
         if taken and acknowledged < self.replicas:
-            log.warning(
-                "single-flight lock held on the primary only: %d of %d replicas acknowledged it "
-                "within %d ms (general_settings.store.lock_replicas: 0 when the primary has no "
-                "replica)",
-                acknowledged, self.replicas, self._wait_ms,
-                extra={"lock": lock, "url": self.client.url},
-            )  # fmt: skip
+            self._unreplicated(lock, acknowledged)
         return bool(taken)
+
+    def _unreplicated(self, lock: str, acknowledged: int) -> None:
+        """Log (at most once a minute) that a lock is held on its primary only."""
+        now = self._monotonic()
+        if now < self._quiet_until:
+            return
+        self._quiet_until = now + _UNREPLICATED_LOG_SECONDS
+        log.warning(
+            "single-flight lock held on the primary only: %d of %d replicas acknowledged it "
+            "within %d ms (a primary whose replica is gone or lagging; with no replica at all, "
+            "set general_settings.store.lock_replicas: 0); logged once a minute",
+            acknowledged, self.replicas, self._wait_ms,
+            extra={"lock": lock, "url": self.client.url},
+        )  # fmt: skip
 
     async def _watch(self, hold: Hold) -> None:
         """Renew the lock every lock_ttl / 3 while it is held; stop once it is lost."""
@@ -249,11 +264,12 @@ class RedisFlights:
                 return
 
     async def _unlock(self, lock: str, token: str) -> None:
-        """Release the lock if still ours. A lost lock is only logged; a release that failed
-        (a failover under way) or that no replica acknowledged is retried in the background."""
+        """Release the lock if still ours (with replicas, WAIT for them: the release, and the
+        entry written before it, are then on a replica). A lost lock is only logged; a release
+        that failed while a failover is under way is retried in the background."""
         expires = self._monotonic() + self.lock_ttl  # at the latest: renewed at most now
         try:
-            released, sure = await self._release_once(lock, token)
+            released = await self._release_once(lock, token)
         except StoreError as exc:
             retry = self.client.target.follows_failover
             log.warning(
@@ -262,7 +278,11 @@ class RedisFlights:
                 extra={"lock": lock, "url": self.client.url, "error": str(exc)},
             )
             if retry:
-                self._release_later(lock, token, expires)
+                task = asyncio.get_running_loop().create_task(
+                    self._release_again(lock, token, expires)
+                )
+                self._releasing.add(task)
+                task.add_done_callback(self._releasing.discard)
             return
         if not released:
             log.warning(
@@ -271,39 +291,31 @@ class RedisFlights:
                 self.lock_ttl,
                 extra={"lock": lock, "url": self.client.url},
             )
-        elif not sure:
-            self._release_later(lock, token, expires)
 
-    def _release_later(self, lock: str, token: str, expires: float) -> None:
-        task = asyncio.get_running_loop().create_task(self._release_again(lock, token, expires))
-        self._releasing.add(task)
-        task.add_done_callback(self._releasing.discard)
-
-    async def _release_once(self, lock: str, token: str) -> tuple[int, bool]:
-        """(whether the lock was ours and is gone, whether enough replicas have that)."""
+    async def _release_once(self, lock: str, token: str) -> bool:
+        """Whether the lock was ours and is gone now."""
         what = "release the single-flight lock"
         if not self.replicas:
-            return int(await self.client.call(what, self._release(keys=[lock], args=[token]))), True
+            return bool(await self.client.call(what, self._release(keys=[lock], args=[token])))
         releasing = self.client.then_wait(_RELEASE, [lock], [token], self.replicas, self._wait_ms)
-        released, acknowledged = await self.client.call(what, releasing)
-        return int(released), acknowledged >= self.replicas
+        released, _ = await self.client.call(what, releasing)
+        return bool(released)
 
     async def _release_again(self, lock: str, token: str, expires: float) -> None:
-        """Release again (only ever this token's lock) until a replica has the release or the
-        lock would have expired: a failover then cannot bring it back."""
+        """Release again (only ever this token's lock) until it is done or the lock would have
+        expired: after a failover, the new primary may still hold it."""
         pause = _POLL_FIRST_SECONDS
         while self._monotonic() < expires:
             await asyncio.sleep(pause)
             pause = min(pause * 2, max(self.client.retry_after, _POLL_MAX_SECONDS))
             try:
-                released, sure = await self._release_once(lock, token)
+                released = await self._release_once(lock, token)
             except StoreError:
                 continue
-            if sure:
-                if released:
-                    log.info("single-flight lock released after the store came back",
-                             extra={"lock": lock, "url": self.client.url})  # fmt: skip
-                return
+            if released:
+                log.info("single-flight lock released after the store came back",
+                         extra={"lock": lock, "url": self.client.url})  # fmt: skip
+            return
 
 
 def _ms(seconds: float) -> int:
