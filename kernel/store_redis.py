@@ -173,7 +173,8 @@ class RedisHistoryStore:
         if max_entries < buckets:
             raise ValueError(
                 f"max_entries must be at least {buckets} with a Redis Cluster (each of its "
-                f"{buckets} key buckets keeps an equal share), got {max_entries}"
+                f"{buckets} key buckets keeps an equal share; without max_entries it is "
+                f"size_limit_bytes / {TYPICAL_ENTRY_BYTES // 1024} KiB), got {max_entries}"
             )
         try:
             self.client: RedisClient = connect(
