@@ -182,6 +182,12 @@ class RedisClient:
     async def aclose(self) -> None:
         """Close every connection (to the Sentinels too)."""
         await self.redis.aclose()
+        if isinstance(self.redis, RedisCluster):
+            # redis-py closes a cluster client's connections only while it knows the layout;
+            # after a failed call it has forgotten it until the next one, and they would leak
+            known = self.redis.nodes_manager
+            nodes = [*known.nodes_cache.values(), *known.startup_nodes.values()]
+            await asyncio.gather(*(node.disconnect() for node in nodes), return_exceptions=True)
         if self._sentinel is not None:
             for sentinel in self._sentinel.sentinels:
                 await sentinel.aclose()

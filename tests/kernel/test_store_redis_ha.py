@@ -24,6 +24,9 @@ from tests.redis_ha import ClusterSet, Deployment
 
 LONG_TTL = 3600.0
 SHORT_TTL = 0.3
+CALL_SECONDS = 10.0
+"""The stores' call timeout: far above a call's time on a busy machine (a cluster client's
+first call learns the cluster's layout: ~0.1-0.3 s on a 2-core box under load)."""
 POLL_LIMIT_SECONDS = 30.0
 """The outer bound on waiting for a real deployment (a failover takes a few seconds)."""
 
@@ -53,6 +56,7 @@ def factory(opened: list[RedisHistoryStore], url: str) -> StoreFactory:
     def build(**options: Any) -> RedisHistoryStore:
         options.setdefault("key_prefix", prefix)
         options.setdefault("ttl_seconds", LONG_TTL)
+        options.setdefault("timeout_seconds", CALL_SECONDS)
         store = RedisHistoryStore(url, **options)
         opened.append(store)
         return store
@@ -240,7 +244,7 @@ async def test_a_failover_keeps_the_records_and_the_flights(
     (the time is printed)."""
     deployment: Deployment = request.getfixturevalue(f"own_{kind}")
     build = factory(opened, deployment.url)
-    options = {"timeout_seconds": 0.5, "retry_after": 0.2, "lock_ttl": LONG_TTL}
+    options = {"timeout_seconds": 2.0, "retry_after": 0.2, "lock_ttl": LONG_TTL}
     holder, waiter = build(**options), build(**options)
     kept, left, late = on_one_primary(deployment, holder, 3)
     locks = {name: holder.layout.lock("acme", name) for name in (kept, left, late)}

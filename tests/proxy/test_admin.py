@@ -140,7 +140,7 @@ async def test_admin_lists_and_forgets_across_a_clusters_slots(
     """On a Redis Cluster the admin API lists the conversations of every primary, forgets one
     and clears a tenant's; `overspill conversations ls --config` sees the same."""
     prefix = f"admin-{secrets.token_hex(3)}:"
-    store = RedisHistoryStore(redis_cluster.url, key_prefix=prefix)
+    store = RedisHistoryStore(redis_cluster.url, key_prefix=prefix, timeout_seconds=10)
     names = [(tenant, f"conv-{i}") for tenant in ("tenant-a", "tenant-b") for i in range(12)]
     for tenant, conversation in names:
         await store.put(entry(tenant, conversation))
@@ -163,7 +163,7 @@ async def test_admin_lists_and_forgets_across_a_clusters_slots(
     config.write_text(
         "model_list:\n  - {model_name: local, litellm_params: {model: openai/a}}\n"
         f"general_settings: {{store: {{backend: redis, url: '{redis_cluster.url}', "
-        f"key_prefix: '{prefix}'}}}}\n"
+        f"key_prefix: '{prefix}', timeout_seconds: 10}}}}\n"
     )
     assert await asyncio.to_thread(main, ["conversations", "ls", "--config", str(config)]) == 0
     rows = [line.split()[:2] for line in capsys.readouterr().out.splitlines()[1:]]

@@ -66,7 +66,7 @@ general_settings:
     backend: redis
     url: "{url}"
     key_prefix: "{prefix}"
-    timeout_seconds: 0.5
+    timeout_seconds: 2
     retry_after_seconds: 0.5
 """
 
