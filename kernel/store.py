@@ -32,10 +32,9 @@ must also carry the tenant and id of its key. Every write is one sqlite transact
 (diskcache's `set`), so a failure or a crash leaves the previous record; records up to 1 MiB
 are stored inside sqlite rather than as side files. Records expire their kind's TTL after they
 were written (`ttl_seconds`, or `ttl_by_kind[kind]`; diskcache's `expire=`, also checked
-against the injected clock on reads) and the
-least-recently-stored ones are evicted, ten at a time (diskcache's cull), when the directory
-outgrows `size_limit_bytes`; a limit that holds ten entries or fewer can evict the one just
-written, so keep it in megabytes.
+against the injected clock on reads) and the least-recently-stored ones are evicted, ten at a
+time (diskcache's cull), when the directory outgrows `size_limit_bytes`; a limit that holds ten
+entries or fewer can evict the one just written, so keep it in megabytes.
 
 Measured (scripts/bench_store.py, 4-40 KB records, the 2-core development box): a diskcache
 `set` ~200-300 µs median (p90 up to ~650 µs, and a WAL checkpoint takes milliseconds), a `get`
@@ -280,7 +279,11 @@ class DiskHistoryStore:
         """The live entries of a tenant (or of all), ordered by tenant and conversation id."""
         prefix = prefix_of(EXTRACTIONS.key, tenant)
         keys = await self._offload(f"list {prefix!r}*", self._keys, prefix)
-        found = [e for key in keys if (e := await self._get_key(key, EXTRACTIONS, HistoryEntry))]
+        found = [
+            entry
+            for key in keys
+            if (entry := await self._get_key(key, EXTRACTIONS, HistoryEntry)) is not None
+        ]
         return sorted(found, key=lambda entry: (entry.tenant, entry.conversation_id))
 
     def ttl_of(self, kind: str) -> float:
