@@ -58,7 +58,7 @@ import aiohttp  # noqa: E402
 
 from tests.e2e.conftest import MASTER_KEY, start_overspill, stop  # noqa: E402
 from tests.redis_ha import cluster  # noqa: E402
-from tests.scripted_chats import history  # noqa: E402
+from tests.scripted_chats import history, model_list  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -86,15 +86,7 @@ class Result:
 
 def config(upstream: str, url: str, prefix: str) -> str:
     """A process's config: the scripted model (window 2048), its extractor, the cluster."""
-    return f"""
-model_list:
-  - model_name: local
-    litellm_params: {{model: openai/scripted, api_base: "{upstream}", api_key: none}}
-    context: {{window: 2048, extraction_model: extractor}}
-  - model_name: extractor
-    litellm_params: {{model: openai/extractor, api_base: "{upstream}", api_key: none}}
-    context: {{window: 65536}}
-general_settings:
+    return f"""{model_list(upstream)}general_settings:
   master_key: {MASTER_KEY}
   log_levels: {{overspill.request: warning}}
   store: {{backend: redis, url: "{url}", key_prefix: "{prefix}"}}

@@ -7,12 +7,14 @@
                                 a turn at once and overspill's extraction calls after
                                 `extraction_seconds`, refuses a prompt past `window` tokens as
                                 a context overflow, and records every extraction call
+    model_list(upstream)        the config's models for it: `local`, and its `extractor`
+    running() / serve()         the upstream on a thread of the caller's / on the caller's loop
     python -m tests.scripted_chats --port N   the same upstream in a process of its own
 
 Tokens are counted as characters / 4 (and reported as the usage, so overspill's calibration
 learns that ratio). Which conversation an extraction call is for, and which of its turns it
-reads, is read from the tags and days in its prompt; `GET /stats` answers what was recorded:
-requests, extraction calls, and per conversation each call's (start, end, turns) (unix time,
+reads, is read from the tags and days in its prompt; `stats` holds what was recorded: requests,
+extraction calls, overflows, and per conversation each call's (start, end, turns) (unix time,
 to compare with logs). With an extraction model whose window holds the whole history (one call
 per extraction, no map-reduce), two calls of one conversation that overlap in time are two
 extractions at once. The `window` is enforced on the conversation's own requests only.
@@ -107,7 +109,6 @@ class ScriptedChats:
         """The aiohttp application."""
         app = web.Application(client_max_size=64 << 20)
         app.router.add_post("/v1/chat/completions", self.complete)
-        app.router.add_get("/stats", self.report)
         return app
 
     async def complete(self, request: web.Request) -> web.Response:
@@ -152,13 +153,28 @@ class ScriptedChats:
         lines = [f"- The crate for bay {bay} holds part {part}" for bay, part in facts]
         return "\n".join(lines or ["- The user listed crates for the manifest."])
 
-    async def report(self, request: web.Request) -> web.Response:
-        """The recorded stats as JSON."""
-        stats = self.stats
-        return web.json_response({
-            "requests": stats.requests, "extractions": stats.extractions,
-            "overflows": stats.overflows, "calls": stats.calls,
-        })  # fmt: skip
+
+def model_list(upstream: str, window: int = 2048) -> str:
+    """The `model_list:` of a config whose model `local` is this upstream (its window known),
+    extracted by `extractor`: the same upstream, with a window that holds the whole history,
+    so that one extraction is one call."""
+    return f"""model_list:
+  - model_name: local
+    litellm_params: {{model: openai/scripted, api_base: "{upstream}", api_key: none}}
+    context: {{window: {window}, extraction_model: extractor}}
+  - model_name: extractor
+    litellm_params: {{model: openai/extractor, api_base: "{upstream}", api_key: none}}
+    context: {{window: 65536}}
+"""
+
+
+async def serve(scripted: ScriptedChats, port: int = 0) -> tuple[web.AppRunner, int]:
+    """Start serving on a loopback port (0: a free one): the runner and the port."""
+    runner = web.AppRunner(scripted.app(), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", port)
+    await site.start()
+    return runner, site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
 
 
 @contextlib.contextmanager
@@ -168,29 +184,22 @@ def running(
     """The scripted upstream on a free loopback port, on a thread of its own: its /v1 URL."""
     scripted = ScriptedChats(window, extraction_seconds)
     loop = asyncio.new_event_loop()
+    started: list[tuple[web.AppRunner, int]] = []
     ready = threading.Event()
-    runner = web.AppRunner(scripted.app(), access_log=None)
-    port: list[int] = []
 
-    async def start() -> None:
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port.append(site._server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
-        ready.set()
-
-    def serve() -> None:
+    def run() -> None:
         asyncio.set_event_loop(loop)
-        loop.run_until_complete(start())
+        started.append(loop.run_until_complete(serve(scripted)))
+        ready.set()
         loop.run_forever()
-        loop.run_until_complete(runner.cleanup())
+        loop.run_until_complete(started[0][0].cleanup())
         loop.close()
 
-    thread = threading.Thread(target=serve, name="scripted-chats", daemon=True)
+    thread = threading.Thread(target=run, name="scripted-chats", daemon=True)
     thread.start()
     ready.wait(timeout=30)
     try:
-        yield f"http://127.0.0.1:{port[0]}/v1", scripted
+        yield f"http://127.0.0.1:{started[0][1]}/v1", scripted
     finally:
         loop.call_soon_threadsafe(loop.stop)
         thread.join(timeout=30)
@@ -205,15 +214,12 @@ def main() -> None:
     args = parser.parse_args()
     scripted = ScriptedChats(args.window, args.extraction_seconds)
 
-    async def serve() -> None:
-        runner = web.AppRunner(scripted.app(), access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", args.port)
-        await site.start()
-        print(f"listening {site._server.sockets[0].getsockname()[1]}", flush=True)  # type: ignore[union-attr]
+    async def forever() -> None:
+        _, port = await serve(scripted, args.port)
+        print(f"listening {port}", flush=True)
         await asyncio.Event().wait()
 
-    asyncio.run(serve())
+    asyncio.run(forever())
 
 
 if __name__ == "__main__":

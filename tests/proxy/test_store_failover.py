@@ -22,7 +22,7 @@ from kernel.records import decode
 from kernel.redis_keys import CLUSTER_BUCKETS, KeyLayout
 from tests.e2e.conftest import MASTER_KEY, start_overspill, stop
 from tests.redis_ha import ClusterSet, Deployment
-from tests.scripted_chats import ScriptedChats, history, running
+from tests.scripted_chats import ScriptedChats, history, model_list, running
 
 pytestmark = pytest.mark.reliability("store")
 
@@ -51,16 +51,9 @@ class Answer:
 def config(upstream: str, url: str, prefix: str) -> str:
     """Two processes' config: the scripted model with its window known, extracted by a model
     whose window holds the whole history (one call per extraction), the default layers, the
-    deployment as the store (short timeouts, so a dead primary is noticed fast)."""
-    return f"""
-model_list:
-  - model_name: local
-    litellm_params: {{model: openai/scripted, api_base: "{upstream}", api_key: none}}
-    context: {{window: 2048, extraction_model: extractor}}
-  - model_name: extractor
-    litellm_params: {{model: openai/extractor, api_base: "{upstream}", api_key: none}}
-    context: {{window: 65536}}
-general_settings:
+    deployment as the store (a short pause after a failed call, so that the new primary is used
+    soon; a killed primary refuses connections at once, whatever the timeout)."""
+    return f"""{model_list(upstream)}general_settings:
   master_key: {MASTER_KEY}
   store:
     backend: redis
@@ -134,6 +127,9 @@ def test_a_primary_killed_under_load_loses_no_request_and_no_record(
     )
     for name, log in zip(("first", "second"), logs, strict=True):
         print(f"{name} process: {recovery(log, kill.at)}")
+    stats = scripted.stats
+    print(f"upstream: {stats.requests} requests, {stats.extractions} extraction calls, "
+          f"{stats.overflows} overflows refused")  # fmt: skip
 
 
 async def load(urls: list[str], deployment: Deployment, prefix: str) -> tuple[list[Answer], Kill]:
@@ -253,5 +249,5 @@ def recovery(log: str, killed_at: float) -> str:
         return f"found the store unavailable {down - killed_at:.1f} s after the kill, never again"
     return (
         f"found the store unavailable {down - killed_at:.1f} s after the kill, reachable for "
-        f"good {up - killed_at:.1f} s after it ({outages} outages between)"
+        f"good {up - killed_at:.1f} s after it (found unavailable {outages} times meanwhile)"
     )
