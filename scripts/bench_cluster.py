@@ -88,6 +88,7 @@ def config(upstream: str, url: str, prefix: str) -> str:
     """A process's config: the scripted model (window 2048), its extractor, the cluster."""
     return f"""{model_list(upstream)}general_settings:
   master_key: {MASTER_KEY}
+  keep_alive_timeout: 600
   log_levels: {{overspill.request: warning}}
   store: {{backend: redis, url: "{url}", key_prefix: "{prefix}"}}
 """
@@ -143,9 +144,14 @@ async def drive(urls: list[str], args: argparse.Namespace) -> Result:
             body = {"model": "local", "messages": history(conversation, turn), "max_tokens": 16}
             headers = {"authorization": f"Bearer {MASTER_KEY}", "x-conversation-id": conversation}
             started = time.perf_counter()
-            async with session.post(f"{url}/v1/chat/completions", json=body, headers=headers) as r:
-                await r.read()
-                ok = r.status == 200
+            try:
+                async with session.post(
+                    f"{url}/v1/chat/completions", json=body, headers=headers
+                ) as response:
+                    await response.read()
+                    ok = response.status == 200
+            except aiohttp.ClientConnectionError:
+                ok = False  # (counted as failed: overspill closed or reset the connection)
             if state["measuring"]:
                 latencies.append(time.perf_counter() - started)
                 failed += not ok
