@@ -91,7 +91,7 @@ def _histogram(name: str, doc: str, labels: Sequence[str], buckets: Sequence[flo
 
 
 REQUESTS = _counter(
-    "overspill_requests", "Chat completion requests answered, by model, status and streaming.",
+    "overspill_requests", "Requests answered on every API route, by model, status and streaming.",
     ["model", "status", "stream"],
 )  # fmt: skip
 REQUEST_SECONDS = _histogram(
