@@ -192,23 +192,25 @@ def default_of(info: FieldInfo) -> str:
     return f"`{_yaml_value(info.default)}`"
 
 
+BOUNDS: tuple[tuple[type, str, str], ...] = (
+    (annotated_types.Gt, "gt", "> {}"),
+    (annotated_types.Ge, "ge", "≥ {}"),
+    (annotated_types.Lt, "lt", "< {}"),
+    (annotated_types.Le, "le", "≤ {}"),
+    (annotated_types.MinLen, "min_length", "length ≥ {}"),
+    (annotated_types.MaxLen, "max_length", "length ≤ {}"),
+)
+"""Each bound pydantic keeps in a field's metadata: its class, the attribute, how it reads."""
+
+
 def constraints_of(info: FieldInfo) -> str:
-    """A field's bounds (`> 0`, `≤ 1`, `at least 1 item`)."""
-    found = []
-    for item in info.metadata:
-        if isinstance(item, annotated_types.Gt):
-            found.append(f"> {item.gt}")
-        elif isinstance(item, annotated_types.Ge):
-            found.append(f"≥ {item.ge}")
-        elif isinstance(item, annotated_types.Lt):
-            found.append(f"< {item.lt}")
-        elif isinstance(item, annotated_types.Le):
-            found.append(f"≤ {item.le}")
-        elif isinstance(item, annotated_types.MinLen):
-            found.append(f"length ≥ {item.min_length}")
-        elif isinstance(item, annotated_types.MaxLen):
-            found.append(f"length ≤ {item.max_length}")
-    return ", ".join(found)
+    """A field's bounds (`> 0`, `≤ 1`, `length ≥ 1`)."""
+    return ", ".join(
+        text.format(getattr(item, attribute))
+        for item in info.metadata
+        for kind, attribute, text in BOUNDS
+        if isinstance(item, kind)
+    )
 
 
 def _cell(text: str) -> str:
