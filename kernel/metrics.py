@@ -112,7 +112,7 @@ UPSTREAM_CALLS = _counter(
 UPSTREAM_FAILURES = _counter(
     "overspill_upstream_failures",
     "Upstream calls that failed, by class: overflow, rate_limit, timeout, 5xx, 4xx, "
-    "connection (including mid-stream failures).",
+    "connection, other (including mid-stream failures).",
     ["provider", "model", "class"],
 )  # fmt: skip
 UPSTREAM_SECONDS = _histogram(

@@ -9,7 +9,7 @@ its confirmation, recorded as two lines (``- user:`` then ``- assistant: Agreed,
 rendered as this code renders them (``FactLine.render``); nothing else changes, so a
 difference in the answers is the rendering's, not the notes' or the growths'. The replay of
 an unchanged row gives its recorded answer as long as the server runs with the settings the
-run had (a cached prompt may answer otherwise: llama.cpp issue 4902).
+run had (with llama-server's prompt cache, the same request may answer otherwise).
 
     .venv/bin/python scripts/replay_shown.py --url http://127.0.0.1:8089/v1 \\
         --kind decision --rerender var/eval/x24/overspill-turns-*.jsonl

@@ -2,7 +2,7 @@
 
 A `Target` is the model under test behind overspill: `InProcess` builds nothing itself but
 drives a built `System` (its real layers, store and providers); a running server is reached
-through `proxy/evaluation/remote.py`. Calls run one at a time, at temperature 0.
+through `proxy/evaluation/targets.py`. Calls run one at a time, at temperature 0.
 
 - `short` asks the same seed's probes after its conversation without fillers (other values,
   the same kinds): what the model gets right when nothing is long, the floor under every
