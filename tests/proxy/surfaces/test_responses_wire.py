@@ -132,9 +132,10 @@ PART = SHAPES.shaped(
     file_id=st.just("file_1"),
     detail=st.sampled_from(["auto", "low", "bad"]),
 )
+ITEM_ROLES = st.sampled_from(["user", "assistant", "system", "developer", "tool"])
 ITEM = SHAPES.shaped(
     ["message", "function_call", "function_call_output", "reasoning", "compaction", "mcp_call"],
-    role=st.sampled_from(["user", "assistant", "system", "developer", "tool"]),
+    role=ITEM_ROLES,
     content=st.text(max_size=3) | st.lists(PART, max_size=3),
     call_id=st.just("call_1"),
     name=st.just("f"),
@@ -158,6 +159,43 @@ def test_any_json_input_is_accepted_or_refused_as_invalid(value: Any) -> None:
         assert all(isinstance(item["type"], str) for item in items)
         return
     assert refusal.param is not None
+
+
+TEXT_PART = st.fixed_dictionaries(
+    {"type": st.sampled_from(["input_text", "output_text", "refusal"]), "text": st.text(max_size=3)}
+)
+EASY = st.fixed_dictionaries(
+    {"role": ITEM_ROLES, "content": st.text(max_size=3) | st.lists(TEXT_PART | PART, max_size=2)},
+    optional={"type": st.just("message") | SHAPES.any},
+)
+CALLS = st.fixed_dictionaries(
+    {"type": st.sampled_from(["function_call", "function_call_output"])},
+    optional={
+        name: st.just("x") | SHAPES.any for name in ("call_id", "name", "arguments", "output")
+    },
+)
+
+
+def agree(item: Any) -> None:
+    quick = wire._quick(item)
+    if quick is not None:
+        assert quick == wire._check_item(item, "input[0]")
+
+
+@pytest.mark.parametrize("role", ["user", "assistant", "system", "developer", "tool", None])
+@pytest.mark.parametrize("kind", ["input_text", "output_text", "refusal", "input_image", None])
+@pytest.mark.parametrize("typed", [True, False])
+def test_the_quick_check_agrees_on_every_text_message(role: Any, kind: Any, typed: bool) -> None:
+    """For each role and text part type, the fast pass for the usual items accepts only what
+    the full check accepts, normalised the same."""
+    for content in ("x", [{"type": kind, "text": "x"}], [{"type": kind, "text": 1}]):
+        agree({"role": role, "content": content} | ({"type": "message"} if typed else {}))
+
+
+@given(EASY | CALLS | ITEM)
+def test_the_quick_check_agrees_on_any_item(item: Any) -> None:
+    """On any item, the fast pass accepts only what the full check accepts."""
+    agree(item)
 
 
 def messages_of(*items: dict[str, Any], instructions: str | None = None) -> list[dict[str, Any]]:
