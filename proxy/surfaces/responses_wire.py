@@ -262,7 +262,7 @@ def _chat_part(part: Mapping[str, Any], index: int, place: int) -> dict[str, Any
     if kind == "input_image" and part.get("image_url") is not None:
         image = {"url": part["image_url"], "detail": part.get("detail") or "auto"}
         return {"type": "image_url", "image_url": image}
-    if part.get("file_url") is not None:
+    if part.get("file_id") is None and part.get("file_data") is None:  # only a file_url
         where = f"input[{index}].content[{place}]"
         raise UnsupportedItem(
             f"{where}.file_url: a file by URL needs an upstream that fetches it (OpenAI's "
@@ -326,8 +326,8 @@ def _part_text(part: Mapping[str, Any]) -> str:
     if part["type"] == "input_image":
         url = part.get("image_url") or part.get("file_id") or ""
         return "[image]" if url.startswith("data:") else f"[image: {url}]"
-    name = part.get("filename") or part.get("file_id") or part.get("file_url") or ""
-    return f"[file: {name}]"
+    name = part.get("filename") or part.get("file_id") or part.get("file_url")
+    return f"[file: {name}]" if name else "[file]"
 
 
 def _compaction(

@@ -251,11 +251,17 @@ def test_images_and_files_become_chat_parts() -> None:
 
 
 def test_a_file_by_url_needs_an_upstream_that_fetches_it() -> None:
-    """input_file with only a file_url cannot be written in chat: a 400 naming the part."""
-    content = [{"type": "input_file", "file_url": "https://x.test/a.pdf"}]
+    """input_file with only a file_url cannot be written in chat: a 400 naming the part (with
+    a file_id too, the file_id is sent)."""
+    url = "https://x.test/a.pdf"
+    content = [{"type": "input_text", "text": "read"}, {"type": "input_file", "file_url": url}]
     error = refused(lambda: messages_of(user(content)))
     assert isinstance(error, UnsupportedItem)
-    assert error.param == "input[0].content[0].file_url"
+    assert error.param == "input[0].content[1].file_url"
+    both = [{"type": "input_file", "file_url": url, "file_id": "file_1"}]
+    assert messages_of(user(both))[0]["content"] == [
+        {"type": "file", "file": {"file_id": "file_1"}}
+    ]
 
 
 def test_assistant_output_text_and_refusal_are_assistant_content() -> None:
@@ -321,9 +327,12 @@ def test_a_function_output_of_parts_is_rendered_as_text() -> None:
         {"type": "input_image", "image_url": PNG},
         {"type": "input_image", "image_url": "https://x.test/a.png"},
         {"type": "input_file", "file_id": "file_9"},
+        {"type": "input_file", "file_data": "data:application/pdf;base64,JV"},
     ]
     tool = messages_of(CALL, {**OUTPUT, "output": output})[1]
-    assert tool["content"] == "found\n[image]\n[image: https://x.test/a.png]\n[file: file_9]"
+    assert (
+        tool["content"] == "found\n[image]\n[image: https://x.test/a.png]\n[file: file_9]\n[file]"
+    )
 
 
 @pytest.mark.parametrize(
