@@ -216,8 +216,15 @@ def to_messages(
     *,
     read_compaction: Callable[[Mapping[str, Any]], str | None] = lambda item: None,
 ) -> list[dict[str, Any]]:
-    """Normalised items → chat messages: `instructions` first as a system message, then each
-    item (see the module's docstring; reasoning items dropped, OpenAI-only ones refused)."""
+    """Normalised items (check_input's) → chat messages. `instructions` first as a system
+    message; a message item as a chat message (developer as system: many chat servers refuse
+    it; input_text, input_image and input_file as text, image_url and file parts, one text part
+    as plain text; an assistant's output_text and refusal parts as its text); function calls
+    join the assistant message before them as its tool_calls (or start one with content None);
+    a function_call_output is a tool message (its parts as text), answering an earlier call or
+    refused; a compaction item is a system message of the text `read_compaction` finds for it,
+    refused when it finds none (another server's); reasoning items are dropped (chat has no
+    place for them); an item only OpenAI runs is refused (UnsupportedItem naming its type)."""
     messages: list[dict[str, Any]] = []
     if instructions:
         messages.append({"role": "system", "content": instructions})
