@@ -25,7 +25,7 @@ import binascii
 import logging
 import re
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -78,6 +78,8 @@ class ResponsesNative:
     items: tuple[Mapping[str, Any], ...]
     """The chain's earlier items and this turn's input: the whole conversation."""
     messages: tuple[Message, ...]
+    origins: tuple[int, ...]
+    """The index of the item each message starts at (-1: the instructions')."""
     chat_body: Mapping[str, Any]
     wire: str = RESPONSES_WIRE
 
@@ -88,12 +90,28 @@ class ResponsesNative:
         if request.body is not self.chat_body:
             return None
         if request.messages is not self.messages:
-            return self._render(model, to_items(request.messages), keep_instructions=False)
+            return self._render(model, self._rewritten(request.messages), keep_instructions=False)
         if self.raw is None:  # a chain was expanded: the whole conversation goes
             return self._render(model, list(self.items), keep_instructions=True)
         if model == self.body.get("model"):
             return self.raw
         return self._render(model, None, keep_instructions=True)
+
+    def _rewritten(self, messages: Sequence[Message]) -> list[Any]:
+        """The items of messages a layer changed: what it wrote (the stand-in) as items, then
+        the untouched tail as the client's own items, reasoning items and all (an upstream that
+        reasons wants its reasoning back before the calls it made)."""
+        kept = 0
+        for mine, theirs in zip(reversed(messages), reversed(self.messages), strict=False):
+            if mine is not theirs:
+                break
+            kept += 1
+        if not kept or self.origins[len(self.messages) - kept] < 0:
+            return to_items(messages)
+        start = self.origins[len(self.messages) - kept]
+        while start > 0 and self.items[start - 1].get("type") == "reasoning":
+            start -= 1
+        return [*to_items(messages[: len(messages) - kept]), *self.items[start:]]
 
     def _render(self, model: str, items: list[Any] | None, *, keep_instructions: bool) -> bytes:
         """The body with the upstream's model name and, unless None, these input items."""
@@ -298,11 +316,13 @@ class ResponsesSurface:
         chains = chains_of(system)
         chain = await chains.load(ctx.tenant, previous) if previous else NO_CHAIN
         items = (*chain.items, *turn_input)
-        messages = tuple(to_messages(items, instructions, read_compaction=read_compaction))
-        chat_body = {"model": model, **chat_params(body)}
-        native = ResponsesNative(
-            body, raw if previous is None else None, items, messages, chat_body
+        origins: list[int] = []
+        messages = tuple(
+            to_messages(items, instructions, read_compaction=read_compaction, origins=origins)
         )
+        chat_body = {"model": model, **chat_params(body)}
+        whole = raw if previous is None else None
+        native = ResponsesNative(body, whole, items, messages, tuple(origins), chat_body)
         chat = ChatRequest(model, messages, stream, chat_body, native=native)
         resolved = RequestContext(
             request_id=ctx.request_id,

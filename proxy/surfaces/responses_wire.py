@@ -215,21 +215,28 @@ def to_messages(
     instructions: str | None = None,
     *,
     read_compaction: Callable[[Mapping[str, Any]], str | None] = lambda item: None,
+    origins: list[int] | None = None,
 ) -> list[dict[str, Any]]:
-    """Normalised items (check_input's) → chat messages. `instructions` first as a system
-    message; a message item as a chat message (developer as system: many chat servers refuse
-    it; input_text, input_image and input_file as text, image_url and file parts, one text part
-    as plain text; an assistant's output_text and refusal parts as its text); function calls
-    join the assistant message before them as its tool_calls (or start one with content None);
-    a function_call_output is a tool message (its parts as text), answering an earlier call or
-    refused; a compaction item is a system message of the text `read_compaction` finds for it,
-    refused when it finds none (another server's); reasoning items are dropped (chat has no
-    place for them); an item only OpenAI runs is refused (UnsupportedItem naming its type)."""
+    """Normalised items (check_input's) → chat messages (with `origins`, the index of the
+    item each message starts at is appended to it, -1 for the instructions'). `instructions`
+    first as a system message; a message item as a chat message (developer as system: many
+    chat servers refuse it; input_text, input_image and input_file as text, image_url and
+    file parts, one text part as plain text; an assistant's output_text and refusal parts as
+    its text); function calls join the assistant message before them as its tool_calls (or
+    start one with content None); a function_call_output is a tool message (its parts as
+    text), answering an earlier call or refused; a compaction item is a system message of
+    the text `read_compaction` finds for it, refused when it finds none (another server's);
+    reasoning items are dropped (chat has no place for them); an item only OpenAI runs is
+    refused (UnsupportedItem naming its type)."""
     messages: list[dict[str, Any]] = []
     if instructions:
         messages.append({"role": "system", "content": instructions})
+    if origins is not None:
+        origins += [-1] * len(messages)
     calls: set[str] = set()
     for index, item in enumerate(items):  # an item's path is written only for an error
+        if origins is not None and len(origins) < len(messages):
+            origins.append(index - 1)  # the message the previous item started
         kind = item.get("type")
         if kind == "message":
             messages.append(_message(item, index))
@@ -248,6 +255,8 @@ def to_messages(
                 "item, or send it to a model served by OpenAI's Responses API",
                 param=where,
             )
+    if origins is not None and len(origins) < len(messages):
+        origins.append(len(items) - 1)
     return messages
 
 

@@ -502,3 +502,21 @@ def test_chat_messages_survive_a_round_trip_through_items(items: list[dict[str, 
     again = wire.to_items(messages)
     assert wire.check_input(again) == tuple(again)
     assert wire.to_messages(again) == messages
+
+
+def test_origins_name_the_item_each_message_starts_at() -> None:
+    """With `origins`, each message's first item index is recorded (-1: the instructions)."""
+    items = wire.check_input(
+        [
+            {"role": "user", "content": "hi"},
+            {"type": "reasoning", "id": "rs_1", "summary": []},
+            {"role": "assistant", "content": "let me look"},
+            {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c1", "output": "done"},
+            {"role": "user", "content": "thanks"},
+        ]
+    )
+    origins: list[int] = []
+    messages = wire.to_messages(items, "Be brief.", origins=origins)
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "tool", "user"]
+    assert origins == [-1, 0, 2, 4, 5]
