@@ -45,11 +45,12 @@ redis:   ## Debian's redis-server, for the shared-store tests
 model:   ## build llama-server and fetch SmolLM2 (cached in ~/.cache/overspill)
 	PYTHON=$(BIN)/python scripts/local-model.sh > /dev/null
 
-bench: install   ## gateway overhead: direct, litellm, passthrough, overspill (writes var/bench/)
-	scripts/bench.sh $(ARGS)
+bench: install   ## gateway overhead: mock, passthroughs, LiteLLM proxy, overspill in one run (var/bench/)
+	$(BIN)/python -m bench.gateway $(ARGS)
 
-bench-litellm: install   ## an anthropic/ model: overspill against the LiteLLM proxy (var/bench-litellm/)
-	scripts/bench_litellm_path.sh $(ARGS)
+bench-litellm: install   ## the litellm road and the Anthropic wire: overspill against the LiteLLM proxy
+	$(BIN)/python -m bench.gateway --groups chat-anthropic,chat-litellm-road \
+		--target litellm --target overspill $(ARGS)
 
 clean:
 	rm -rf $(VENV) var .mypy_cache .ruff_cache .pytest_cache .hypothesis
