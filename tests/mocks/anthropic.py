@@ -1,31 +1,27 @@
 """A fast mock of Anthropic's Messages API, for benchmarks and end-to-end tests.
 
-    python scripts/mock_anthropic.py --port 18020 [--chunks 20] [--chunk-delay-ms 0]
+    python -m tests.mocks.anthropic --port 18020 [--chunks 20] [--chunk-delay-ms 0]
 
 `POST /v1/messages` (any path ending in `/messages`) answers a Messages API JSON object, or,
 when the body has `"stream": true`, Anthropic's event sequence: `message_start`,
 `content_block_start`, `ping`, one `content_block_delta` (`text_delta`) per chunk,
 `content_block_stop`, `message_delta` (stop_reason and usage), `message_stop`; each event is
 `event: NAME\\ndata: {...}\\n\\n`, written as its own HTTP chunk. The text is
-`tok0 tok1 ... tokN-1 `, as the OpenAI-wire mock of the gateway benchmark writes it.
+`tok0 tok1 ... tokN-1 `, as the gateway bench's mock writes it.
 
 A model whose name starts with `overflow` gets Anthropic's real 400 for a prompt over the
 window, one starting with `overloaded` a 529 `overloaded_error`, and one starting with `quota`
 a 429 `rate_limit_error` on request tokens (error bodies for tests).
 
-The HTTP side is `mock_http.py`'s (raw asyncio, uvloop when installed): a few tens of
+The HTTP side is `tests/mocks/serving.py`'s (raw asyncio, uvloop when installed): a few tens of
 microseconds per request, so it is never what a benchmark measures.
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import orjson
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from mock_http import Json, main  # the scripts' own folder, added above
+from tests.mocks.serving import Json, main
 
 
 def _event(name: str, payload: object) -> bytes:

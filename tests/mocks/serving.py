@@ -1,4 +1,4 @@
-"""The HTTP side of the provider mocks (`mock_anthropic.py`, `mock_gemini.py`): raw asyncio.
+"""The HTTP side of the provider mocks (`anthropic.py`, `gemini.py`): raw asyncio.
 
 One HTTP/1.1 keep-alive connection per `MockProtocol`: Content-Length request bodies, no
 pipelining. What to answer is the mock's `Wire`: a JSON body (or an error) with its status,

@@ -1,6 +1,6 @@
 """A fast mock of Google AI Studio's Gemini API, for benchmarks and end-to-end tests.
 
-    python scripts/mock_gemini.py --port 18021 [--chunks 20] [--chunk-delay-ms 0]
+    python -m tests.mocks.gemini --port 18021 [--chunks 20] [--chunk-delay-ms 0]
 
 `POST .../models/MODEL:generateContent` answers a GenerateContentResponse, and
 `POST .../models/MODEL:streamGenerateContent?alt=sse` a stream of them: one per chunk, each
@@ -9,19 +9,15 @@ and the usage. The text is `tok0 tok1 ... tokN-1 `, as the other mocks write it.
 
 A model whose name starts with `overflow` gets Gemini's real 400 INVALID_ARGUMENT for a prompt
 over the window, and one starting with `quota` a 429 RESOURCE_EXHAUSTED naming an input-token
-quota (error bodies for tests). The HTTP side is `mock_http.py`'s.
+quota (error bodies for tests). The HTTP side is `tests/mocks/serving.py`'s.
 """
 
 from __future__ import annotations
 
 import re
-import sys
-from pathlib import Path
-
 import orjson
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from mock_http import Json, main  # the scripts' own folder, added above
+from tests.mocks.serving import Json, main
 
 _CALL = re.compile(rb"/models/([^/:?]+):(generateContent|streamGenerateContent)")
 
