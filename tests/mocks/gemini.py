@@ -15,6 +15,7 @@ quota (error bodies for tests). The HTTP side is `tests/mocks/serving.py`'s.
 from __future__ import annotations
 
 import re
+
 import orjson
 
 from tests.mocks.serving import Json, main

@@ -11,7 +11,7 @@ difference in the answers is the rendering's, not the notes' or the growths'. Th
 an unchanged row gives its recorded answer as long as the server runs with the settings the
 run had (a cached prompt may answer otherwise: llama.cpp issue 4902).
 
-    .venv/bin/python scripts/replay_shown.py --url http://127.0.0.1:8089/v1 \\
+    .venv/bin/python -m evaluation.replay --url http://127.0.0.1:8089/v1 \\
         --kind decision --rerender var/eval/x24/overspill-turns-*.jsonl
 """
 
@@ -25,13 +25,13 @@ from typing import Any
 
 import httpx
 
+from evaluation.conditions import text_of
+from evaluation.conversations import generate
+from evaluation.probes import Probe
+from evaluation.runner import ANSWER_TOKENS
 from kernel.types import Message
 from middleware.condensing.ledger import FactLine, confirms, settles
 from middleware.condensing.split import context_message
-from proxy.evaluation.conditions import text_of
-from proxy.evaluation.conversations import generate
-from proxy.evaluation.probes import Probe
-from proxy.evaluation.runner import ANSWER_TOKENS
 
 USER, REPLY = "- user: ", "- assistant: "
 

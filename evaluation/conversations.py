@@ -29,8 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from evaluation.probes import PROBE_KINDS, Probe
 from kernel.types import Message
-from proxy.evaluation.probes import PROBE_KINDS, Probe
 
 SeedSet = Literal["tune", "held-out"]
 HELD_OUT_FROM = 1000

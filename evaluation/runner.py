@@ -2,7 +2,7 @@
 
 A `Target` is the model under test behind overspill: `InProcess` builds nothing itself but
 drives a built `System` (its real layers, store and providers); a running server is reached
-through `proxy/evaluation/remote.py`. Calls run one at a time, at temperature 0.
+through `evaluation/targets.py`. Calls run one at a time, at temperature 0.
 
 - `short` asks the same seed's probes after its conversation without fillers (other values,
   the same kinds): what the model gets right when nothing is long, the floor under every
@@ -29,9 +29,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Protocol
 
-from kernel.errors import ContextWindowExceeded, OverspillError
-from kernel.types import Message
-from proxy.evaluation.conditions import (
+from evaluation.conditions import (
     TRANSFORMS,
     ConditionName,
     Count,
@@ -39,8 +37,10 @@ from proxy.evaluation.conditions import (
     text_of,
     with_summary,
 )
-from proxy.evaluation.conversations import Conversation, generate
-from proxy.evaluation.probes import Probe
+from evaluation.conversations import Conversation, generate
+from evaluation.probes import Probe
+from kernel.errors import ContextWindowExceeded, OverspillError
+from kernel.types import Message
 
 log = logging.getLogger("overspill.eval")
 

@@ -13,13 +13,7 @@ import orjson
 import pytest
 import respx
 
-from kernel.errors import ContextWindowExceeded
-from kernel.store import DiskHistoryStore
-from kernel.tokens import count_messages
-from kernel.types import ChatRequest, ChatResponse, Message
-from providers.fake import ScriptedProvider, completion, json_response
-from proxy.cli import main
-from proxy.eval_cli import (
+from evaluation.cli import (
     QUESTION_ROOM,
     _setup,
     default_seeds,
@@ -28,7 +22,7 @@ from proxy.eval_cli import (
     parse_seeds,
     with_window,
 )
-from proxy.evaluation.conditions import (
+from evaluation.conditions import (
     CONDITIONS,
     cut_middle,
     drop_oldest,
@@ -36,11 +30,17 @@ from proxy.evaluation.conditions import (
     summary_prompt,
     text_of,
 )
-from proxy.evaluation.conversations import HELD_OUT_FROM, generate, seed_set
-from proxy.evaluation.probes import PROBE_KINDS, Probe
-from proxy.evaluation.report import chart, seed_ranges, table
-from proxy.evaluation.runner import Row, Sent, Setup, condensed, run_conversation
-from proxy.evaluation.targets import InProcess, Remote
+from evaluation.conversations import HELD_OUT_FROM, generate, seed_set
+from evaluation.probes import PROBE_KINDS, Probe
+from evaluation.report import chart, seed_ranges, table
+from evaluation.runner import Row, Sent, Setup, condensed, run_conversation
+from evaluation.targets import InProcess, Remote
+from kernel.errors import ContextWindowExceeded
+from kernel.store import DiskHistoryStore
+from kernel.tokens import count_messages
+from kernel.types import ChatRequest, ChatResponse, Message
+from providers.fake import ScriptedProvider, completion, json_response
+from proxy.cli import main
 from proxy.system import build_system
 from tests.conftest import AppClient, settings_from
 
@@ -414,7 +414,7 @@ def test_keep_shown_puts_what_the_model_was_shown_in_each_row(tmp_path: Path) ->
 
 def test_the_chart_is_a_png_of_recall(tmp_path: Path) -> None:
     """The chart is drawn from the rows: a PNG file, whatever conditions ran."""
-    from proxy.evaluation.runner import Row
+    from evaluation.runner import Row
 
     rows = [
         Row(1, "tune", "full", "user_fact", "q", "ok", "v", True),
@@ -462,7 +462,7 @@ def test_the_cli_refuses_bad_arguments_clearly(
 
 def test_the_table_counts_what_was_not_asked_apart() -> None:
     """Overflowed probes are neither right nor wrong: recall is over the asked ones."""
-    from proxy.evaluation.runner import Row
+    from evaluation.runner import Row
 
     rows = [
         Row(1, "tune", "full", "user_fact", "q", "ok", "v", True),
@@ -537,7 +537,7 @@ def test_the_table_gives_points_against_full_on_the_probes_both_asked() -> None:
 def test_the_table_groups_recall_by_how_often_the_value_was_condensed() -> None:
     """Rows that know their condensed count are grouped in bins, each cell saying how many
     answers it is of; a kind no condition answers right is left out of those lines."""
-    from proxy.evaluation.runner import Row
+    from evaluation.runner import Row
 
     def turns(kind: str, right: bool, condensed: int) -> Row:
         return Row(1, "tune", "overspill-turns", kind, "q", "ok", "a", right, condensed=condensed)
@@ -611,8 +611,8 @@ def test_the_ledger_alone_keeps_every_probes_value_of_a_long_generated_conversat
 
 
 def _rows_file(path: Path, rows: Sequence[object]) -> Path:
-    from proxy.evaluation.report import write_jsonl
-    from proxy.evaluation.runner import Row
+    from evaluation.report import write_jsonl
+    from evaluation.runner import Row
 
     with path.open("wb") as sink:
         write_jsonl([row for row in rows if isinstance(row, Row)], sink)
@@ -624,7 +624,7 @@ def test_report_reads_split_runs_into_one_table_and_chart(
 ) -> None:
     """--report reads the rows of several saved runs, prints the one table a single run
     would, and draws the chart from all of them; nothing is run, no --out written."""
-    from proxy.evaluation.runner import Row
+    from evaluation.runner import Row
 
     full = _rows_file(
         tmp_path / "full.jsonl",
@@ -676,7 +676,7 @@ def test_report_refuses_what_is_not_a_row_or_counted_twice(
 ) -> None:
     """A missing file, a line that is not JSON or not a row, and the same probe in two files
     (it would count twice) each stop --report with status 2 and say where."""
-    from proxy.evaluation.runner import Row
+    from evaluation.runner import Row
 
     good = _rows_file(tmp_path / "a.jsonl", [Row(1, "tune", "full", "kind", "q", "ok", "v", True)])
     again = _rows_file(tmp_path / "b.jsonl", [Row(1, "tune", "full", "kind", "q", "ok", "v", True)])

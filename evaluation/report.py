@@ -16,8 +16,8 @@ from typing import IO, Any
 
 import orjson
 
-from proxy.evaluation.probes import PROBE_KINDS
-from proxy.evaluation.runner import Row
+from evaluation.probes import PROBE_KINDS
+from evaluation.runner import Row
 
 CHART_HINT = "the chart needs matplotlib: pip install 'overspill[eval]'"
 

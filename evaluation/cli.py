@@ -22,15 +22,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
-from kernel.config import ConfigError, ModelEntry, Settings, load_config
-from kernel.store import DiskHistoryStore
-from kernel.tokens import count_messages
-from middleware.condensing.budget import budget_for
-from proxy.evaluation.conditions import CONDITIONS, ConditionName
-from proxy.evaluation.conversations import DEFAULT_FILLERS, HELD_OUT_FROM, generate
-from proxy.evaluation.probes import PROBE_KINDS, ProbeKind
-from proxy.evaluation.report import CHART_HINT, chart, read_jsonl, table, write_jsonl
-from proxy.evaluation.runner import (
+from evaluation.conditions import CONDITIONS, ConditionName
+from evaluation.conversations import DEFAULT_FILLERS, HELD_OUT_FROM, generate
+from evaluation.probes import PROBE_KINDS, ProbeKind
+from evaluation.report import CHART_HINT, chart, read_jsonl, table, write_jsonl
+from evaluation.runner import (
     ANSWER_TOKENS,
     SUMMARY_TOKENS,
     Row,
@@ -38,6 +34,10 @@ from proxy.evaluation.runner import (
     Target,
     run_conversation,
 )
+from kernel.config import ConfigError, ModelEntry, Settings, load_config
+from kernel.store import DiskHistoryStore
+from kernel.tokens import count_messages
+from middleware.condensing.budget import budget_for
 
 _Name = TypeVar("_Name", bound=str)
 QUESTION_ROOM = 64
@@ -226,7 +226,7 @@ async def _evaluate(args: argparse.Namespace, plan: Plan, sink: IO[bytes]) -> li
         raise LookupError(f"--model: {model!r} is not a model of {args.config}")
     if args.window:
         settings = with_window(settings, model, args.window)
-    from proxy.evaluation.targets import InProcess
+    from evaluation.targets import InProcess
     from proxy.system import build_system
 
     with tempfile.TemporaryDirectory(prefix="overspill-eval-") as scratch:
@@ -248,7 +248,7 @@ async def _evaluate(args: argparse.Namespace, plan: Plan, sink: IO[bytes]) -> li
 async def _remote(args: argparse.Namespace, plan: Plan, sink: IO[bytes]) -> list[Row]:
     import httpx
 
-    from proxy.evaluation.targets import Remote
+    from evaluation.targets import Remote
 
     if not args.window or not args.model:
         raise LookupError("--url needs --model and --window (the window the server plans for)")

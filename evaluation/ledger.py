@@ -1,7 +1,7 @@
 """What the fact ledger alone keeps of `overspill eval`'s conversations: no model, in seconds.
 
 The notes an extraction holds come from a model; the quoted-facts ledger beside them does
-not. This replays the evaluation's generated conversations (proxy/evaluation/conversations.py)
+not. This replays the evaluation's generated conversations (evaluation/conversations.py)
 through the ledger's rules with empty notes (or `--notes N` tokens of notes holding no fact,
 the room a model's notes take) and reports, per probe kind, how often the right
 value is still in what the model would be shown (the ledger plus the intact tail), and how
@@ -22,11 +22,11 @@ cadence approximate a 2,048-token window (an extraction target of `--target` tok
 of `--tail`); the real pipeline with a real model is `overspill eval`. Tune seeds (below
 1000) and held-out seeds are reported apart.
 
-    .venv/bin/python scripts/bench_ledger.py                      # fillers 24 and 60
-    .venv/bin/python scripts/bench_ledger.py --fillers 60 --seeds 1-8,1000-1007
+    .venv/bin/python -m evaluation.ledger                 # fillers 24 and 60
+    .venv/bin/python -m evaluation.ledger --fillers 60 --seeds 1-8,1000-1007
 
-Compare a revision: `git worktree add /tmp/old REV`, then run this file with
-`PYTHONPATH=/tmp/old` (the ledger is imported from there).
+Compare a revision: run the same command in a worktree of it (`git worktree add /tmp/old
+REV`; before the evaluation left `proxy/`, this was `scripts/bench_ledger.py`).
 """
 
 from __future__ import annotations
@@ -38,14 +38,14 @@ import re
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 
+from evaluation.cli import parse_seeds
+from evaluation.conversations import HELD_OUT_FROM, Conversation, generate
+from evaluation.probes import PROBE_KINDS, Probe, contains_any, normalise
 from kernel.tokens import count_messages, count_text
 from kernel.types import Message
 from middleware.condensing.ledger import assemble, dedupe_facts, fact_lines, parse_extraction
 from middleware.condensing.prompt import render_transcript
 from middleware.condensing.split import split_history
-from proxy.eval_cli import parse_seeds
-from proxy.evaluation.conversations import HELD_OUT_FROM, Conversation, generate
-from proxy.evaluation.probes import PROBE_KINDS, Probe, contains_any, normalise
 
 
 def tail_start(messages: Sequence[Message], tail: int) -> int:

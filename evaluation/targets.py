@@ -19,11 +19,11 @@ from typing import Any
 
 import httpx
 
+from evaluation.conditions import text_of
+from evaluation.runner import Sent
 from kernel.config import ModelEntry
 from kernel.errors import ContextWindowExceeded, OverspillError, UpstreamError
 from kernel.types import ChatRequest, Message, RequestContext
-from proxy.evaluation.conditions import text_of
-from proxy.evaluation.runner import Sent
 from proxy.system import System, completion_of
 
 log = logging.getLogger("overspill.eval")
