@@ -134,7 +134,7 @@ def responses(answers: Answers) -> Route:
     """OpenAI's Responses: a `response` object, or its event grammar, numbered in order."""
     usage = {
         "input_tokens": PROMPT_TOKENS,
-        "input_tokens_details": {"cached_tokens": 0},
+        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
         "output_tokens": answers.chunks,
         "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": PROMPT_TOKENS + answers.chunks,
