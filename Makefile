@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12
 
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: run test lint types unit reliability install model redis bench bench-litellm clean
+.PHONY: run test lint types unit reliability install model redis bench bench-litellm bench-micro clean
 
 run: install model   ## start the local model and overspill on :4000 with config.yaml
 	scripts/run-local.sh
@@ -51,6 +51,11 @@ bench: install   ## gateway overhead: mock, passthroughs, LiteLLM proxy, overspi
 bench-litellm: install   ## the litellm road and the Anthropic wire: overspill against the LiteLLM proxy
 	$(BIN)/python -m bench.gateway --groups chat-anthropic,chat-litellm-road \
 		--target litellm --target overspill $(ARGS)
+
+bench-micro: install redis   ## the in-process benchmarks (pytest-benchmark; ARGS="-k splice" picks some)
+	$(BIN)/pytest bench/micro -p no:cacheprovider --benchmark-only \
+		--benchmark-timer time.process_time --benchmark-columns min,median,iqr,rounds \
+		--benchmark-sort name $(ARGS)
 
 clean:
 	rm -rf $(VENV) var .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -1,9 +1,9 @@
 """Compaction off the request path, measured: a long conversation with tool calls, turn by turn,
 through overspill to the real local model, in three modes in one run.
 
-    .venv/bin/python scripts/bench_compaction.py --turns 60        # a few minutes
-    .venv/bin/python scripts/bench_compaction.py                   # 200 turns
-    .venv/bin/python scripts/bench_compaction.py --qwen            # Qwen2.5-Coder-0.5B weights
+    .venv/bin/python -m bench.compaction --turns 60        # a few minutes
+    .venv/bin/python -m bench.compaction                   # 200 turns
+    .venv/bin/python -m bench.compaction --qwen            # Qwen2.5-Coder-0.5B weights
 
 Modes, each a real `overspill serve` before the same llama-server (window `--window`, known
 to overspill through `context.window`):
@@ -52,7 +52,6 @@ from typing import Any
 import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from kernel.store import DiskHistoryStore  # noqa: E402
 

@@ -1,42 +1,25 @@
-"""One-strike recovery figures: planning CPU, and token estimates against a real model's count.
+"""Token estimates against a real model's count: tiktoken's count of varied conversations beside
+the `usage.prompt_tokens` llama-server (SmolLM2, `make model`) reports, raw and after the
+per-model calibration has seen the previous conversations (what history_splice learns in
+production). The planning CPU this file used to time is bench/micro/test_splice.py's
+`recovery` cases.
 
-    .venv/bin/python scripts/bench_recovery.py            # planning CPU only
-    .venv/bin/python scripts/bench_recovery.py --real     # + estimates vs llama-server (SmolLM2)
-
-Planning: budget + split (Condenser.plan) for 200- and 2,000-message histories, with the
-per-message token cache cold and warm. Estimates: tiktoken's count of varied conversations
-against the `usage.prompt_tokens` the real model reports, raw and after the per-model
-calibration has seen the previous conversations (what history_splice learns in production).
+    .venv/bin/python -m bench.estimates [--prompts 30]
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from kernel.calibration import ratio, sample
-from kernel.config import parse_config
-from kernel.store import DiskHistoryStore
 from kernel.tokens import count_messages
-from kernel.types import ChatRequest, Complete
-from middleware.condensing.condenser import Condenser
-from tests.conftest import make_services
 
-CONFIG = """
-model_list:
-  - model_name: local
-    litellm_params: {model: openai/smollm2, api_base: "http://upstream.test/v1"}
-    context: {window: 2048}
-"""
 WORDS = ["hull", "engine", "radio", "Lisbon", "ZX-4471", "March", "captain", "report", "fuel"]
 
 
@@ -47,32 +30,6 @@ def conversation(size: int, words: int = 60, seed: int = 0) -> list[dict[str, An
         text = " ".join(WORDS[(i * 3 + j + seed) % len(WORDS)] for j in range(words))
         messages.append({"role": "user" if i % 2 == 0 else "assistant", "content": f"{i}. {text}"})
     return messages
-
-
-def no_calls(name: str) -> Complete:
-    """Planning makes no model calls."""
-    raise AssertionError(f"unexpected internal call to {name}")
-
-
-def planning(repeats: int) -> None:
-    """CPU ms for one plan over 200 and 2,000 messages, cold and warm token cache."""
-    settings = parse_config(CONFIG, "bench.yaml", {}).settings
-    entry = settings.model_list[0]
-    with tempfile.TemporaryDirectory() as tmp:
-        store = DiskHistoryStore(tmp)
-        print(f"{'messages':>9}{'cold ms':>10}{'warm ms':>10}")
-        for size in (200, 2000):
-            messages = conversation(size)
-            request = ChatRequest("local", tuple(messages), False, {"messages": messages})
-            cold: list[float] = []
-            warm: list[float] = []
-            for _ in range(repeats):  # a fresh estimator: its token cache starts cold
-                condenser = Condenser(make_services(settings, store, no_calls, {"local": 2048}))
-                for bucket in (cold, warm):
-                    start = time.process_time()
-                    condenser.plan(request, entry, window=2048 * size // 20, scale=1.0)
-                    bucket.append((time.process_time() - start) * 1000)
-            print(f"{size:>9}{statistics.median(cold):>10.2f}{statistics.median(warm):>10.2f}")
 
 
 def estimates(count: int) -> None:
@@ -111,13 +68,9 @@ def _compare(url: str, count: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--real", action="store_true", help="compare with the real local model")
     parser.add_argument("--prompts", type=int, default=30)
     args = parser.parse_args()
-    planning(args.repeats)
-    if args.real:
-        estimates(args.prompts)
+    estimates(args.prompts)
 
 
 if __name__ == "__main__":

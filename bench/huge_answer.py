@@ -9,7 +9,7 @@ process's RSS growth at its peak during the requests and what stays after them, 
 answer is counted too). What stays is mostly the allocator keeping freed memory for reuse:
 it does not grow with more requests.
 
-    .venv/bin/python scripts/rss_huge_answer.py [--requests 5]
+    .venv/bin/python -m bench.huge_answer [--requests 5]
 """
 
 from __future__ import annotations
@@ -23,8 +23,6 @@ from asyncio.subprocess import PIPE
 from pathlib import Path
 
 import httpx
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kernel.config import parse_config
 from kernel.store import DiskHistoryStore
@@ -87,7 +85,7 @@ middleware: []
 
 async def main(requests: int) -> None:
     child = await asyncio.create_subprocess_exec(
-        sys.executable, __file__, "--serve", stdin=PIPE, stdout=PIPE
+        sys.executable, "-m", "bench.huge_answer", "--serve", stdin=PIPE, stdout=PIPE
     )
     assert child.stdout is not None
     assert child.stdin is not None

@@ -27,7 +27,7 @@ files (`RssFile`: the code, and the store's SQLite file, which diskcache memory-
 store that fills with conversations shows there). Figures only: the machine may be busy, so read
 ratios within one run.
 
-    .venv/bin/python scripts/bench_memory.py [--configs openai,gemini] [--load-minutes 10]
+    .venv/bin/python -m bench.memory [--configs openai,gemini] [--load-minutes 10]
 """
 
 from __future__ import annotations
@@ -49,7 +49,6 @@ from typing import Any
 import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 MIB = 1024 * 1024
 IDLE_SECONDS = 3.0
@@ -307,7 +306,7 @@ async def load(name: str, url: str, pid: int, minutes: float, clients: int) -> N
 
 async def main(configs: list[str], minutes: float, clients: int, fallback: bool) -> None:
     child = await asyncio.create_subprocess_exec(
-        sys.executable, __file__, "--serve-upstream", stdin=PIPE, stdout=PIPE, cwd=ROOT
+        sys.executable, "-m", "bench.memory", "--serve-upstream", stdin=PIPE, stdout=PIPE, cwd=ROOT
     )
     assert child.stdout is not None
     assert child.stdin is not None

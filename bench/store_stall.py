@@ -1,6 +1,6 @@
 """How long a long-conversation request takes when Redis stalls, and when Redis is dead.
 
-Usage: ``python scripts/bench_store_stall.py [--requests 3]``
+Usage: ``python -m bench.store_stall [--requests 3]``
 
 Starts a private redis-server (needs ``redis-server`` on PATH), builds overspill over it with
 the default store settings (``open_redis_store``) and a scripted upstream that overflows once,
@@ -99,7 +99,7 @@ def main() -> None:
     args = parser.parse_args()
     binary = shutil.which("redis-server")
     if binary is None:
-        raise SystemExit("redis-server is not on PATH (scripts/ensure-redis.sh installs it)")
+        raise SystemExit("redis-server is not on PATH (make redis installs it)")
     port = free_port()
     with tempfile.TemporaryDirectory() as workdir:
         command = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", ""]
