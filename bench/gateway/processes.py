@@ -69,6 +69,21 @@ def _core_jiffies() -> dict[int, tuple[int, int]]:
     return out
 
 
+def settle(
+    process: psutil.Process, busy: float = 0.05, window: float = 0.5, limit: float = 60
+) -> float:
+    """Wait until a process tree is idle (under `busy` of a core over `window` seconds): a
+    slow target still works through the requests a finished run left queued, and the next run
+    must not pay for them. Returns the seconds waited (at most `limit`)."""
+    started = time.monotonic()
+    while time.monotonic() - started < limit:
+        before = tree_usage(process)[0]
+        time.sleep(window)
+        if tree_usage(process)[0] - before < busy * window:
+            break
+    return round(time.monotonic() - started, 2)
+
+
 class Server:
     """A command started on a set of CPUs (`taskset`), in its own session, its output logged."""
 

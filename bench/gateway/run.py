@@ -5,7 +5,9 @@ each target in turn on the proxy CPUs (1). Per target: readiness (the first 200 
 request, reported as startup time), one request per scenario whose answer is checked
 (`validation`), idle RSS, a short warm-up, then for each repeat and scenario a wrk run per
 concurrency (CPU per request, requests/s, p50/p99 under saturation) and a hey run at the
-scenario's moderate rate (p50/p99 without queueing). Results are written as they come.
+scenario's moderate rate (p50/p99 without queueing). Before each run the target is let go
+idle (a slow one still works through what the last run left queued). Results are written as
+they come.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any
 import psutil
 
 from bench.gateway import bodies, load, tools, wire
-from bench.gateway.processes import Monitor, Server, free_port, post, tree_usage
+from bench.gateway.processes import Monitor, Server, free_port, post, settle, tree_usage
 from bench.gateway.scenarios import Scenario
 from bench.gateway.targets import Setting, Target
 
@@ -163,6 +165,7 @@ class Run:
             for scenario in scenarios:
                 url, body = base + scenario.route, self.body(scenario)
                 for connections in options.conc:
+                    waited = settle(server.process)
                     with Monitor(watched) as monitor:
                         row = load.wrk(
                             url, body, connections, options.duration, self.auth, options.gen_cpus
@@ -171,14 +174,20 @@ class Run:
                     row.update(
                         target=target.name, scenario=scenario.name, conc=connections, rep=repeat
                     )
+                    row["settled_s"] = waited
                     self.results["throughput"].append(row)
-                    cpu_ms = 1000 * row["proxy_cpu_s"] / max(row["requests"], 1)
+                    cpu = (
+                        f"{1000 * row['proxy_cpu_s'] / row['requests']:.3f}"
+                        if row["requests"]
+                        else "no request finished: no"
+                    )
                     tools.log(
                         f"[{target.name}] {scenario.name} c{connections}: {row['rps']} rps, "
-                        f"{cpu_ms:.3f} CPU ms/req, p50 {row['p50_us'] / 1000:.2f} ms, "
+                        f"{cpu} CPU ms/req, p50 {row['p50_us'] / 1000:.2f} ms, "
                         f"errors {row['errors']}, cores {row['core_util_pct']}"
                     )
                 if options.lat_duration > 0:
+                    waited = settle(server.process)
                     with Monitor({"proxy": server.process}) as monitor:
                         row = load.hey(
                             url,
@@ -190,6 +199,7 @@ class Run:
                         )
                     row.update(monitor.result)
                     row.update(target=target.name, scenario=scenario.name, rep=repeat)
+                    row["settled_s"] = waited
                     self.results["latency"].append(row)
                     tools.log(
                         f"[{target.name}] {scenario.name} @{scenario.rate:g} rps: "

@@ -76,7 +76,7 @@ class Timed:
     def rounds(self, group: str, call: Call, setup: Call, rounds: int = 50) -> None:
         """`rounds` rounds of one call each, `setup` awaited untimed before each."""
         self.benchmark.group = group
-        self.benchmark.pedantic(
+        self.benchmark.pedantic(  # type: ignore[no-untyped-call]
             self._batch(call, 1), setup=lambda: self.loop.run_until_complete(setup()),
             rounds=rounds, warmup_rounds=2,
         )  # fmt: skip

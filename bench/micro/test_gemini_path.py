@@ -38,6 +38,7 @@ def mock() -> Iterator[str]:
     yield line.split(" on ", 1)[1].split()[0]
     process.terminate()
     process.wait()
+    process.stdout.close()
 
 
 @pytest.fixture(scope="module")

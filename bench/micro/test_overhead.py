@@ -23,7 +23,7 @@ APPS = ("passthrough", "overspill", "overspill-1000-keys")
 @pytest.fixture(scope="module")
 def apps(store: DiskHistoryStore) -> dict[str, ASGIApp]:
     logging.getLogger("overspill").setLevel(logging.INFO)
-    made = {
+    made: dict[str, ASGIApp] = {
         "passthrough": passthrough_app(),
         "overspill": overspill_app(store),
         "overspill-1000-keys": overspill_app(store, client_keys=1000),

@@ -1,9 +1,10 @@
 """CPU per call of the byte passthrough provider alone (providers/openai_compat.py).
 
-It talks to an in-memory httpx transport answering what the gateway bench's mock answers: a
-small JSON answer, a 20-event stream, a ~200 KB JSON answer. To compare another version of the
-provider, save a run of that revision and compare (pytest-benchmark's `--benchmark-save NAME`
-there, `--benchmark-compare` here; docs/benchmarks.md). Each round is 50 calls.
+It talks through the httpx upstream to an in-memory transport answering what the gateway
+bench's mock answers: a small JSON answer, a 20-event stream, a ~200 KB JSON answer. To
+compare another version of the provider, save a run of that revision and compare
+(pytest-benchmark's `--benchmark-save NAME` there, `--benchmark-compare` here;
+docs/benchmarks.md). Each round is 50 calls.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from kernel.config import parse_config
 from kernel.types import ChatRequest, RequestContext
 from providers.fake import completion, sse_events
 from providers.openai_compat import OpenAICompatProvider
+from providers.transport import HttpxUpstream
 from proxy.http import parse_chat_request
 
 SMALL = orjson.dumps(completion("Hello there, how can I help you today?"))
@@ -62,7 +64,7 @@ def _answer(request: httpx.Request) -> httpx.Response:
 def provider(loop: asyncio.AbstractEventLoop) -> Iterator[OpenAICompatProvider]:
     entry = parse_config(CONFIG, "bench.yaml", {}).settings.model_list[0]
     client = httpx.AsyncClient(transport=httpx.MockTransport(_answer))
-    yield OpenAICompatProvider(entry, client)
+    yield OpenAICompatProvider(entry, HttpxUpstream(client))
     loop.run_until_complete(client.aclose())
 
 

@@ -131,12 +131,12 @@ def test_raw_diskcache(benchmark: BenchmarkFixture, tmp_path: Path, call: str, s
     records = [entry(index, size).to_json() for index in range(20)]
     for index, record in enumerate(records):
         raw.set(f"c{index}", record, expire=60)
-    index = itertools.cycle(range(20))
+    turn = itertools.cycle(range(20))
     benchmark.group = f"store: raw diskcache {size // 1000} KB"
     if call == "set":
-        benchmark(lambda: raw.set(f"c{(i := next(index))}", records[i], expire=60))
+        benchmark(lambda: raw.set(f"c{(i := next(turn))}", records[i], expire=60))
     else:
-        benchmark(lambda: raw.get(f"c{next(index)}", expire_time=True))
+        benchmark(lambda: raw.get(f"c{next(turn)}", expire_time=True))
     raw.close()
 
 

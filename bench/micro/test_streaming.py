@@ -46,7 +46,7 @@ def response_class(request: pytest.FixtureRequest) -> Iterator[str]:
     """proxy.chat's response class swapped for the benchmark, put back after."""
     name: str = request.param
     original = chat.EventStream
-    chat.EventStream = CLASSES[name]  # type: ignore[misc]
+    chat.EventStream = CLASSES[name]  # type: ignore[assignment, misc]
     yield name
     chat.EventStream = original  # type: ignore[misc]
 
