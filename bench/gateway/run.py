@@ -69,7 +69,6 @@ class Run:
         manifest = self.out / "mock-routes.json"
         manifest.write_bytes(wire.manifest(self.options.chunks))
         port = self.options.upstream_port or free_port()
-        self.env["TIKTOKEN_CACHE_DIR"] = str(self.out / "tiktoken")
         setting = Setting(self.out, mock, manifest, f"http://127.0.0.1:{port}", litellm_venv)
         names = [ln for ln in Path("/proc/cpuinfo").read_text().splitlines() if "model name" in ln]
         cpu = names[0].split(":", 1)[1].strip() if names else "?"
