@@ -106,7 +106,7 @@ class Run:
     def measure(self, target: Target, setting: Setting, upstream: Server) -> None:
         """Start one target, check it, load it, stop it."""
         port = free_port()
-        env = {**self.env, "UPSTREAM_ROOT": setting.upstream_root, **dict(target.env)}
+        env = {**self.env, "UPSTREAM_ROOT": setting.upstream_root}
         argv = target.command(setting, port)
         tools.log(f"[{target.name}] on CPUs {self.options.proxy_cpus}: {' '.join(argv)}")
         server = Server(target.name, argv, self.options.proxy_cpus, env, self.out, target.cwd)

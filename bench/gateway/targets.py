@@ -38,7 +38,6 @@ class Target:
     forwards_bytes: bool = False
     """A byte forwarder serves only scenarios whose upstream speaks the client's wire."""
     cwd: Path = ROOT
-    env: tuple[tuple[str, str], ...] = ()
 
     def serves(self, scenario: Scenario) -> bool:
         return scenario.same_wire or not self.forwards_bytes
