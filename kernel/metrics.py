@@ -33,7 +33,7 @@ Label values are bounded: `model` is a configured model name ("none" before one 
 The hot path (every request, every upstream call, every store operation) records into tallies:
 plain Python sums and bucket counts, bound once per label set, that `flush()` moves into
 prometheus-client within FLUSH_SECONDS and before every scrape. That is ~1 µs per request
-where prometheus-client's own calls cost ~12 µs (scripts/bench_metrics.py). Rare events
+where prometheus-client's own calls cost ~12 µs (bench/micro/test_metrics.py). Rare events
 (overflows, recoveries, extractions...) use prometheus-client directly.
 """
 
