@@ -51,7 +51,7 @@ import logging
 import os
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
@@ -256,6 +256,7 @@ class DiskHistoryStore:
             self._cache.close()
             raise StoreError(f"cannot open the history store at {self.path}: {exc}") from exc
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="overspill-store")
+        self._grouped = GroupCommit(self._write_group, self._offload)
         self._closed = False
 
     async def get(self, tenant: str, conversation_id: str) -> HistoryEntry | None:
@@ -285,8 +286,11 @@ class DiskHistoryStore:
         return [await self.get_response(tenant, response_id) for response_id in response_ids]
 
     async def put_response(self, record: StoredResponse, ttl_seconds: float) -> None:
-        """Write a response record atomically; it expires after `ttl_seconds`."""
-        await self._put(key_of(RESPONSES, record.tenant, record.id), record, ttl_seconds)
+        """Write a response record atomically; it expires after `ttl_seconds`. Responses are
+        written on every Responses API turn: the writes of one event-loop iteration share one
+        trip to the writer thread and one sqlite transaction (a group commit)."""
+        key = key_of(RESPONSES, record.tenant, record.id)
+        await self._grouped.put(key, record.to_json(), ttl_seconds)
 
     async def delete_response(self, tenant: str, response_id: str) -> bool:
         """Remove the tenant's response record; whether there was one."""
@@ -383,6 +387,12 @@ class DiskHistoryStore:
             return None
         return entry
 
+    def _write_group(self, writes: list[tuple[str, bytes, float]]) -> None:
+        """Several records in one transaction (the writer thread's)."""
+        with self._cache.transact():
+            for key, raw, expire in writes:
+                self._cache.set(key, raw, expire=expire)
+
     def _delete_if(self, key: str, raw: object) -> None:
         """Delete the record only if it is still `raw` (a writer may have replaced it)."""
         with self._cache.transact():
@@ -418,6 +428,52 @@ class DiskHistoryStore:
         return await loop.run_in_executor(
             self._writer, lambda: self._call(what, func, *args, **kwargs)
         )
+
+
+Offload = Callable[..., Awaitable[Any]]
+"""How a store runs a blocking call off the event loop: `offload(what, func, *args)`."""
+
+
+class GroupCommit:
+    """Writes asked for in one event-loop iteration, written together: one call of `write`
+    with all of them, through `offload`; every writer awaits that call's outcome."""
+
+    def __init__(self, write: Callable[[list[tuple[str, bytes, float]]], None], offload: Offload):
+        self._write = write
+        self._offload = offload
+        self._pending: list[tuple[str, bytes, float]] = []
+        self._done: asyncio.Future[None] | None = None
+
+    async def put(self, key: str, raw: bytes, expire: float) -> None:
+        """Write one record with the others of this loop iteration; raises what the group's
+        write raised (a StoreError)."""
+        if self._done is None:
+            self._done = asyncio.get_running_loop().create_future()
+            asyncio.get_running_loop().call_soon(self._flush)
+        self._pending.append((key, raw, expire))
+        await asyncio.shield(self._done)
+
+    def _flush(self) -> None:
+        writes, done = self._pending, self._done
+        self._pending, self._done = [], None
+        assert done is not None
+        task = asyncio.ensure_future(
+            self._offload(f"write {len(writes)} records", self._write, writes)
+        )
+        task.add_done_callback(lambda finished: _settle(done, finished))
+
+
+def _settle(done: asyncio.Future[None], finished: asyncio.Future[Any]) -> None:
+    """Pass a group write's outcome to everyone who waits for it."""
+    if done.cancelled():
+        return
+    error = None if finished.cancelled() else finished.exception()
+    if finished.cancelled():
+        done.cancel()
+    elif error is not None:
+        done.set_exception(error)
+    else:
+        done.set_result(None)
 
 
 def key_of(kind: str, tenant: str, conversation_id: str) -> str:

@@ -23,17 +23,21 @@ class Model:
     """`litellm_params.model`: the provider prefix picks the upstream wire."""
     wire: str
     """The mock's wire that answers it: `openai` or `anthropic`."""
-    overspill_params: str = ""
-    """Extra `litellm_params` for overspill only (YAML flow-mapping entries)."""
+    overspill_entry: str = ""
+    """A setting of overspill's model entry, beside `litellm_params` (a YAML line), for
+    overspill only."""
 
 
 MODELS = (
     Model("mock-model", "openai/mock-model", "openai"),
     Model("mock-anthropic", "anthropic/mock-model", "anthropic"),
     Model("mock-litellm-road", "openai/mock-model", "openai", "passthrough: false"),
+    Model("mock-responses", "openai/mock-model", "openai", "responses_api: native"),
 )
 """`mock-litellm-road`: an OpenAI-wire model that overspill sends through litellm (no byte
-passthrough), the road of every provider without overspill's own translation."""
+passthrough), the road of every provider without overspill's own translation.
+`mock-responses`: one whose upstream serves the Responses API itself (overspill's native road;
+`mock-model` reaches the same upstream's chat completions for a Responses request)."""
 
 ROUTE_WIRES = {
     "/v1/chat/completions": "openai",
@@ -117,12 +121,15 @@ SCENARIOS = (
     *matrix("chat", "/v1/chat/completions", "chat"),
     *matrix("chat-anthropic", "/v1/chat/completions", "chat", model="mock-anthropic"),
     *matrix("chat-litellm-road", "/v1/chat/completions", "chat", model="mock-litellm-road"),
+    *matrix("responses", "/v1/responses", "responses", model="mock-responses"),
+    *matrix("responses-translated", "/v1/responses", "responses"),
 )
-"""Every scenario the bench knows. `make bench` runs the group `chat` (--groups picks others).
+"""Every scenario the bench knows. `make bench` runs the groups `chat`, `responses` (the native
+road) and `responses-translated` (through chat completions); --groups picks others.
 A new route is one line, e.g. `*matrix("responses", "/v1/responses", "responses")` or
 `*matrix("embeddings", "/v1/embeddings", "embeddings", streams=(False,))`."""
 
-DEFAULT_GROUPS = ("chat",)
+DEFAULT_GROUPS = ("chat", "responses", "responses-translated")
 
 
 def pick(groups: tuple[str, ...], sizes: tuple[str, ...], modes: tuple[str, ...]) -> list[Scenario]:

@@ -67,13 +67,14 @@ def overspill_config(setting: Setting, name: str) -> Path:
     """overspill's config: every model, every shipped layer configured (with nothing to do)."""
     lines = ["model_list:"]
     for model in MODELS:
-        extra = f", {model.overspill_params}" if model.overspill_params else ""
         lines += [
             f"  - model_name: {model.name}",
             "    litellm_params:",
             f"      {{model: {model.litellm_model}, api_base: '{_api_base(setting, model.wire)}',"
-            f" api_key: sk-mock, timeout: 60{extra}}}",
+            " api_key: sk-mock, timeout: 60}",
         ]
+        if model.overspill_entry:
+            lines.append(f"    {model.overspill_entry}")
     lines += [
         "general_settings:",
         "  master_key: os.environ/LITELLM_MASTER_KEY",
