@@ -36,6 +36,7 @@ from pydantic import (
 from kernel.client_keys import ClientKey, key_problems, model_problems
 from kernel.config_includes import INCLUDE_KEY, IncludeError, resolve_includes
 from kernel.documents_config import DocumentsSettings
+from kernel.model_modes import mode_problem
 from kernel.wildcards import Pattern, is_wildcard
 
 ENV_PREFIX = "os.environ/"
@@ -307,6 +308,20 @@ class ModelEntry(_Frozen):
     ollama: OllamaSettings = Field(default_factory=OllamaSettings)
     passthrough: bool | None = None
     missing_env: tuple[str, ...] = ()
+
+    @field_validator("model_info")
+    @classmethod
+    def _known_mode(cls, value: dict[str, Any]) -> dict[str, Any]:
+        problem = mode_problem(value.get("mode"))
+        if problem is not None:
+            raise ValueError(f"mode {problem}")
+        return value
+
+    @property
+    def mode(self) -> str | None:
+        """LiteLLM's `model_info.mode` as configured (`chat`, `embedding`, ...), else None."""
+        mode = self.model_info.get("mode")
+        return mode if isinstance(mode, str) else None
 
     def uses_passthrough(self) -> bool:
         """Whether this deployment goes through the byte passthrough instead of litellm."""
