@@ -1,5 +1,7 @@
 """The byte passthrough: one deployment of an upstream that already speaks OpenAI's wire format.
 
+Chat completions, embeddings and legacy completions alike (each to its own route).
+
 The request body goes out as the client's own bytes when nothing changed (only `model` is
 rewritten when the upstream knows the model by another name), and the response comes back as
 the upstream's bytes. No litellm on this path: it is what keeps a request that needs no help as
@@ -12,12 +14,13 @@ answer (HTML, empty, JSON cut short) is a 502: checked on its first and last byt
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from kernel import tracing
 from kernel.config import DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT, ModelEntry
-from kernel.errors import UpstreamBadResponse
-from kernel.types import ChatRequest, ChatResponse, RequestContext
+from kernel.errors import RouteNotServed, UpstreamBadResponse
+from kernel.types import ChatRequest, ChatResponse, RequestContext, RouteRequest
 from providers.exchange import Exchange
 from providers.failures import parse_body
 from providers.transport import Reply, Upstream, without_userinfo
@@ -26,8 +29,15 @@ DEFAULT_API_BASE = "https://api.openai.com/v1"
 _PASSED_HEADER_PREFIX = b"x-ratelimit-"
 
 
+ROUTES = {"embeddings": "an embeddings list", "completions": "a text completion"}
+"""The routes that are not conversations, forwarded to `{api_base}/<route>`, and what a JSON
+answer of each is (said in a 502 when it is not)."""
+
+
 class OpenAICompatProvider:
-    """Sends chat requests to `{api_base}/chat/completions` with the shared upstream client.
+    """Sends chat requests to `{api_base}/chat/completions` with the shared upstream client,
+    and embeddings and legacy completions requests to `{api_base}/embeddings` and
+    `/completions`.
 
     `timeout` bounds a JSON call whole (connect, send, wait, read); for a stream it bounds the
     wait for the head and first event, then each gap between two events. Nothing is retried.
@@ -44,37 +54,60 @@ class OpenAICompatProvider:
         params = entry.litellm_params
         self.name = params.provider
         self.model = params.upstream_model
-        url, basic = without_userinfo(
-            (params.api_base or DEFAULT_API_BASE).rstrip("/") + "/chat/completions"
-        )
-        self.exchange = Exchange.of(entry, url, client, request_timeout, max_response_bytes)
+        base = (params.api_base or DEFAULT_API_BASE).rstrip("/")
+
+        def exchange(path: str) -> tuple[Exchange, str | None]:
+            url, basic = without_userinfo(f"{base}/{path}")
+            return Exchange.of(entry, url, client, request_timeout, max_response_bytes), basic
+
+        self.exchange, basic = exchange("chat/completions")
+        self.routes = {route: exchange(route)[0] for route in ROUTES}
         self.headers = _headers(entry)
         if basic is not None:  # as httpx did: the URL's user and password win over the key
             self.headers["authorization"] = basic
 
     async def complete(self, request: ChatRequest, ctx: RequestContext) -> ChatResponse:
         """Forward the request; raise an error from the tree when the upstream fails."""
-        headers = self.headers if tracing.tracer is None else _traced(self.headers)
-        answer = self._stream if request.stream else self._json
-        return await self.exchange.call(request.render(self.model), headers, request.stream, answer)
+        body = request.render(self.model)
+        return await self._forward(self.exchange, body, request.stream, "a JSON chat completion")
+
+    async def send(self, request: RouteRequest, ctx: RequestContext) -> ChatResponse:
+        """Forward an embeddings or completions request's bytes (the client's own, when the
+        model name is the same) to the route's URL; the answer's bytes come back as they are."""
+        exchange = self.routes.get(request.route)
+        if exchange is None:
+            raise RouteNotServed(f"overspill does not forward /v1/{request.route}")
+        body = request.render(self.model)
+        return await self._forward(exchange, body, request.stream, ROUTES[request.route])
 
     async def aclose(self) -> None:
         """The shared client is closed by its owner (the app)."""
 
-    async def _json(self, response: Reply) -> ChatResponse:
-        content = await self.exchange.json_answer(response, "expected a JSON chat completion")
-        return ChatResponse(body=content, headers=response.headers_starting(_PASSED_HEADER_PREFIX))
+    async def _forward(
+        self, exchange: Exchange, body: bytes, stream: bool, expected: str
+    ) -> ChatResponse:
+        headers = self.headers if tracing.tracer is None else _traced(self.headers)
+        if stream:
+            return await exchange.call(body, headers, True, functools.partial(_stream, exchange))
+        answer = functools.partial(_json, exchange, f"expected {expected}")
+        return await exchange.call(body, headers, False, answer)
 
-    async def _stream(self, response: Reply) -> ChatResponse:
-        first, chunks, cutter = await self.exchange.first_events(response)
-        error = _first_event_error(first)
-        if error is not None:
-            raise self.exchange.failure(response.status, error, response)
-        events = _UntilDone(self.exchange, first)
-        return ChatResponse(
-            stream=self.exchange.relay(first, chunks, response, cutter, events),
-            headers=response.headers_starting(_PASSED_HEADER_PREFIX),
-        )
+
+async def _json(exchange: Exchange, expected: str, response: Reply) -> ChatResponse:
+    content = await exchange.json_answer(response, expected)
+    return ChatResponse(body=content, headers=response.headers_starting(_PASSED_HEADER_PREFIX))
+
+
+async def _stream(exchange: Exchange, response: Reply) -> ChatResponse:
+    first, chunks, cutter = await exchange.first_events(response)
+    error = _first_event_error(first)
+    if error is not None:
+        raise exchange.failure(response.status, error, response)
+    events = _UntilDone(exchange, first)
+    return ChatResponse(
+        stream=exchange.relay(first, chunks, response, cutter, events),
+        headers=response.headers_starting(_PASSED_HEADER_PREFIX),
+    )
 
 
 class _UntilDone:
