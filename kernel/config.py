@@ -307,6 +307,11 @@ class ModelEntry(_Frozen):
     context: ContextSettings = Field(default_factory=ContextSettings)
     ollama: OllamaSettings = Field(default_factory=OllamaSettings)
     passthrough: bool | None = None
+    responses_api: Literal["auto", "native", "translate"] = "auto"
+    """How a `/v1/responses` request reaches a byte-passthrough deployment: `native` sends it
+    to the upstream's own Responses API (its bytes while no layer changed it), `translate`
+    through chat completions; `auto` is native for OpenAI's own API only (a self-hosted
+    OpenAI-compatible server may not serve it). Other deployments always translate."""
     missing_env: tuple[str, ...] = ()
 
     @field_validator("model_info")
@@ -322,6 +327,14 @@ class ModelEntry(_Frozen):
         """LiteLLM's `model_info.mode` as configured (`chat`, `embedding`, ...), else None."""
         mode = self.model_info.get("mode")
         return mode if isinstance(mode, str) else None
+
+    def speaks_responses(self) -> bool:
+        """Whether `/v1/responses` requests go to the upstream's own Responses API."""
+        if self.responses_api != "auto":
+            return self.responses_api == "native" and self.uses_passthrough()
+        base = (self.litellm_params.api_base or "https://api.openai.com").rstrip("/")
+        official = base in ("https://api.openai.com", "https://api.openai.com/v1")
+        return official and self.litellm_params.provider == "openai" and self.uses_passthrough()
 
     def uses_passthrough(self) -> bool:
         """Whether this deployment goes through the byte passthrough instead of litellm."""
@@ -347,6 +360,9 @@ class StoreSettings(_Frozen):
     url: SecretStr | None = None
     key_prefix: str = Field(default="overspill:", min_length=1)
     ttl_seconds: float = Field(default=7 * 24 * 3600, gt=0)
+    responses_ttl_seconds: float = Field(default=30 * 24 * 3600, gt=0)
+    """How long a stored Responses API response (a link of a `previous_response_id` chain)
+    is kept: 30 days, as OpenAI keeps them."""
     size_limit_bytes: int = Field(default=1 << 30, ge=16 << 20)
     max_entries: int | None = Field(default=None, gt=0)
     lock_ttl_seconds: float = Field(default=120, gt=0)

@@ -9,12 +9,15 @@
     │   ├── RouteNotServed              400  the model cannot serve the route (an embedding
     │   │                                    model asked to chat, embeddings from Anthropic)
     │   ├── InvalidHttpRequest          400  bytes that are not an HTTP/1.1 request
+    │   ├── UnsupportedItem             400  a Responses input item only OpenAI runs (web search...)
+    │   ├── UnsupportedTool             400  a Responses tool only OpenAI runs (file_search, mcp...)
     │   └── InvalidConfig               400  a reload found config.yaml unusable (old one kept)
     ├── AuthError                       401  missing or wrong key
     ├── AdminDisabled                   403  admin endpoints need a master key; none is set
     ├── AdminOnly                       403  a client key on an admin endpoint
     ├── ModelNotAllowed                 403  code=model_not_allowed: the key's `models` lack it
     ├── NotFound                        404  unknown route
+    │   └── ResponseNotFound            404  no stored response with that id for this key
     ├── MethodNotAllowed                405  known route, wrong method
     ├── RequestTimeout                  408  the client sent its request too slowly
     ├── ModelNotFound                   404  code=model_not_found, lists the configured names
@@ -131,6 +134,22 @@ class InvalidHttpRequest(InvalidChatRequest):
     code = "invalid_http_request"
 
 
+class UnsupportedItem(InvalidChatRequest):
+    """A Responses API input item (or content part) that only an upstream serving the Responses
+    API itself can use (a web search call, an item reference, a file by URL...), sent for a
+    model that overspill reaches through chat completions. The message names the item."""
+
+    code = "unsupported_item"
+
+
+class UnsupportedTool(InvalidChatRequest):
+    """A Responses API tool or tool_choice that only OpenAI runs (file_search, web_search, mcp,
+    ...), sent for a model that overspill reaches through chat completions, which calls only
+    function tools. The message names the tool type."""
+
+    code = "unsupported_tool"
+
+
 class InvalidConfig(InvalidChatRequest):
     """A config reload was refused: the file (or a store or layer it names) cannot be used; the
     running config is kept. The message lists each problem by its YAML path."""
@@ -176,6 +195,13 @@ class NotFound(OverspillError):
     status = 404
     type = "invalid_request_error"
     code = "not_found"
+
+
+class ResponseNotFound(NotFound):
+    """No stored Responses API response has that id for the caller's key (another key's is
+    not found either: nothing tells the two apart)."""
+
+    code = "response_not_found"
 
 
 class MethodNotAllowed(OverspillError):

@@ -6,9 +6,9 @@ with a 400 that names the routes the model does serve, a request the model canno
 embedding model asked for a chat completion), and to list each model's routes on `/v1/models`.
 A model whose mode nobody knows is asked whatever the client asks: the upstream decides.
 
-An API is named as its surface is (proxy/surfaces/): `chat`, `completions`, `embeddings`, and
-the conversation APIs to come (`responses`, `messages`), which all reach the same conversation
-core and so the same chat models.
+An API is named as its surface is (proxy/surfaces/): `chat`, `responses`, `completions`,
+`embeddings`; the conversation APIs (and Anthropic's `messages` to come) all reach the same
+conversation core and so the same chat models.
 """
 
 from __future__ import annotations
@@ -17,13 +17,15 @@ from collections.abc import Mapping
 
 API_ROUTES: Mapping[str, str] = {
     "chat": "/v1/chat/completions",
+    "responses": "/v1/responses",
     "completions": "/v1/completions",
     "embeddings": "/v1/embeddings",
 }
 """Each API overspill serves to models, and its route (also served without `/v1`)."""
 
-CONVERSATION_APIS = frozenset({"chat", "responses", "messages"})
-"""The APIs whose requests are conversations: the layers run them on a chat model."""
+CONVERSATION_APIS = frozenset({"chat", "responses", "responses.compact", "messages"})
+"""The APIs whose requests are conversations: the layers run them on a chat model (a
+Responses conversation's compaction is one too)."""
 
 _CONVERSATION_MODEL = CONVERSATION_APIS | {"completions"}
 """A chat model's: the conversations, and legacy completions, which self-hosted servers

@@ -2,6 +2,7 @@
 
     HistoryEntry      a cached extraction of one conversation's older turns     key h:...
     DocumentBatches   the document batches placed in a conversation's turns    key d:...
+    StoredResponse    one Responses API response, a link of its chain          key r:...
     (calibration)     a model's token-ratio samples, a plain list of floats    key c:<model>
 
 Records are frozen pydantic models in strict mode (an `int` field takes no bool, no string)
@@ -25,15 +26,19 @@ from pydantic import (
 from pydantic_core import PydanticSerializationError
 
 __all__ = [
+    "ANCESTORS_KEPT",
     "CALIBRATION_SAMPLES",
     "DocumentBatches",
     "HistoryEntry",
     "Record",
     "StoreError",
     "StoredBatch",
+    "StoredResponse",
     "decode",
 ]
 
+ANCESTORS_KEPT = 64
+"""How many of its nearest earlier links a stored response names (StoredResponse.ancestors)."""
 CALIBRATION_SAMPLES = 16
 """A model's newest calibration samples kept (the moving average forgets older ones)."""
 _R = TypeVar("_R", bound="Record")
@@ -61,6 +66,11 @@ class Record(BaseModel):
         if info.context is STORED and isinstance(data, dict) and "v" not in data:
             raise ValueError("no format version (v)")
         return data
+
+    @property
+    def key_id(self) -> str:
+        """The id its key ends with (after the kind and the tenant): its conversation's."""
+        return self.conversation_id
 
     def to_json(self) -> bytes:
         """The record as stored; raises StoreError when it cannot be serialised."""
@@ -120,6 +130,38 @@ class DocumentBatches(Record):
     batches: tuple[StoredBatch, ...] = Field(strict=False)
     """(A stored JSON array; each batch is validated strictly.)"""
     created_at: float
+
+
+class StoredResponse(Record):
+    """A Responses API response as its client saw it, and the input items of its turn.
+
+    Records are immutable links: a response's whole conversation is its chain's inputs and
+    outputs, oldest first, walked back through `previous_response_id` (each link is written
+    once, so replicas and branches never race). `conversation_id` is the chain's
+    conversation: the client's id, else the first response's id, shared by every link.
+    """
+
+    id: str = Field(min_length=1)
+    previous_response_id: str | None = None
+    ancestors: tuple[str, ...] = Field(default=(), strict=False)
+    """The ids of the nearest earlier links (at most `ANCESTORS_KEPT`), oldest first, the last
+    one `previous_response_id`: a chain of n links is read in n / ANCESTORS_KEPT batches, and
+    a record stays small however long its chain grows."""
+    created_at: float
+    input: tuple[dict[str, Any], ...] = Field(strict=False)
+    """This turn's input items (normalised), without the chain's earlier ones."""
+    response: dict[str, Any]
+    """The response object as returned (its `output` continues the chain)."""
+
+    @property
+    def key_id(self) -> str:
+        """Responses are keyed by their own id."""
+        return self.id
+
+    def output(self) -> list[dict[str, Any]]:
+        """The response's output items."""
+        items = self.response.get("output")
+        return [item for item in items if isinstance(item, dict)] if isinstance(items, list) else []
 
 
 def decode(kind: type[_R], raw: bytes) -> _R:

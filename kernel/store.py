@@ -51,7 +51,7 @@ import logging
 import os
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
@@ -68,6 +68,7 @@ from kernel.records import (
     HistoryEntry,
     Record,
     StoredBatch,
+    StoredResponse,
     StoreError,
     decode,
 )
@@ -81,6 +82,7 @@ __all__ = [
     "SingleFlight",
     "StoreError",
     "StoredBatch",
+    "StoredResponse",
 ]
 
 log = logging.getLogger("overspill.store")
@@ -90,6 +92,9 @@ DEFAULT_SIZE_LIMIT_BYTES = 1 << 30
 HISTORY = "h:"
 BATCHES = "d:"
 CALIBRATION = "c:"
+RESPONSES = "r:"
+TENANT_KINDS = (HISTORY, BATCHES, RESPONSES)
+"""The kinds of record that belong to a tenant (`clear` removes them all)."""
 _PING_KEY = "ping"
 _INLINE_MAX_BYTES = 1 << 20
 _SQLITE_TIMEOUT_SECONDS = 10.0
@@ -121,6 +126,26 @@ class HistoryStore(Protocol):
 
     async def put_batches(self, record: DocumentBatches) -> None:
         """Write the batches atomically, replacing the previous ones of the conversation."""
+        ...
+
+    async def get_response(self, tenant: str, response_id: str) -> StoredResponse | None:
+        """The tenant's stored Responses API response, or None (missing, expired, corrupt,
+        or another tenant's)."""
+        ...
+
+    async def get_responses(
+        self, tenant: str, response_ids: Sequence[str]
+    ) -> list[StoredResponse | None]:
+        """The tenant's stored responses with these ids, in their order (None for a miss), read
+        in one round trip where the backend allows."""
+        ...
+
+    async def put_response(self, record: StoredResponse, ttl_seconds: float) -> None:
+        """Write a response record atomically; it expires after `ttl_seconds`."""
+        ...
+
+    async def delete_response(self, tenant: str, response_id: str) -> bool:
+        """Remove the tenant's response record; whether there was one."""
         ...
 
     async def calibration(self, model: str) -> tuple[float, ...]:
@@ -249,6 +274,25 @@ class DiskHistoryStore:
         """Write the batches atomically, replacing the previous ones of the conversation."""
         await self._put(key_of(BATCHES, record.tenant, record.conversation_id), record)
 
+    async def get_response(self, tenant: str, response_id: str) -> StoredResponse | None:
+        """The tenant's stored response, or None."""
+        return await self._get_key(key_of(RESPONSES, tenant, response_id), StoredResponse)
+
+    async def get_responses(
+        self, tenant: str, response_ids: Sequence[str]
+    ) -> list[StoredResponse | None]:
+        """The tenant's stored responses with these ids, in order (reads are local: one by one)."""
+        return [await self.get_response(tenant, response_id) for response_id in response_ids]
+
+    async def put_response(self, record: StoredResponse, ttl_seconds: float) -> None:
+        """Write a response record atomically; it expires after `ttl_seconds`."""
+        await self._put(key_of(RESPONSES, record.tenant, record.id), record, ttl_seconds)
+
+    async def delete_response(self, tenant: str, response_id: str) -> bool:
+        """Remove the tenant's response record; whether there was one."""
+        key = key_of(RESPONSES, tenant, response_id)
+        return bool(await self._offload(f"delete {key!r}", self._delete_all, [key]))
+
     async def calibration(self, model: str) -> tuple[float, ...]:
         """A model's calibration samples, newest first."""
         raw = self._call("read calibration", self._cache.get, CALIBRATION + model)
@@ -265,7 +309,7 @@ class DiskHistoryStore:
 
     async def clear(self, tenant: str | None = None) -> int:
         """Remove the tenant's records (every tenant's when None); how many were removed."""
-        prefixes = [prefix_of(kind, tenant) for kind in (HISTORY, BATCHES)]
+        prefixes = [prefix_of(kind, tenant) for kind in TENANT_KINDS]
         return await self._offload(f"clear {prefixes[0]!r}*", self._clear, prefixes)
 
     async def entries(self, tenant: str | None = None) -> list[HistoryEntry]:
@@ -310,10 +354,9 @@ class DiskHistoryStore:
         self._cache.close()
         self._flight_file.close()
 
-    async def _put(self, key: str, record: Record) -> None:
-        await self._offload(
-            f"write {key!r}", self._cache.set, key, record.to_json(), expire=self.ttl_seconds
-        )
+    async def _put(self, key: str, record: Record, ttl_seconds: float | None = None) -> None:
+        expire = self.ttl_seconds if ttl_seconds is None else ttl_seconds
+        await self._offload(f"write {key!r}", self._cache.set, key, record.to_json(), expire=expire)
 
     async def _get_key(self, key: str, kind: type[_R]) -> _R | None:
         found = self._call(f"read {key!r}", self._cache.get, key, expire_time=True)
@@ -328,7 +371,7 @@ class DiskHistoryStore:
             if not isinstance(raw, bytes):
                 raise StoreError(f"history record is a {type(raw).__name__}, not bytes")
             entry = decode(kind, raw)
-            if key != key_of(key[:2], entry.tenant, entry.conversation_id):
+            if key != key_of(key[:2], entry.tenant, entry.key_id):
                 raise StoreError("history record belongs to another key")
         except StoreError as exc:
             log.warning(

@@ -55,7 +55,7 @@ import logging
 import re
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -74,6 +74,7 @@ from kernel.records import (
     DocumentBatches,
     HistoryEntry,
     Record,
+    StoredResponse,
     StoreError,
     decode,
 )
@@ -83,6 +84,8 @@ from kernel.store import (
     DEFAULT_SIZE_LIMIT_BYTES,
     DEFAULT_TTL_SECONDS,
     HISTORY,
+    RESPONSES,
+    TENANT_KINDS,
     SingleFlight,
     key_of,
     prefix_of,
@@ -255,6 +258,37 @@ class RedisHistoryStore:
         """Write the batches atomically (value, index, eviction), replacing the previous ones."""
         await self._write(self._key(BATCHES, record.tenant, record.conversation_id), record)
 
+    async def get_response(self, tenant: str, response_id: str) -> StoredResponse | None:
+        """The tenant's stored response, or None."""
+        return await self._get(self._key(RESPONSES, tenant, response_id), StoredResponse)
+
+    async def get_responses(
+        self, tenant: str, response_ids: Sequence[str]
+    ) -> list[StoredResponse | None]:
+        """The tenant's stored responses with these ids, in order, in one MGET per batch."""
+        keys = [self._key(RESPONSES, tenant, response_id) for response_id in response_ids]
+        found: list[StoredResponse | None] = []
+        for start in range(0, len(keys), _BATCH):
+            batch = keys[start : start + _BATCH]
+            values = await self._call(f"read {len(batch)} responses", self._redis.mget(batch))
+            for key, raw in zip(batch, values, strict=True):
+                found.append(await self._decode(key, raw, StoredResponse))
+        return found
+
+    async def put_response(self, record: StoredResponse, ttl_seconds: float) -> None:
+        """Write a response record atomically (value, index, eviction), expiring after
+        `ttl_seconds`."""
+        await self._write(self._key(RESPONSES, record.tenant, record.id), record, ttl=ttl_seconds)
+
+    async def delete_response(self, tenant: str, response_id: str) -> bool:
+        """Remove the tenant's response record; whether there was one."""
+        key = self._key(RESPONSES, tenant, response_id)
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.delete(key)
+            pipe.zrem(self._index, key)
+            deleted, _ = await self._call(f"delete {key!r}", pipe.execute())
+        return bool(deleted)
+
     async def calibration(self, model: str) -> tuple[float, ...]:
         """A model's calibration samples, newest first."""
         key = f"{self.key_prefix}{CALIBRATION}{model}"
@@ -282,7 +316,7 @@ class RedisHistoryStore:
     async def clear(self, tenant: str | None = None) -> int:
         """Remove the tenant's records (every tenant's when None); how many were removed."""
         keys: set[str] = set()
-        for kind in (HISTORY, BATCHES):
+        for kind in TENANT_KINDS:
             prefix = self._prefix(kind, tenant)
             pattern = _glob_escape(prefix) + "*"
             found = self._redis.scan_iter(match=pattern, count=_BATCH)
@@ -437,10 +471,14 @@ class RedisHistoryStore:
         raw = await self._call(f"read {key!r}", self._redis.get(key))
         return await self._decode(key, raw, kind)
 
-    async def _write(self, key: str, record: Record, fence: _Hold | None = None) -> int:
-        """Write a record; with `fence`, only while its lock holds its token (-1: not written)."""
+    async def _write(
+        self, key: str, record: Record, fence: _Hold | None = None, ttl: float | None = None
+    ) -> int:
+        """Write a record (expiring after `ttl`, default the store's); with `fence`, only while
+        its lock holds its token (-1: not written)."""
         keys = [key, self._index]
-        args: list[bytes | int | str] = [record.to_json(), _ms(self.ttl_seconds), self.max_entries]
+        expire = _ms(self.ttl_seconds if ttl is None else ttl)
+        args: list[bytes | int | str] = [record.to_json(), expire, self.max_entries]
         if fence is not None:
             keys.append(fence.lock)
             args.append(fence.token)
@@ -453,7 +491,7 @@ class RedisHistoryStore:
         try:
             entry = decode(kind, raw)
             kind_prefix = key[len(self.key_prefix) : len(self.key_prefix) + 2]
-            if key != self._key(kind_prefix, entry.tenant, entry.conversation_id):
+            if key != self._key(kind_prefix, entry.tenant, entry.key_id):
                 raise StoreError("history record belongs to another key")
         except StoreError as exc:
             log.warning(

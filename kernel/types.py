@@ -95,12 +95,16 @@ class Native(Protocol):
 
     A provider whose upstream speaks `wire` sends `body_for(request, model)` to that API instead
     of chat completions: the client's own bytes while no layer changed the request, else the
-    request's messages and parameters written in that wire again.
+    request's messages and parameters written in that wire again; None when a layer changed
+    what only chat completions can say (the provider then sends chat completions).
     """
 
-    wire: str
+    @property
+    def wire(self) -> str:
+        """The API the native form is written for (`responses`, `anthropic`)."""
+        ...
 
-    def body_for(self, request: ChatRequest, model: str) -> bytes:
+    def body_for(self, request: ChatRequest, model: str) -> bytes | None:
         """The body to send to the upstream's `wire` API, with the upstream's model name."""
         ...
 
@@ -191,6 +195,12 @@ class RequestContext:
     """The client's messages, from which an id is derived when the client gave none."""
     skip_history: bool = False
     """The client asked for its full history to be sent (no splice)."""
+    may_truncate: bool = False
+    """The client allows dropping its oldest turns when condensing cannot make the conversation
+    fit (the Responses API's `truncation: "auto"`): a last retry instead of a failure."""
+    compact_threshold: int | None = None
+    """The client's own point (estimated prompt tokens) past which background compaction
+    starts for this conversation, instead of the model's `context.compact_at` share."""
     notes: dict[str, str] = field(default_factory=dict)
     upstream_seconds: float = 0.0
     """Time spent awaiting upstream answers to this request (the router adds to it), so the

@@ -1,6 +1,7 @@
 """The byte passthrough: one deployment of an upstream that already speaks OpenAI's wire format.
 
-Chat completions, embeddings and legacy completions alike (each to its own route).
+Chat completions, embeddings and legacy completions alike (each to its own route), and the
+Responses API where the deployment speaks it.
 
 The request body goes out as the client's own bytes when nothing changed (only `model` is
 rewritten when the upstream knows the model by another name), and the response comes back as
@@ -20,13 +21,16 @@ from typing import Any
 from kernel import tracing
 from kernel.config import DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT, ModelEntry
 from kernel.errors import RouteNotServed, UpstreamBadResponse
-from kernel.types import ChatRequest, ChatResponse, RequestContext, RouteRequest
-from providers.exchange import Exchange
+from kernel.types import CHAT_WIRE, ChatRequest, ChatResponse, RequestContext, RouteRequest
+from providers.exchange import Events, Exchange
 from providers.failures import parse_body
 from providers.transport import Reply, Upstream, without_userinfo
 
 DEFAULT_API_BASE = "https://api.openai.com/v1"
 _PASSED_HEADER_PREFIX = b"x-ratelimit-"
+RESPONSES_WIRE = "responses"
+"""The wire of OpenAI's Responses API (`{api_base}/responses`)."""
+_TERMINAL_EVENTS = (b'"response.completed"', b'"response.incomplete"', b'"response.failed"')
 
 
 ROUTES = {"embeddings": "an embeddings list", "completions": "a text completion"}
@@ -36,8 +40,7 @@ answer of each is (said in a 502 when it is not)."""
 
 class OpenAICompatProvider:
     """Sends chat requests to `{api_base}/chat/completions` with the shared upstream client,
-    and embeddings and legacy completions requests to `{api_base}/embeddings` and
-    `/completions`.
+    embeddings and legacy completions requests to `{api_base}/embeddings` and `/completions`.
 
     `timeout` bounds a JSON call whole (connect, send, wait, read); for a stream it bounds the
     wait for the head and first event, then each gap between two events. Nothing is retried.
@@ -62,12 +65,23 @@ class OpenAICompatProvider:
 
         self.exchange, basic = exchange("chat/completions")
         self.routes = {route: exchange(route)[0] for route in ROUTES}
+        self.responses: Exchange | None = None
+        """The upstream's own Responses API, when the deployment is configured to use it."""
+        if entry.speaks_responses():
+            self.responses = exchange("responses")[0]
         self.headers = _headers(entry)
         if basic is not None:  # as httpx did: the URL's user and password win over the key
             self.headers["authorization"] = basic
 
     async def complete(self, request: ChatRequest, ctx: RequestContext) -> ChatResponse:
         """Forward the request; raise an error from the tree when the upstream fails."""
+        if request.native is not None and request.native.wire == RESPONSES_WIRE and self.responses:
+            body = request.native.body_for(request, self.model)
+            if body is not None:  # the upstream's own Responses API; the answer in that wire
+                expected = "a JSON response object"
+                return await self._forward(
+                    self.responses, body, request.stream, expected, RESPONSES_WIRE
+                )
         body = request.render(self.model)
         return await self._forward(self.exchange, body, request.stream, "a JSON chat completion")
 
@@ -84,30 +98,36 @@ class OpenAICompatProvider:
         """The shared client is closed by its owner (the app)."""
 
     async def _forward(
-        self, exchange: Exchange, body: bytes, stream: bool, expected: str
+        self, exchange: Exchange, body: bytes, stream: bool, expected: str, wire: str = CHAT_WIRE
     ) -> ChatResponse:
+        """POST `body` to `exchange`'s URL; the answer's bytes in `wire` (what a JSON answer of
+        it is: `expected`)."""
         headers = self.headers if tracing.tracer is None else _traced(self.headers)
         if stream:
-            return await exchange.call(body, headers, True, functools.partial(_stream, exchange))
-        answer = functools.partial(_json, exchange, f"expected {expected}")
-        return await exchange.call(body, headers, False, answer)
+            answer = functools.partial(_stream, exchange, wire)
+        else:
+            answer = functools.partial(_json, exchange, f"expected {expected}", wire)
+        return await exchange.call(body, headers, stream, answer)
 
 
-async def _json(exchange: Exchange, expected: str, response: Reply) -> ChatResponse:
+async def _json(exchange: Exchange, expected: str, wire: str, response: Reply) -> ChatResponse:
     content = await exchange.json_answer(response, expected)
-    return ChatResponse(body=content, headers=response.headers_starting(_PASSED_HEADER_PREFIX))
+    passed = response.headers_starting(_PASSED_HEADER_PREFIX)
+    return ChatResponse(body=content, headers=passed, wire=wire)
 
 
-async def _stream(exchange: Exchange, response: Reply) -> ChatResponse:
+async def _stream(exchange: Exchange, wire: str, response: Reply) -> ChatResponse:
+    """Primed; relayed until `[DONE]`, or for the Responses API until its terminal event."""
     first, chunks, cutter = await exchange.first_events(response)
     error = _first_event_error(first)
     if error is not None:
         raise exchange.failure(response.status, error, response)
-    events = _UntilDone(exchange, first)
-    return ChatResponse(
-        stream=exchange.relay(first, chunks, response, cutter, events),
-        headers=response.headers_starting(_PASSED_HEADER_PREFIX),
+    until: Events = (
+        _UntilTerminal(exchange, first) if wire == RESPONSES_WIRE else _UntilDone(exchange, first)
     )
+    passed = response.headers_starting(_PASSED_HEADER_PREFIX)
+    relay = exchange.relay(first, chunks, response, cutter, until)
+    return ChatResponse(stream=relay, headers=passed, wire=wire)
 
 
 class _UntilDone:
@@ -134,6 +154,38 @@ class _UntilDone:
                 provider=self.exchange.name,
             )
         return b""
+
+
+class _UntilTerminal:
+    """The Responses API's events pass unchanged; a complete stream has sent its terminal
+    event (`response.completed`, `.incomplete` or `.failed`); it has no `[DONE]`."""
+
+    __slots__ = ("done", "exchange")
+
+    def __init__(self, exchange: Exchange, first: bytes) -> None:
+        self.exchange = exchange
+        self.done = _terminal(first)
+
+    def feed(self, events: bytes) -> bytes:
+        if not self.done:
+            self.done = _terminal(events)
+        return events
+
+    def end(self, rest: bytes) -> bytes:
+        if rest.strip():
+            raise self.exchange.cut_event(rest)
+        if not self.done:
+            raise UpstreamBadResponse(
+                f"upstream {self.exchange.name} ended the stream before its response was "
+                "completed (no response.completed, .incomplete or .failed event)",
+                provider=self.exchange.name,
+            )
+        return b""
+
+
+def _terminal(events: bytes) -> bool:
+    """Whether these whole events hold the Responses API's last event of a stream."""
+    return any(marker in events for marker in _TERMINAL_EVENTS)
 
 
 def _headers(entry: ModelEntry) -> dict[str, str]:
@@ -164,7 +216,7 @@ def _first_event_error(buffer: bytes) -> object | None:
         payload = line[5:].strip()
         if payload.startswith(b"{") and b'"error"' in payload:
             body = parse_body(payload)
-            if isinstance(body, dict) and "error" in body:
+            if isinstance(body, dict) and ("error" in body or body.get("type") == "error"):
                 return body
         return None
     return None

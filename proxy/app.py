@@ -29,7 +29,10 @@ from proxy.keys import Keyring
 from proxy.metrics import metrics_route
 from proxy.models import models_body
 from proxy.responses import JSON_TYPE, error_response, request_id
+from proxy.stored_responses import stored_response_routes
 from proxy.surfaces.chat import ChatSurface
+from proxy.surfaces.compaction import CompactSurface
+from proxy.surfaces.responses import ResponsesSurface
 from proxy.surfaces.routes import RouteSurface
 from proxy.surfaces.surface import Surface
 from proxy.system import System
@@ -80,6 +83,8 @@ def routes(state: AppState) -> list[Route]:
         return route
 
     chat = endpoint(ChatSurface())
+    responses = endpoint(ResponsesSurface())
+    compact = endpoint(CompactSurface())
     embeddings = endpoint(RouteSurface("embeddings"))
     completions = endpoint(RouteSurface("completions"))
 
@@ -102,6 +107,11 @@ def routes(state: AppState) -> list[Route]:
     return [
         Route("/v1/chat/completions", chat, methods=["POST"]),
         Route("/chat/completions", chat, methods=["POST"]),
+        Route("/v1/responses", responses, methods=["POST"]),
+        Route("/responses", responses, methods=["POST"]),
+        Route("/v1/responses/compact", compact, methods=["POST"]),
+        Route("/responses/compact", compact, methods=["POST"]),
+        *stored_response_routes(state),
         Route("/v1/embeddings", embeddings, methods=["POST"]),
         Route("/embeddings", embeddings, methods=["POST"]),
         Route("/v1/completions", completions, methods=["POST"]),

@@ -112,13 +112,7 @@ def _without_conversation_id(chat: ChatRequest, metadata: Mapping[str, Any]) -> 
 def _skip_history(chat: ChatRequest, header: str | None) -> bool:
     """The skip flag: the header, else `overspill.skip_history`; anything else is a 400."""
     if header is not None:
-        flag = _FLAG_WORDS.get(header.strip().lower())
-        if flag is None:
-            raise InvalidChatRequest(
-                f"X-Overspill-Skip-History must be one of {', '.join(_FLAG_WORDS)}",
-                param="X-Overspill-Skip-History",
-            )
-        return flag
+        return skip_history_header(header)
     options = chat.extensions.get("overspill")
     value = options.get("skip_history", False) if options else False
     if not isinstance(value, bool):
@@ -127,6 +121,19 @@ def _skip_history(chat: ChatRequest, header: str | None) -> bool:
             param="overspill.skip_history",
         )
     return value
+
+
+def skip_history_header(header: str | None) -> bool:
+    """The `X-Overspill-Skip-History` header's flag (False without one); else a 400."""
+    if header is None:
+        return False
+    flag = _FLAG_WORDS.get(header.strip().lower())
+    if flag is None:
+        raise InvalidChatRequest(
+            f"X-Overspill-Skip-History must be one of {', '.join(_FLAG_WORDS)}",
+            param="X-Overspill-Skip-History",
+        )
+    return flag
 
 
 def _check_messages(messages: list[Any]) -> None:

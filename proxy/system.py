@@ -187,6 +187,9 @@ class System:
 
     jobs: Jobs = field(default_factory=Jobs)
     """Background work this system started; drained before anything is released."""
+    services: Services | None = None
+    """What the layers use (store, estimator, windows, own calls): the shell's routes that
+    condense on request (`POST /v1/responses/compact`) use the same."""
 
     async def aclose(self, grace: float | None = None) -> None:
         """Drain the background jobs (up to `grace` seconds, default the configured
@@ -234,6 +237,7 @@ def build_system(
     system = System(
         settings, pipeline, router, history, ollama, windows, entries, internal, unavailable,
         owned, WildcardRoutes(settings), lambda entry: _provider(entry, settings, http),
+        services=services,
     )  # fmt: skip
     if system.wildcards:
         router.expand_with(system.providers_of)

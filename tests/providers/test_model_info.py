@@ -89,12 +89,24 @@ def test_the_mode_is_configured_else_litellms(params: str, info: str, mode: str 
 @pytest.mark.parametrize(
     ("params", "info", "routes"),
     [
-        ("{model: openai/x}", "{mode: chat}", ["/v1/chat/completions", "/v1/completions"]),
+        (
+            "{model: openai/x}",
+            "{mode: chat}",
+            ["/v1/chat/completions", "/v1/responses", "/v1/completions"],
+        ),
         ("{model: openai/x}", "{mode: embedding}", ["/v1/embeddings"]),
         ("{model: openai/x}", "{mode: completion}", ["/v1/completions"]),
         ("{model: openai/x}", "{mode: image_generation}", []),
-        ("{model: openai/x}", "", ["/v1/chat/completions", "/v1/completions", "/v1/embeddings"]),
-        ("{model: anthropic/claude-new}", "", ["/v1/chat/completions", "/v1/completions"]),
+        (
+            "{model: openai/x}",
+            "",
+            ["/v1/chat/completions", "/v1/responses", "/v1/completions", "/v1/embeddings"],
+        ),
+        (
+            "{model: anthropic/claude-new}",
+            "",
+            ["/v1/chat/completions", "/v1/responses", "/v1/completions"],
+        ),
     ],
 )
 def test_routes_follow_the_mode_and_the_providers_api(

@@ -295,9 +295,14 @@ async def test_models_list_the_routes_each_serves(app_client: AppClient) -> None
     """`/v1/models` says which routes each model serves, by its mode."""
     listed = (await client_for(app_client).get("/v1/models")).json()["data"]
     routes = {m["id"]: m["routes"] for m in listed}
-    assert routes["local"] == ["/v1/chat/completions", "/v1/completions"]
+    assert routes["local"] == ["/v1/chat/completions", "/v1/responses", "/v1/completions"]
     assert routes["embed"] == routes["vectors"] == routes["big-embed"] == ["/v1/embeddings"]
-    assert routes["anything"] == ["/v1/chat/completions", "/v1/completions", "/v1/embeddings"]
+    assert routes["anything"] == [
+        "/v1/chat/completions",
+        "/v1/responses",
+        "/v1/completions",
+        "/v1/embeddings",
+    ]
 
 
 # -- the OpenAI routes overspill does not serve -------------------------------------------

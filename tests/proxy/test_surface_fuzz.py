@@ -51,7 +51,9 @@ DEADLINE_SECONDS = 30.0
 """Longer than any example takes on a loaded 2-core box: reaching it is a hang."""
 
 ROUTES = [
-    "/v1/chat/completions", "/chat/completions", "/v1/models", "/models", "/health/liveness",
+    "/v1/chat/completions", "/chat/completions", "/v1/responses", "/responses",
+    "/v1/responses/resp_1", "/v1/responses/resp_1/input_items", "/v1/models", "/models",
+    "/health/liveness",
     "/health/readiness", "/overspill/conversations", "/overspill/conversations/conv-1",
     "/overspill/ollama/refresh", "/overspill/config/reload", "/metrics",
 ]  # fmt: skip
@@ -174,8 +176,65 @@ chat_bodies = st.fixed_dictionaries(
     },
     optional=chat_fields,
 ).map(encode)
+item_types = st.sampled_from(
+    ["message", "function_call", "function_call_output", "reasoning", "compaction",
+     "item_reference", "web_search_call", "bogus"]
+)  # fmt: skip
+response_items = st.one_of(
+    st.fixed_dictionaries(
+        {"role": st.sampled_from(["user", "assistant", "system", "developer", "robot"])},
+        optional={"content": st.text(max_size=100) | json_values | deep, "type": item_types},
+    ),
+    st.fixed_dictionaries(
+        {"type": item_types},
+        optional={
+            "role": json_values,
+            "content": json_values | deep,
+            "call_id": st.sampled_from(["call_1", "call_2"]) | json_values,
+            "name": json_values,
+            "arguments": json_values,
+            "output": json_values | deep,
+            "encrypted_content": json_values,
+            "summary": json_values,
+        },
+    ),
+    json_values,
+)
+response_fields: dict[str, Any] = {
+    "instructions": json_values,
+    "tools": deep
+    | json_values
+    | st.lists(
+        st.fixed_dictionaries(
+            {"type": st.sampled_from(["function", "web_search", "file_search", "custom"])},
+            optional={"name": json_values, "parameters": json_values, "strict": json_values},
+        ),
+        max_size=3,
+    ),
+    "tool_choice": json_values,
+    "text": json_values,
+    "reasoning": json_values,
+    "previous_response_id": st.sampled_from(["resp_nope", ""]) | json_values,
+    "store": json_values,
+    "stream": st.booleans() | json_values,
+    "truncation": st.sampled_from(["auto", "disabled"]) | json_values,
+    "context_management": json_values,
+    "max_output_tokens": json_values,
+    "parallel_tool_calls": json_values,
+    "metadata": json_values,
+    "background": json_values,
+    "api_base": st.just("http://evil.example"),
+}
+response_bodies = st.fixed_dictionaries(
+    {
+        "model": st.one_of(models, models, st.sampled_from(["nope", ""]), json_values),
+        "input": st.text(max_size=200) | st.lists(response_items, max_size=12) | json_values,
+    },
+    optional=response_fields,
+).map(encode)
 bodies = st.one_of(
     chat_bodies,
+    response_bodies,
     chat_bodies.map(lambda raw: raw[: len(raw) // 2]),
     json_values.map(orjson.dumps),
     st.binary(max_size=300),
@@ -322,6 +381,20 @@ def test_generated_chat_requests_are_answered_below_500(
     surface: Surface, body: bytes, headers: list[tuple[bytes, bytes]], route: str
 ) -> None:
     """Chat bodies with every field generated (deep, ill-typed, forbidden), with the right key."""
+    authorised = [(b"authorization", f"Bearer {MASTER}".encode()), *headers]
+    check(surface.call("POST", route, authorised, body), "POST")
+
+
+@pytest.mark.reliability("fuzz")
+@settings(
+    max_examples=examples(60, 2500),
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(body=response_bodies, headers=headers, route=st.sampled_from(ROUTES[2:4]))
+def test_generated_responses_requests_are_answered_below_500(
+    surface: Surface, body: bytes, headers: list[tuple[bytes, bytes]], route: str
+) -> None:
+    """Responses API bodies with every field generated (items, tools, chains), with the key."""
     authorised = [(b"authorization", f"Bearer {MASTER}".encode()), *headers]
     check(surface.call("POST", route, authorised, body), "POST")
 
