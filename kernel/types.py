@@ -129,7 +129,10 @@ class RouteRequest:
         """The body for the upstream: the client's bytes when the model name is the same."""
         if model == self.model:
             return self.raw
-        return orjson.dumps({**self.body, "model": model})
+        try:
+            return orjson.dumps({**self.body, "model": model})
+        except orjson.JSONEncodeError as exc:  # parsed (up to 1024 levels), cannot be written
+            raise too_deep("the request body") from exc
 
 
 @dataclass(frozen=True, slots=True)

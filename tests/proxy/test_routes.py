@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 import pytest
 
-from kernel.errors import ContextWindowExceeded, UpstreamError
+from kernel.errors import ContextWindowExceeded, JsonTooDeep, UpstreamError
 from kernel.types import ChatResponse, RouteRequest
 from providers.fake import (
     ScriptedProvider,
@@ -340,3 +340,13 @@ async def test_a_route_request_keeps_the_fields_it_was_sent_with() -> None:
     request = RouteRequest("embeddings", "m", False, {"model": "m", "input": "a"}, b"RAW")
     assert request.render("m") == b"RAW"
     assert orjson.loads(request.render("up")) == {"model": "up", "input": "a"}
+
+
+def test_a_body_too_deep_to_write_again_is_the_clients_error() -> None:
+    """A field nested deeper than overspill can write is a 400 when the model is renamed."""
+    deep = b"[" * 300 + b"]" * 300
+    raw = b'{"model":"m","input":"a","logit_bias":' + deep + b"}"
+    request = RouteRequest("embeddings", "m", False, orjson.loads(raw), raw)
+    assert request.render("m") == raw
+    with pytest.raises(JsonTooDeep):
+        request.render("upstream-name")
