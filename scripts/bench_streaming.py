@@ -49,14 +49,14 @@ async def main(requests: int, rounds: int) -> None:
         app = bench_overhead.overspill_app(store)
         kinds = {"EventStream": chat.EventStream, "StreamingResponse": StarletteStream}
         print(f"{'scenario':<12}{'EventStream µs':>16}{'Starlette µs':>14}{'ratio':>8}")
-        for name, body in bench_overhead.bodies().items():
+        for name, (path, body) in bench_overhead.bodies().items():
             if not name.startswith("sse"):
                 continue
             figures: dict[str, list[float]] = {key: [] for key in kinds}
             for _ in range(rounds):
                 for key, kind in kinds.items():
                     setattr(chat, "EventStream", kind)  # noqa: B010 - swapped in place
-                    figures[key].append(await bench_overhead.measure(app, body, requests))
+                    figures[key].append(await bench_overhead.measure(app, path, body, requests))
             ours, theirs = (statistics.median(figures[k]) for k in kinds)
             print(f"{name:<12}{ours:>16.1f}{theirs:>14.1f}{theirs / ours:>8.2f}")
         setattr(chat, "EventStream", kinds["EventStream"])  # noqa: B010
