@@ -47,17 +47,29 @@ SKIP_HEADER = "x-overspill-skip-history"
 _FLAG_WORDS = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
 
 
-def parse_chat_request(raw: bytes) -> ChatRequest:
-    """Validate a `/v1/chat/completions` body; raises InvalidChatRequest naming the field."""
+def json_object(raw: bytes) -> dict[str, Any]:
+    """A request body as a JSON object, else a 400 saying what is wrong with it."""
     try:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise InvalidChatRequest(f"request body is not valid JSON: {exc}") from None
     if not isinstance(body, dict):
         raise InvalidChatRequest("request body must be a JSON object")
+    return body
+
+
+def model_of(body: dict[str, Any]) -> str:
+    """A body's `model`: a non-empty string, else a 400 naming it."""
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise InvalidChatRequest(field_problem("model", model, "a model name"), param="model")
+    return model
+
+
+def parse_chat_request(raw: bytes) -> ChatRequest:
+    """Validate a `/v1/chat/completions` body; raises InvalidChatRequest naming the field."""
+    body = json_object(raw)
+    model = model_of(body)
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise InvalidChatRequest(

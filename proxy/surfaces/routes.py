@@ -13,12 +13,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import orjson
 from starlette.responses import Response
 
 from kernel.errors import ContextWindowExceeded, InvalidChatRequest, OverspillError
 from kernel.types import ChatResponse, RequestContext, RouteRequest
-from proxy.http import check_forbidden, field_problem
+from proxy.http import check_forbidden, field_problem, json_object, model_of
 from proxy.responses import error_response, sse_error_event
 
 if TYPE_CHECKING:
@@ -83,15 +82,8 @@ TEXTS = "a string, an array of strings, an array of token ids, or an array of to
 
 def parse_route_request(route: str, raw: bytes) -> RouteRequest:
     """Validate an embeddings or completions body; raises InvalidChatRequest naming the field."""
-    try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise InvalidChatRequest(f"request body is not valid JSON: {exc}") from None
-    if not isinstance(body, dict):
-        raise InvalidChatRequest("request body must be a JSON object")
-    model = body.get("model")
-    if not isinstance(model, str) or not model:
-        raise InvalidChatRequest(field_problem("model", model, "a model name"), param="model")
+    body = json_object(raw)
+    model = model_of(body)
     text_field, fields = ("input", EMBEDDINGS_FIELDS)
     if route == "completions":
         text_field, fields = ("prompt", COMPLETIONS_FIELDS)

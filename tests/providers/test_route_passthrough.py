@@ -25,18 +25,10 @@ from providers.transport import HttpxUpstream
 from proxy.surfaces.routes import parse_route_request
 from tests.conftest import sample, settings_from
 from tests.providers.conftest import chunks_of
+from tests.providers.test_openai_compat import LLAMA_OVERFLOW
 
 BASE = "http://upstream.test/v1"
 CTX = RequestContext("rid", "tenant")
-LLAMA_OVERFLOW = {
-    "error": {
-        "code": 400,
-        "message": "request (2727 tokens) exceeds the available context size (2048 tokens), try increasing it",
-        "type": "exceed_context_size_error",
-        "n_prompt_tokens": 2727,
-        "n_ctx": 2048,
-    }
-}
 SSE = {"content-type": "text/event-stream"}
 
 

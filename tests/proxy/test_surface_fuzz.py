@@ -47,6 +47,11 @@ general_settings:
   max_body_bytes: 200000
   store: {{path: store}}
 """
+FUZZ = settings(
+    max_examples=examples(60, 2500),
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+"""Each generated test's examples: few in `make test`, many in `make reliability`."""
 DEADLINE_SECONDS = 30.0
 """Longer than any example takes on a loaded 2-core box: reaching it is a hang."""
 
@@ -408,10 +413,7 @@ def check(messages: list[dict[str, Any]], method: str) -> int:
 
 
 @pytest.mark.reliability("fuzz")
-@settings(
-    max_examples=examples(60, 2500),
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+@FUZZ
 @given(
     method=st.sampled_from(METHODS) | token.map(str.upper), path=paths, headers=headers, body=bodies
 )
@@ -423,10 +425,7 @@ def test_any_request_on_any_route_is_answered_below_500(
 
 
 @pytest.mark.reliability("fuzz")
-@settings(
-    max_examples=examples(60, 2500),
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+@FUZZ
 @given(body=chat_bodies, headers=headers, route=st.sampled_from(ROUTES[:2]))
 def test_generated_chat_requests_are_answered_below_500(
     surface: Surface, body: bytes, headers: list[tuple[bytes, bytes]], route: str
@@ -437,10 +436,7 @@ def test_generated_chat_requests_are_answered_below_500(
 
 
 @pytest.mark.reliability("fuzz")
-@settings(
-    max_examples=examples(60, 2500),
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+@FUZZ
 @given(body=response_bodies, headers=headers, route=st.sampled_from(ROUTES[2:4]))
 def test_generated_responses_requests_are_answered_below_500(
     surface: Surface, body: bytes, headers: list[tuple[bytes, bytes]], route: str
@@ -451,10 +447,7 @@ def test_generated_responses_requests_are_answered_below_500(
 
 
 @pytest.mark.reliability("fuzz")
-@settings(
-    max_examples=examples(60, 2500),
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+@FUZZ
 @given(body=route_bodies, headers=headers, route=st.sampled_from(ROUTE_PATHS))
 def test_generated_embeddings_and_completions_are_answered_below_500(
     surface: Surface, body: bytes, headers: list[tuple[bytes, bytes]], route: str
