@@ -251,3 +251,32 @@ def compacting(llama_server: str, tmp_path_factory: pytest.TempPathFactory) -> I
     compaction runs ahead of the wall."""
     config = local_config(llama_server, None)
     yield from serve(config, tmp_path_factory.mktemp("compacting"), llama_server)
+
+
+def responses_config(llama_server: str) -> str:
+    """The default layers before the real llama-server, by both roads to the Responses API:
+    translated through chat completions (`local`) and llama-server's own (`local-native`);
+    the Agents SDK's default model name is an alias of `local`."""
+    return f"""
+model_list:
+  - model_name: local
+    litellm_params: {{model: openai/smollm2-135m, api_base: {llama_server}, timeout: 300}}
+    context: {{window: {WINDOW}}}
+  - model_name: local-native
+    litellm_params: {{model: openai/smollm2-135m, api_base: {llama_server}, timeout: 300}}
+    responses_api: native
+    context: {{window: {WINDOW}}}
+router_settings:
+  model_group_alias: {{"gpt-5.6-luna": local}}
+general_settings:
+  master_key: {MASTER_KEY}
+  max_body_bytes: 400000
+  store: {{path: store}}
+"""
+
+
+@pytest.fixture(scope="session")
+def responding(llama_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """overspill serve with its default layers and both roads to the Responses API."""
+    config = responses_config(llama_server)
+    yield from serve(config, tmp_path_factory.mktemp("responses"), llama_server)

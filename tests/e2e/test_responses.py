@@ -4,43 +4,16 @@ Responses API (`local-native`, `responses_api: native`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import openai
 import pytest
 
-from tests.e2e.conftest import MASTER_KEY, WINDOW, Served, serve
+from tests.e2e.conftest import Served
 
 pytestmark = pytest.mark.e2e
 
 MODELS = ["local", "local-native"]
-
-
-def responses_config(llama_server: str) -> str:
-    """The default layers before the real llama-server, by both roads."""
-    return f"""
-model_list:
-  - model_name: local
-    litellm_params: {{model: openai/smollm2-135m, api_base: {llama_server}, timeout: 300}}
-    context: {{window: {WINDOW}}}
-  - model_name: local-native
-    litellm_params: {{model: openai/smollm2-135m, api_base: {llama_server}, timeout: 300}}
-    responses_api: native
-    context: {{window: {WINDOW}}}
-general_settings:
-  master_key: {MASTER_KEY}
-  max_body_bytes: 400000
-  store: {{path: store}}
-"""
-
-
-@pytest.fixture(scope="module")
-def responding(llama_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    """overspill serve with its default layers and both roads to the Responses API."""
-    yield from serve(
-        responses_config(llama_server), tmp_path_factory.mktemp("responses"), llama_server
-    )
 
 
 @pytest.mark.parametrize("model", MODELS)
@@ -73,20 +46,24 @@ def test_a_response_and_its_continuation(responding: Served, model: str) -> None
 
 @pytest.mark.parametrize("model", MODELS)
 def test_a_streamed_response(responding: Served, model: str) -> None:
-    """The SDK's stream helper assembles the deltas into the completed response."""
+    """The streamed deltas add up to the text of the response its last event carries
+    (`response.incomplete` when max_output_tokens cut it, as OpenAI's API ends it)."""
     client = responding.client()
-    deltas: list[str] = []
-    with client.responses.stream(
-        model=model, input="Count to five.", max_output_tokens=12, temperature=0
-    ) as stream:
-        for event in stream:
-            if event.type == "response.output_text.delta":
-                deltas.append(event.delta)
-        final = stream.get_final_response()
+    events = list(
+        client.responses.create(
+            model=model, input="Count to five.", max_output_tokens=12, temperature=0, stream=True
+        )
+    )
+    deltas = [e.delta for e in events if e.type == "response.output_text.delta"]
+    last = events[-1]
+    assert last.type in ("response.completed", "response.incomplete")
+    assert events[0].type == "response.created"
     assert deltas
-    assert final.output_text == "".join(deltas)
-    assert final.usage is not None
-    assert final.usage.output_tokens <= 12
+    assert last.response.output_text == "".join(deltas)
+    assert last.response.usage is not None
+    assert last.response.usage.output_tokens <= 12
+    if model == "local":  # llama-server's own stream does not number its events
+        assert [e.sequence_number for e in events] == list(range(len(events)))
 
 
 def test_a_function_call_output_reaches_the_model(responding: Served) -> None:
@@ -139,10 +116,11 @@ def test_an_unknown_previous_response_is_not_found(responding: Served) -> None:
         )
 
 
-def test_a_prompt_over_the_window_is_context_length_exceeded(responding: Served) -> None:
-    """One message over the whole window cannot be helped: 400 context_length_exceeded."""
+def test_instructions_over_the_window_are_context_length_exceeded(responding: Served) -> None:
+    """Instructions are never condensed: when they alone outgrow the window nothing can be
+    done, and the answer is 400 context_length_exceeded."""
     with pytest.raises(openai.BadRequestError) as caught:
         responding.client().responses.create(
-            model="local", input="tell me about apples " * 1200, max_output_tokens=8
+            model="local", instructions="apples " * 2500, input="hi", max_output_tokens=8
         )
     assert caught.value.code == "context_length_exceeded"
