@@ -57,9 +57,3 @@ def mode_problem(mode: object) -> str | None:
 def apis_of(mode: str | None) -> frozenset[str] | None:
     """The APIs a model of `mode` serves; None when the mode is unknown (the upstream decides)."""
     return MODE_APIS.get(mode) if mode is not None else None
-
-
-def routes_of(mode: str | None) -> list[str]:
-    """The routes a model of `mode` serves, as `/v1/models` lists them."""
-    apis = apis_of(mode)
-    return [route for api, route in API_ROUTES.items() if apis is None or api in apis]

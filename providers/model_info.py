@@ -151,7 +151,7 @@ def route_refusal(entry: ModelEntry, api: str, name: str | None = None) -> str |
     elif entry.mode is not None:
         why = f"its model_info.mode is {entry.mode}"
     else:
-        why = f"litellm's model map says it is a {mode_of(entry)} model (model_info.mode)"
+        why = f"litellm's model map gives it mode {mode_of(entry)} (model_info.mode overrides)"
     routes = routes_served(entry)
     serves = ", ".join(routes) if routes else "none of overspill's routes"
     return f"model {name or entry.model_name!r} cannot serve {route}: {why}; it serves {serves}"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,7 +83,7 @@ async def serve(
         turn, ctx = await surface.open(raw, request.headers, ctx, system)
         caller.check_model(turn.model)
         ctx.model = _resolve(system, turn.model)
-        _check_route(system, ctx.model, surface.name, turn.model)
+        _check_route(system, ctx.model, surface.name, turn.model, caller.allows)
         watch = DisconnectWatch(request)
         try:
             response = await turn.answer(await turn.run(system, ctx), ctx)
@@ -159,16 +159,20 @@ def _resolve(system: System, name: str) -> ModelEntry:
     return entry
 
 
-def _check_route(system: System, entry: ModelEntry, api: str, name: str) -> None:
+def _check_route(
+    system: System, entry: ModelEntry, api: str, name: str, allows: Callable[[str], bool]
+) -> None:
     """Refuse a route the model cannot serve (an embedding model asked to chat), naming the
-    routes it serves and the models that serve this one."""
+    routes it serves and the models the caller may use that serve this one."""
     refused = route_refusal(entry, api, name)
     if refused is None:
         return
     others = sorted(
         other
         for other, found in system.entries.items()
-        if other not in system.unavailable and ((apis := apis_served(found)) is None or api in apis)
+        if other not in system.unavailable
+        and allows(other)
+        and ((apis := apis_served(found)) is None or api in apis)
     )
     if others:
         refused += f". Models that serve it: {', '.join(others[:20])}"

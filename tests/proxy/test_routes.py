@@ -201,6 +201,9 @@ async def test_keys_and_allow_lists_hold_on_these_routes(app_client: AppClient) 
     refused = await app.post("/v1/completions", json={"model": "local", "prompt": "a"})
     assert refused.status_code == 403
     assert error_of(refused)["code"] == "model_not_allowed"
+    wrong = await app.post("/v1/completions", json={"model": "embed", "prompt": "a"})
+    assert error_of(wrong)["code"] == "route_not_served"
+    assert "Models that serve it" not in error_of(wrong)["message"]  # none the key may use
 
 
 async def test_an_unknown_model_is_model_not_found(app_client: AppClient) -> None:
@@ -280,7 +283,10 @@ async def test_litellms_map_gives_the_mode_when_config_does_not(app_client: AppC
     chat = {"model": "big-embed", "messages": [{"role": "user", "content": "hi"}]}
     response = await client_for(app_client).post("/v1/chat/completions", json=chat)
     assert response.status_code == 400
-    assert "litellm's model map says it is a embedding model" in error_of(response)["message"]
+    assert (
+        "litellm's model map gives it mode embedding (model_info.mode overrides)"
+        in error_of(response)["message"]
+    )
 
 
 async def test_an_alias_is_refused_under_its_own_name(app_client: AppClient) -> None:
