@@ -36,7 +36,7 @@ least-recently-stored ones are evicted, ten at a time (diskcache's cull), when t
 outgrows `size_limit_bytes`; a limit that holds ten entries or fewer can evict the one just
 written, so keep it in megabytes.
 
-Measured (scripts/bench_store.py, 4-40 KB records, the 2-core development box): a diskcache
+Measured (bench/micro/test_store.py, 4-40 KB records, the 2-core development box): a diskcache
 `set` ~200-300 µs median (p90 up to ~650 µs, and a WAL checkpoint takes milliseconds), a `get`
 ~20-40 µs, an `asyncio.to_thread` hop ~140-220 µs. So reads run on the event loop (a hop would
 cost more than the read) and writes, deletes, clearing and listing run on one worker thread the

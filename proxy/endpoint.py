@@ -240,7 +240,7 @@ class EventStream(Response):
     Kept over Starlette's StreamingResponse because it is measurably cheaper: overspill's own
     CPU per streamed request was 1.4-2.4x higher with StreamingResponse (its anyio task group
     per response), 60-90 against 145 µs for the small SSE body and 240 against 350 µs for the
-    large one (`scripts/bench_streaming.py`, 2 cores, 2026-11-23).
+    large one (`bench/micro/test_streaming.py`, 2 cores, 2026-11-23).
     """
 
     media_type = "text/event-stream"

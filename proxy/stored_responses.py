@@ -5,7 +5,7 @@
     DELETE /v1/responses/{id}               removes it (a chain through it cannot be continued)
 
 Every route runs as the caller's tenant: another key's response is not found, exactly as an
-id that never existed (proxy/surfaces/response_chains.py).
+id that never existed (kernel/response_chains.py).
 """
 
 from __future__ import annotations

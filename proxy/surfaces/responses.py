@@ -1,6 +1,6 @@
 """`/v1/responses`: OpenAI's Responses API on any model, through overspill's conversation core.
 
-    request ─▶ validate ─▶ previous_response_id? load its chain (proxy/surfaces/response_chains.py)
+    request ─▶ validate ─▶ previous_response_id? load its chain (kernel/response_chains.py)
             ─▶ earlier items + this turn's input ─▶ chat messages (responses_wire.to_messages)
             ─▶ the layers, as any conversation ─▶ the model's deployment
     answer  ◀─ chat answer written as a response object / Responses events (responses_wire),
@@ -25,7 +25,7 @@ import binascii
 import logging
 import re
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +35,7 @@ from starlette.responses import Response
 from kernel.conversation import given_id
 from kernel.errors import InvalidChatRequest, OverspillError, too_deep
 from kernel.records import StoreError
+from kernel.response_chains import NO_CHAIN, Chain, ResponseChains
 from kernel.types import ChatRequest, ChatResponse, Message, RequestContext
 from proxy.http import (
     CONVERSATION_HEADER,
@@ -44,7 +45,6 @@ from proxy.http import (
     skip_history_header,
 )
 from proxy.responses import error_response
-from proxy.surfaces.response_chains import NO_CHAIN, Chain, ResponseChains
 from proxy.surfaces.responses_wire import (
     EventWriter,
     chat_params,
@@ -84,6 +84,8 @@ class ResponsesNative:
     items: tuple[Mapping[str, Any], ...]
     """The chain's earlier items and this turn's input: the whole conversation."""
     messages: tuple[Message, ...]
+    origins: tuple[int, ...]
+    """The index of the item each message starts at (-1: the instructions')."""
     chat_body: Mapping[str, Any]
     wire: str = RESPONSES_WIRE
 
@@ -94,12 +96,28 @@ class ResponsesNative:
         if request.body is not self.chat_body:
             return None
         if request.messages is not self.messages:
-            return self._render(model, to_items(request.messages), keep_instructions=False)
+            return self._render(model, self._rewritten(request.messages), keep_instructions=False)
         if self.raw is None:  # a chain was expanded: the whole conversation goes
             return self._render(model, list(self.items), keep_instructions=True)
         if model == self.body.get("model"):
             return self.raw
         return self._render(model, None, keep_instructions=True)
+
+    def _rewritten(self, messages: Sequence[Message]) -> list[Any]:
+        """The items of messages a layer changed: what it wrote (the stand-in) as items, then
+        the untouched tail as the client's own items, reasoning items and all (an upstream that
+        reasons wants its reasoning back before the calls it made)."""
+        kept = 0
+        for mine, theirs in zip(reversed(messages), reversed(self.messages), strict=False):
+            if mine is not theirs:
+                break
+            kept += 1
+        if not kept or self.origins[len(self.messages) - kept] < 0:
+            return to_items(messages)
+        start = self.origins[len(self.messages) - kept]
+        while start > 0 and self.items[start - 1].get("type") == "reasoning":
+            start -= 1
+        return [*to_items(messages[: len(messages) - kept]), *self.items[start:]]
 
     def _render(self, model: str, items: list[Any] | None, *, keep_instructions: bool) -> bytes:
         """The body with the upstream's model name and, unless None, these input items."""
@@ -304,11 +322,13 @@ class ResponsesSurface:
         chains = chains_of(system)
         chain = await chains.load(ctx.tenant, previous) if previous else NO_CHAIN
         items = (*chain.items, *turn_input)
-        messages = tuple(to_messages(items, instructions, read_compaction=read_compaction))
-        chat_body = {"model": model, **chat_params(body)}
-        native = ResponsesNative(
-            body, raw if previous is None else None, items, messages, chat_body
+        origins: list[int] = []
+        messages = tuple(
+            to_messages(items, instructions, read_compaction=read_compaction, origins=origins)
         )
+        chat_body = {"model": model, **chat_params(body)}
+        whole = raw if previous is None else None
+        native = ResponsesNative(body, whole, items, messages, tuple(origins), chat_body)
         chat = ChatRequest(model, messages, stream, chat_body, native=native)
         resolved = RequestContext(
             request_id=ctx.request_id,
@@ -330,9 +350,11 @@ class ResponsesSurface:
 
 
 def chains_of(system: System) -> ResponseChains:
-    """The system's stored responses, kept as long as the config says."""
-    ttl = system.settings.general_settings.store.responses_ttl_seconds
-    return ResponseChains(system.store, ttl)
+    """The system's stored responses (a system built by hand without them gets its own)."""
+    if system.chains is None:
+        ttl = system.settings.general_settings.store.responses_ttl_seconds
+        system.chains = ResponseChains(system.store, ttl)
+    return system.chains
 
 
 def compaction_item(text: str) -> dict[str, Any]:

@@ -147,7 +147,7 @@ class EventWriter:
         upstream's own error event."""
         if self._response is not None:
             return b""
-        out = [self.start()]
+        out = [] if self._started else [self.start()]
         for payload in _payloads(data):
             self._chunk(_parse(payload), out)
         return b"".join(out)
@@ -240,7 +240,8 @@ class EventWriter:
         if part == "output_text":
             item.logprobs.extend(logprobs)
             delta = {"type": "response.output_text.delta", "delta": text, "logprobs": logprobs}
-        out.append(self._emit(_at(item, _place(item, part), delta)))
+        place = 0 if next(iter(item.parts)) == part else 1  # a message has two parts at most
+        out.append(self._emit(_at(item, place, delta)))
 
     def _call(self, call: dict[str, Any], position: int, out: list[bytes]) -> None:
         self._end_reasoning(out)
@@ -339,20 +340,19 @@ def _at(item: _Item, content_index: int, event: dict[str, Any]) -> dict[str, Any
     return event
 
 
-def _place(item: _Item, part: str) -> int:
-    """A content part's index in its item."""
-    return next(place for place, name in enumerate(item.parts) if name == part)
-
-
 def _payloads(data: bytes) -> list[bytes]:
     """The `data:` payloads of whole SSE events (`[DONE]`, comments and blank events left out)."""
     if b"\r" in data:
         data = data.replace(b"\r\n", b"\n")
     payloads = []
     for event in data.split(b"\n\n"):
-        lines = [line[5:].strip() for line in event.split(b"\n") if line.startswith(b"data:")]
-        if lines and lines != [b"[DONE]"]:
-            payloads.append(b"\n".join(lines))
+        if event.startswith(b"data:") and b"\n" not in event:  # the usual one-line event
+            payload = event[5:].strip()
+        else:
+            lines = [line[5:].strip() for line in event.split(b"\n") if line.startswith(b"data:")]
+            payload = b"\n".join(lines)
+        if payload and payload != b"[DONE]":
+            payloads.append(payload)
     return payloads
 
 

@@ -210,15 +210,15 @@ def serve(config: str, tmp: Path, upstream: str) -> Iterator[Served]:
         stop(process)
 
 
-def run_mock(script: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A provider mock of `scripts/` (`mock_anthropic.py`, `mock_gemini.py`) on a free
-    port: its base URL while it runs."""
+def run_mock(name: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A provider mock of `tests/mocks/` (`anthropic`, `gemini`) on a free port: its base URL
+    while it runs."""
     port = free_port()
     log = tmp_path_factory.mktemp("mock") / "mock.log"
     with log.open("wb") as sink:
         process = subprocess.Popen(
-            [sys.executable, str(ROOT / "scripts" / script), "--port", str(port)],
-            stdout=sink, stderr=subprocess.STDOUT,
+            [sys.executable, "-m", f"tests.mocks.{name}", "--port", str(port)],
+            stdout=sink, stderr=subprocess.STDOUT, cwd=ROOT,
         )  # fmt: skip
     try:
         deadline = time.monotonic() + 30

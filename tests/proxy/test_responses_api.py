@@ -17,6 +17,8 @@ from kernel.store import DiskHistoryStore
 from kernel.types import ChatRequest, ChatResponse, RequestContext
 from providers.fake import ScriptedProvider, completion, json_response, sse_events, stream_response
 from proxy.app import create_app
+from proxy.surfaces.responses import ResponsesNative
+from proxy.surfaces.responses_wire import check_input, to_messages
 from proxy.system import build_system
 from tests.conftest import AppClient, settings_from
 
@@ -355,3 +357,40 @@ async def stream_of(events: list[bytes]) -> AsyncIterator[bytes]:
     """An async iterator over prepared events."""
     for event in events:
         yield event
+
+
+def test_a_spliced_native_request_keeps_the_tails_own_items() -> None:
+    """When a layer stood an extraction in for the older turns, a native request carries the
+    stand-in as an item, then the untouched turns as the client's items, reasoning included."""
+    items = check_input(
+        [
+            {"role": "user", "content": "old question"},
+            {"role": "assistant", "content": "old answer"},
+            {"role": "user", "content": "second question"},
+            {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "opaque"},
+            {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c1", "output": "done"},
+            {"role": "user", "content": "new question"},
+        ]
+    )
+    origins: list[int] = []
+    messages = tuple(to_messages(items, None, origins=origins))
+    body = {"model": "local", "input": list(items)}
+    chat_body = {"model": "local"}
+    native = ResponsesNative(body, None, items, messages, tuple(origins), chat_body)
+    whole = ChatRequest("local", messages, False, chat_body, native=native)
+    stand_in = {"role": "system", "content": "[condensed] the old turns"}
+    assert [m["role"] for m in messages] == [
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "tool",
+        "user",
+    ]
+    spliced = whole.spliced([stand_in, *messages[3:]])  # the call and its output stay together
+    sent = orjson.loads(native.body_for(spliced, "up") or b"")
+    assert sent["model"] == "up"
+    assert sent["input"][0] == {"type": "message", "role": "system", "content": stand_in["content"]}
+    assert sent["input"][1:] == [dict(item) for item in items[3:]]  # the reasoning item first
+    assert native.body_for(whole.with_params(max_tokens=1), "up") is None
