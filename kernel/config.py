@@ -37,6 +37,7 @@ from pydantic.json_schema import SkipJsonSchema
 from kernel.client_keys import ClientKey, key_problems, model_problems
 from kernel.config_includes import INCLUDE_KEY, IncludeError, resolve_includes
 from kernel.documents_config import DocumentsSettings
+from kernel.model_modes import mode_problem
 from kernel.wildcards import Pattern, is_wildcard
 
 ENV_PREFIX = "os.environ/"
@@ -358,6 +359,20 @@ class ModelEntry(_Frozen):
     missing_env: SkipJsonSchema[tuple[str, ...]] = ()
     """Set by the loader, never read from the file: the unset `os.environ/` variables this
     entry names (its requests get 503 naming them)."""
+
+    @field_validator("model_info")
+    @classmethod
+    def _known_mode(cls, value: dict[str, Any]) -> dict[str, Any]:
+        problem = mode_problem(value.get("mode"))
+        if problem is not None:
+            raise ValueError(f"mode {problem}")
+        return value
+
+    @property
+    def mode(self) -> str | None:
+        """LiteLLM's `model_info.mode` as configured (`chat`, `embedding`, ...), else None."""
+        mode = self.model_info.get("mode")
+        return mode if isinstance(mode, str) else None
 
     def speaks_responses(self) -> bool:
         """Whether `/v1/responses` requests go to the upstream's own Responses API."""

@@ -17,13 +17,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, cast
 
 import orjson
 
 from kernel.config import ModelEntry
 from kernel.conversation import derived_id
-from kernel.errors import too_deep
+from kernel.errors import RouteNotServed, too_deep
 from kernel.tracing import Span
 
 Message = Mapping[str, Any]
@@ -129,7 +129,10 @@ class RouteRequest:
         """The body for the upstream: the client's bytes when the model name is the same."""
         if model == self.model:
             return self.raw
-        return orjson.dumps({**self.body, "model": model})
+        try:
+            return orjson.dumps({**self.body, "model": model})
+        except orjson.JSONEncodeError as exc:  # parsed (up to 1024 levels), cannot be written
+            raise too_deep("the request body") from exc
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,8 +273,19 @@ class RouteProvider(Protocol):
 
     async def send(self, request: RouteRequest, ctx: RequestContext) -> ChatResponse:
         """Forward an embeddings or legacy completions request; streams are returned primed.
-        Raises `UpstreamRejected` (400) when the deployment cannot serve the route."""
+        Raises `RouteNotServed` (400) when the deployment cannot serve the route."""
         ...
+
+
+def forwarder(provider: Provider, request: RouteRequest) -> RouteProvider:
+    """`provider` as one that forwards `request`'s route; `RouteNotServed` when it forwards
+    none (every provider of overspill's does: a stand-in for tests may not)."""
+    if not hasattr(provider, "send"):
+        raise RouteNotServed(
+            f"model {request.model!r} cannot serve /v1/{request.route}: its deployment "
+            f"({provider.name}) forwards only conversations"
+        )
+    return cast(RouteProvider, provider)
 
 
 @dataclass(frozen=True, slots=True)

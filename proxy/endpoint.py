@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,12 +27,14 @@ from kernel.errors import (
     ModelUnavailable,
     OverspillError,
     PayloadTooLarge,
+    RouteNotServed,
     StoreUnavailable,
     UpstreamError,
 )
 from kernel.jobs import Jobs
 from kernel.records import StoreError
 from kernel.types import ChatResponse, RequestContext
+from providers.model_info import apis_served, route_refusal
 from proxy.keys import Keyring
 from proxy.responses import JSON_TYPE, context_headers, request_id
 from proxy.surfaces.surface import Surface, Turn
@@ -81,6 +83,7 @@ async def serve(
         turn, ctx = await surface.open(raw, request.headers, ctx, system)
         caller.check_model(turn.model)
         ctx.model = _resolve(system, turn.model)
+        _check_route(system, ctx.model, surface.name, turn.model, caller.allows)
         watch = DisconnectWatch(request)
         try:
             response = await turn.answer(await turn.run(system, ctx), ctx)
@@ -154,6 +157,26 @@ def _resolve(system: System, name: str) -> ModelEntry:
     if reason is not None:
         raise ModelUnavailable(f"model {name!r} cannot be used: {reason}", param="model")
     return entry
+
+
+def _check_route(
+    system: System, entry: ModelEntry, api: str, name: str, allows: Callable[[str], bool]
+) -> None:
+    """Refuse a route the model cannot serve (an embedding model asked to chat), naming the
+    routes it serves and the models the caller may use that serve this one."""
+    refused = route_refusal(entry, api, name)
+    if refused is None:
+        return
+    others = sorted(
+        other
+        for other, found in system.entries.items()
+        if other not in system.unavailable
+        and allows(other)
+        and ((apis := apis_served(found)) is None or api in apis)
+    )
+    if others:
+        refused += f". Models that serve it: {', '.join(others[:20])}"
+    raise RouteNotServed(refused)
 
 
 async def _read_body(request: Request, limit: int) -> bytes:

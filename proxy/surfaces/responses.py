@@ -37,7 +37,13 @@ from kernel.errors import InvalidChatRequest, OverspillError, too_deep
 from kernel.records import StoreError
 from kernel.response_chains import NO_CHAIN, Chain, ResponseChains
 from kernel.types import ChatRequest, ChatResponse, Message, RequestContext
-from proxy.http import CONVERSATION_HEADER, SKIP_HEADER, check_forbidden, skip_history_header
+from proxy.http import (
+    CONVERSATION_HEADER,
+    SKIP_HEADER,
+    check_forbidden,
+    json_object,
+    skip_history_header,
+)
 from proxy.responses import error_response
 from proxy.surfaces.responses_wire import (
     EventWriter,
@@ -282,7 +288,7 @@ class ResponsesSurface:
         self, raw: bytes, headers: Mapping[str, str], ctx: RequestContext, system: System
     ) -> tuple[ResponsesTurn, RequestContext]:
         """Validate the body, load the chain it continues, build the conversation."""
-        body = _object(raw)
+        body = json_object(raw)
         model = body.get("model")
         if not isinstance(model, str) or not model:
             raise InvalidChatRequest(
@@ -372,17 +378,6 @@ def read_compaction(item: Mapping[str, Any]) -> str | None:
         return None
     text = found.get("text") if isinstance(found, dict) else None
     return text if isinstance(text, str) else None
-
-
-def _object(raw: bytes) -> dict[str, Any]:
-    """The body as a JSON object, else a 400 saying what is wrong."""
-    try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise InvalidChatRequest(f"request body is not valid JSON: {exc}") from None
-    if not isinstance(body, dict):
-        raise InvalidChatRequest("request body must be a JSON object")
-    return body
 
 
 def _compact_threshold(value: Any) -> int | None:
