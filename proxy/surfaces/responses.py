@@ -322,11 +322,16 @@ class ResponsesSurface:
         chains = chains_of(system)
         chain = await chains.load(ctx.tenant, previous) if previous else NO_CHAIN
         items = (*chain.items, *turn_input)
+        entry = system.entries.get(model) or system.expand(model)
+        native_road = entry is not None and entry.speaks_responses()
+        seen, positions = _chat_view(items) if native_road else (items, None)
         origins: list[int] = []
         messages = tuple(
-            to_messages(items, instructions, read_compaction=read_compaction, origins=origins)
+            to_messages(seen, instructions, read_compaction=read_compaction, origins=origins)
         )
-        chat_body = {"model": model, **chat_params(body)}
+        if positions is not None:
+            origins = [positions[at] if at >= 0 else -1 for at in origins]
+        chat_body = {"model": model, **chat_params(_function_tools(body) if native_road else body)}
         whole = raw if previous is None else None
         native = ResponsesNative(body, whole, items, messages, tuple(origins), chat_body)
         chat = ChatRequest(model, messages, stream, chat_body, native=native)
@@ -378,6 +383,40 @@ def read_compaction(item: Mapping[str, Any]) -> str | None:
         return None
     text = found.get("text") if isinstance(found, dict) else None
     return text if isinstance(text, str) else None
+
+
+CHAT_ITEMS = frozenset({"message", "function_call", "function_call_output", "reasoning"})
+"""The item types that have a chat form (a reasoning item's is none: it is dropped)."""
+
+
+def _chat_view(
+    items: Sequence[Mapping[str, Any]],
+) -> tuple[list[Mapping[str, Any]], list[int]]:
+    """For a deployment that runs the Responses API itself: the items the layers can read
+    (built-in tool calls and another server's compaction items have no chat form; the native
+    request still carries them), and each one's position among all the items."""
+    positions = [
+        index
+        for index, item in enumerate(items)
+        if item.get("type") in CHAT_ITEMS
+        or (item.get("type") == "compaction" and read_compaction(item) is not None)
+    ]
+    return [items[index] for index in positions], positions
+
+
+def _function_tools(body: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The body as the layers see it on the native road: function tools only (the built-in
+    ones, and a tool_choice naming one, go to the upstream untouched in the native form)."""
+    tools = body.get("tools")
+    choice = body.get("tool_choice")
+    if not isinstance(tools, list) and not isinstance(choice, dict):
+        return body
+    seen = dict(body)
+    if isinstance(tools, list):
+        seen["tools"] = [t for t in tools if not isinstance(t, dict) or t.get("type") == "function"]
+    if isinstance(choice, dict) and choice.get("type") != "function":
+        seen.pop("tool_choice")
+    return seen
 
 
 def _compact_threshold(value: Any) -> int | None:
