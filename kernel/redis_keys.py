@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 import zlib
 
-from kernel.records import CONVERSATION_KINDS, Kind
+from kernel.records import TENANT_KINDS, Kind
 from kernel.store import key_of, prefix_of
 
 __all__ = ["CLUSTER_BUCKETS", "KeyLayout", "glob_escape"]
@@ -86,7 +86,7 @@ class KeyLayout:
             if tag is None:
                 return None
             rest = rest[tag.end() :]
-        for kind in CONVERSATION_KINDS:
+        for kind in TENANT_KINDS:
             if rest.startswith(kind.key):
                 found = _split(rest[len(kind.key) :])
                 if found is not None and self.record(kind, *found) == key:

@@ -3,11 +3,12 @@
     HistoryStore           the interface the layers use (kernel/store_redis.py implements it too)
     └── DiskHistoryStore   diskcache.Cache (sqlite) in a directory
 
-Three kinds of state (kernel/records.py): cached extractions (`HistoryEntry`, keys `h:`) and
+Four kinds of state (kernel/records.py): cached extractions (`HistoryEntry`, keys `h:`) and
 the document batches of earlier turns (`DocumentBatches`, keys `d:`), both per tenant and
-conversation (`CONVERSATION_KINDS`); and each model's token-calibration samples (keys
-`c:<model>`, shared by every tenant, newest first, at most `CALIBRATION_SAMPLES`). `delete` and
-`clear` remove a conversation's records of every kind; calibration stays.
+conversation (`CONVERSATION_KINDS`); the Responses API's stored responses (`StoredResponse`,
+keys `r:`, per tenant and response id); and each model's token-calibration samples (keys
+`c:<model>`, shared by every tenant, newest first, at most `CALIBRATION_SAMPLES`). `delete`
+removes a conversation's records, `clear` a tenant's of every kind; calibration stays.
 
 Errors: `StoreError` when the store cannot be used (cannot open, read or write); the message
 says what failed and where. A stored record that cannot be decoded is logged, deleted and
@@ -36,7 +37,7 @@ against the injected clock on reads) and the least-recently-stored ones are evic
 time (diskcache's cull), when the directory outgrows `size_limit_bytes`; a limit that holds ten
 entries or fewer can evict the one just written, so keep it in megabytes.
 
-Measured (scripts/bench_store.py, 4-40 KB records, the 2-core development box): a diskcache
+Measured (bench/micro/test_store.py, 4-40 KB records, the 2-core development box): a diskcache
 `set` ~200-300 µs median (p90 up to ~650 µs, and a WAL checkpoint takes milliseconds), a `get`
 ~20-40 µs, an `asyncio.to_thread` hop ~140-220 µs. So reads run on the event loop (a hop would
 cost more than the read) and writes, deletes, clearing and listing run on one worker thread the
@@ -51,7 +52,7 @@ import logging
 import os
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
@@ -66,13 +67,17 @@ from kernel.records import (
     CALIBRATION,
     CALIBRATION_SAMPLES,
     CONVERSATION_KINDS,
+    DEFAULT_TTLS,
     DOCUMENTS,
     EXTRACTIONS,
+    RESPONSES,
+    TENANT_KINDS,
     DocumentBatches,
     HistoryEntry,
     Kind,
     Record,
     StoredBatch,
+    StoredResponse,
     StoreError,
     decode,
 )
@@ -86,6 +91,7 @@ __all__ = [
     "SingleFlight",
     "StoreError",
     "StoredBatch",
+    "StoredResponse",
 ]
 
 log = logging.getLogger("overspill.store")
@@ -125,6 +131,26 @@ class HistoryStore(Protocol):
 
     async def put_batches(self, record: DocumentBatches) -> None:
         """Write the batches atomically, replacing the previous ones of the conversation."""
+        ...
+
+    async def get_response(self, tenant: str, response_id: str) -> StoredResponse | None:
+        """The tenant's stored Responses API response, or None (missing, expired, corrupt,
+        or another tenant's)."""
+        ...
+
+    async def get_responses(
+        self, tenant: str, response_ids: Sequence[str]
+    ) -> list[StoredResponse | None]:
+        """The tenant's stored responses with these ids, in their order (None for a miss), read
+        in one round trip where the backend allows."""
+        ...
+
+    async def put_response(self, record: StoredResponse) -> None:
+        """Write a response record atomically; it expires after the store's responses TTL."""
+        ...
+
+    async def delete_response(self, tenant: str, response_id: str) -> bool:
+        """Remove the tenant's response record; whether there was one."""
         ...
 
     async def calibration(self, model: str) -> tuple[float, ...]:
@@ -238,6 +264,7 @@ class DiskHistoryStore:
             self._cache.close()
             raise StoreError(f"cannot open the history store at {self.path}: {exc}") from exc
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="overspill-store")
+        self._grouped = GroupCommit(self._write_group, self._offload)
         self._closed = False
 
     async def get(self, tenant: str, conversation_id: str) -> HistoryEntry | None:
@@ -256,6 +283,28 @@ class DiskHistoryStore:
         """Write the batches atomically, replacing the previous ones of the conversation."""
         await self._put(DOCUMENTS, record)
 
+    async def get_response(self, tenant: str, response_id: str) -> StoredResponse | None:
+        """The tenant's stored response, or None."""
+        return await self._read(RESPONSES, StoredResponse, tenant, response_id)
+
+    async def get_responses(
+        self, tenant: str, response_ids: Sequence[str]
+    ) -> list[StoredResponse | None]:
+        """The tenant's stored responses with these ids, in order (reads are local: one by one)."""
+        return [await self.get_response(tenant, response_id) for response_id in response_ids]
+
+    async def put_response(self, record: StoredResponse) -> None:
+        """Write a response record atomically (it expires after the responses TTL). Responses
+        are written on every Responses API turn: the writes of one event-loop iteration share
+        one trip to the writer thread and one sqlite transaction (a group commit)."""
+        key = key_of(RESPONSES.key, record.tenant, record.key_id)
+        await self._grouped.put(key, record.to_json(), self.ttl_of(RESPONSES.name))
+
+    async def delete_response(self, tenant: str, response_id: str) -> bool:
+        """Remove the tenant's response record; whether there was one."""
+        key = key_of(RESPONSES.key, tenant, response_id)
+        return bool(await self._offload(f"delete {key!r}", self._delete_all, [key]))
+
     async def calibration(self, model: str) -> tuple[float, ...]:
         """A model's calibration samples, newest first."""
         raw = self._call("read calibration", self._cache.get, SAMPLES + model)
@@ -272,7 +321,7 @@ class DiskHistoryStore:
 
     async def clear(self, tenant: str | None = None) -> int:
         """Remove the tenant's records (every tenant's when None); how many were removed."""
-        prefixes = [prefix_of(kind.key, tenant) for kind in CONVERSATION_KINDS]
+        prefixes = [prefix_of(kind.key, tenant) for kind in TENANT_KINDS]
         return await self._offload(f"clear {prefixes[0]!r}*", self._clear, prefixes)
 
     async def entries(self, tenant: str | None = None) -> list[HistoryEntry]:
@@ -287,8 +336,9 @@ class DiskHistoryStore:
         return sorted(found, key=lambda entry: (entry.tenant, entry.conversation_id))
 
     def ttl_of(self, kind: str) -> float:
-        """A kind's TTL in seconds (`ttl_seconds` unless `ttl_by_kind` names it)."""
-        return self.ttls.get(kind, self.ttl_seconds)
+        """A kind's TTL in seconds: `ttl_by_kind`'s, else the kind's default, else
+        `ttl_seconds`."""
+        return self.ttls.get(kind, DEFAULT_TTLS.get(kind, self.ttl_seconds))
 
     async def ping(self) -> None:
         """Raise StoreError unless the store can be read and written (readiness probe)."""
@@ -326,7 +376,7 @@ class DiskHistoryStore:
         self._flight_file.close()
 
     async def _put(self, kind: Kind, record: Record) -> None:
-        key = key_of(kind.key, record.tenant, record.conversation_id)
+        key = key_of(kind.key, record.tenant, record.key_id)
         expire = self.ttl_of(kind.name)
         await self._offload(f"write {key!r}", self._cache.set, key, record.to_json(), expire=expire)
 
@@ -346,7 +396,7 @@ class DiskHistoryStore:
             if not isinstance(raw, bytes):
                 raise StoreError(f"history record is a {type(raw).__name__}, not bytes")
             entry = decode(model, raw)
-            if key != key_of(kind.key, entry.tenant, entry.conversation_id):
+            if key != key_of(kind.key, entry.tenant, entry.key_id):
                 raise StoreError("history record belongs to another key")
         except StoreError as exc:
             log.warning(
@@ -357,6 +407,12 @@ class DiskHistoryStore:
             await self._offload(f"delete corrupt {key!r}", self._delete_if, key, raw)
             return None
         return entry
+
+    def _write_group(self, writes: list[tuple[str, bytes, float]]) -> None:
+        """Several records in one transaction (the writer thread's)."""
+        with self._cache.transact():
+            for key, raw, expire in writes:
+                self._cache.set(key, raw, expire=expire)
 
     def _delete_if(self, key: str, raw: object) -> None:
         """Delete the record only if it is still `raw` (a writer may have replaced it)."""
@@ -393,6 +449,52 @@ class DiskHistoryStore:
         return await loop.run_in_executor(
             self._writer, lambda: self._call(what, func, *args, **kwargs)
         )
+
+
+Offload = Callable[..., Awaitable[Any]]
+"""How a store runs a blocking call off the event loop: `offload(what, func, *args)`."""
+
+
+class GroupCommit:
+    """Writes asked for in one event-loop iteration, written together: one call of `write`
+    with all of them, through `offload`; every writer awaits that call's outcome."""
+
+    def __init__(self, write: Callable[[list[tuple[str, bytes, float]]], None], offload: Offload):
+        self._write = write
+        self._offload = offload
+        self._pending: list[tuple[str, bytes, float]] = []
+        self._done: asyncio.Future[None] | None = None
+
+    async def put(self, key: str, raw: bytes, expire: float) -> None:
+        """Write one record with the others of this loop iteration; raises what the group's
+        write raised (a StoreError)."""
+        if self._done is None:
+            self._done = asyncio.get_running_loop().create_future()
+            asyncio.get_running_loop().call_soon(self._flush)
+        self._pending.append((key, raw, expire))
+        await asyncio.shield(self._done)
+
+    def _flush(self) -> None:
+        writes, done = self._pending, self._done
+        self._pending, self._done = [], None
+        assert done is not None
+        task = asyncio.ensure_future(
+            self._offload(f"write {len(writes)} records", self._write, writes)
+        )
+        task.add_done_callback(lambda finished: _settle(done, finished))
+
+
+def _settle(done: asyncio.Future[None], finished: asyncio.Future[Any]) -> None:
+    """Pass a group write's outcome to everyone who waits for it."""
+    if done.cancelled():
+        return
+    error = None if finished.cancelled() else finished.exception()
+    if finished.cancelled():
+        done.cancel()
+    elif error is not None:
+        done.set_exception(error)
+    else:
+        done.set_result(None)
 
 
 def key_of(kind: str, tenant: str, conversation_id: str) -> str:

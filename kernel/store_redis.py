@@ -47,7 +47,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import TypeVar
 
@@ -60,10 +60,13 @@ from kernel.records import (
     CONVERSATION_KINDS,
     DOCUMENTS,
     EXTRACTIONS,
+    RESPONSES,
+    TENANT_KINDS,
     DocumentBatches,
     HistoryEntry,
     Kind,
     Record,
+    StoredResponse,
     StoreError,
     decode,
 )
@@ -244,6 +247,35 @@ class RedisHistoryStore:
         """Write the batches atomically (value, index, eviction), replacing the previous ones."""
         await self._write(DOCUMENTS, record)
 
+    async def get_response(self, tenant: str, response_id: str) -> StoredResponse | None:
+        """The tenant's stored response, or None."""
+        return await self._read(RESPONSES, StoredResponse, tenant, response_id)
+
+    async def get_responses(
+        self, tenant: str, response_ids: Sequence[str]
+    ) -> list[StoredResponse | None]:
+        """The tenant's stored responses with these ids, in order: one MGET per batch (per slot
+        on a cluster, pipelined)."""
+        keys = [self.layout.record(RESPONSES, tenant, response_id) for response_id in response_ids]
+        found: list[StoredResponse | None] = []
+        for start in range(0, len(keys), _BATCH):
+            batch = keys[start : start + _BATCH]
+            values = await self.client.call(f"read {len(batch)} responses", self.client.read(batch))
+            for key, raw in zip(batch, values, strict=True):
+                found.append(await self._decode(key, raw, RESPONSES, StoredResponse))
+        return found
+
+    async def put_response(self, record: StoredResponse) -> None:
+        """Write a response record atomically (value, index, eviction), expiring after the
+        responses TTL."""
+        await self._write(RESPONSES, record)
+
+    async def delete_response(self, tenant: str, response_id: str) -> bool:
+        """Remove the tenant's response record; whether there was one."""
+        key = self.layout.record(RESPONSES, tenant, response_id)
+        index = self.layout.index(self.layout.bucket(tenant, response_id))
+        return bool(await self.client.call(f"delete {key!r}", self._delete(keys=[index, key])))
+
     async def calibration(self, model: str) -> tuple[float, ...]:
         """A model's calibration samples, newest first."""
         key = self.layout.calibration(model)
@@ -267,7 +299,7 @@ class RedisHistoryStore:
     async def clear(self, tenant: str | None = None) -> int:
         """Remove the tenant's records (every tenant's when None); how many were removed."""
         by_bucket: dict[int, set[str]] = defaultdict(set)
-        for kind in CONVERSATION_KINDS:
+        for kind in TENANT_KINDS:
             for key, _, owner_tenant, owner in await self._listed(kind, tenant):
                 by_bucket[self.layout.bucket(owner_tenant, owner)].add(key)
         what = f"clear {self.layout.pattern(EXTRACTIONS, tenant)!r}"
@@ -320,7 +352,7 @@ class RedisHistoryStore:
 
     async def _write(self, kind: Kind, record: Record, fence: Hold | None = None) -> int:
         """Write a record; with `fence`, only while its lock holds its token (-1: not written)."""
-        tenant, owner = record.tenant, record.conversation_id
+        tenant, owner = record.tenant, record.key_id
         key, bucket = self.layout.record(kind, tenant, owner), self.layout.bucket(tenant, owner)
         keys = [key, self.layout.index(bucket)]
         args: list[bytes | int | str] = [
@@ -341,7 +373,7 @@ class RedisHistoryStore:
         raw = found.encode() if isinstance(found, str) else found
         try:
             record = decode(model, raw)
-            if key != self.layout.record(kind, record.tenant, record.conversation_id):
+            if key != self.layout.record(kind, record.tenant, record.key_id):
                 raise StoreError("history record belongs to another key")
         except StoreError as exc:
             log.warning(

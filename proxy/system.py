@@ -25,6 +25,7 @@ from kernel.estimator import Estimator
 from kernel.jobs import Jobs
 from kernel.metered_store import metered
 from kernel.model_routes import WildcardRoutes
+from kernel.response_chains import ResponseChains
 from kernel.services import Services
 from kernel.store import HistoryStore
 from kernel.types import (
@@ -187,6 +188,11 @@ class System:
 
     jobs: Jobs = field(default_factory=Jobs)
     """Background work this system started; drained before anything is released."""
+    services: Services | None = None
+    """What the layers use (store, estimator, windows, own calls): the shell's routes that
+    condense on request (`POST /v1/responses/compact`) use the same."""
+    chains: ResponseChains | None = None
+    """The Responses API's stored responses (and the chains this process remembers)."""
 
     async def aclose(self, grace: float | None = None) -> None:
         """Drain the background jobs (up to `grace` seconds, default the configured
@@ -234,6 +240,8 @@ def build_system(
     system = System(
         settings, pipeline, router, history, ollama, windows, entries, internal, unavailable,
         owned, WildcardRoutes(settings), lambda entry: _provider(entry, settings, http),
+        services=services,
+        chains=ResponseChains(history),
     )  # fmt: skip
     if system.wildcards:
         router.expand_with(system.providers_of)

@@ -70,6 +70,14 @@ class Fit:
         return self.limit is not None and self.estimate > self.limit * share
 
 
+def _compacts(fit: Fit, ctx: RequestContext, entry: ModelEntry) -> bool:
+    """Whether the conversation is past the point where background compaction starts: the
+    client's own threshold (in tokens) when it gave one, else `context.compact_at`."""
+    if ctx.compact_threshold is not None:
+        return fit.limit is not None and fit.estimate > ctx.compact_threshold
+    return fit.past(entry.context.compact_at)
+
+
 class HistorySplice:
     """Replaces the summarised prefix of a long conversation with its cached extraction."""
 
@@ -98,7 +106,7 @@ class HistorySplice:
         grown = False
         if fit.past(entry.context.grow_at):
             fit, cached, grown = await self._make_room(request, ctx, entry, fit, cached, window)
-        elif fit.past(entry.context.compact_at) and entry.context.background:
+        elif _compacts(fit, ctx, entry) and entry.context.background:
             self._grow_later(request, ctx, entry)
         if cached is None and not grown:
             return await call_next(request, ctx)  # fits whole: the client's own bytes go

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sqlite3
 import time
@@ -19,7 +20,14 @@ from kernel.config import ConfigError, StoreSettings, parse_config
 from kernel.estimator import Estimator
 from kernel.store import SQLITE_CACHE_PAGES, DiskHistoryStore, HistoryEntry, StoreError
 from proxy.stores import open_store
-from tests.kernel.store_contract import CONTRACT, Check, contract_id, make_batches, make_entry
+from tests.kernel.store_contract import (
+    CONTRACT,
+    Check,
+    contract_id,
+    make_batches,
+    make_entry,
+    make_response,
+)
 
 TTL = 3600.0
 
@@ -256,7 +264,7 @@ def test_store_settings_name_an_unknown_kind() -> None:
         parse_config(text, "config.yaml", {})
     found = " ".join(caught.value.problems)
     assert "general_settings.store.ttl_seconds_by_kind" in found
-    assert "unknown kind chats; kinds: extractions, documents, calibration" in found
+    assert "unknown kind chats; kinds: extractions, documents, responses, calibration" in found
 
 
 async def test_diskcache_expires_and_removes_entries(tmp_path: Path, disk_clock: Clock) -> None:
@@ -369,3 +377,37 @@ def test_entry_is_frozen() -> None:
 async def test_disk_store_keeps_the_store_contract(store: DiskHistoryStore, check: Check) -> None:
     """The disk store passes the same behaviour checks as every other backend."""
     await check(store)
+
+
+async def test_response_writes_of_one_loop_iteration_share_one_transaction(
+    store: DiskHistoryStore,
+) -> None:
+    """Concurrent response writes go to the writer thread together and all land."""
+    groups: list[int] = []
+    write = store._write_group
+
+    def counted(writes: list[tuple[str, bytes, float]]) -> None:
+        groups.append(len(writes))
+        write(writes)
+
+    store._grouped._write = counted
+    records = [make_response(id=f"r{n}") for n in range(8)]
+    await asyncio.gather(*(store.put_response(record) for record in records))
+    assert groups == [8]
+    found = await store.get_responses("acme", [f"r{n}" for n in range(8)])
+    assert found == records
+
+
+async def test_a_failed_group_write_fails_every_writer(store: DiskHistoryStore) -> None:
+    """When the group's transaction fails, each of its writers gets the StoreError."""
+
+    def broken(writes: list[tuple[str, bytes, float]]) -> None:
+        raise OSError("disk full")
+
+    store._grouped._write = broken
+    outcomes = await asyncio.gather(
+        *(store.put_response(make_response(id=f"r{n}")) for n in range(3)),
+        return_exceptions=True,
+    )
+    assert all(isinstance(outcome, StoreError) for outcome in outcomes)
+    assert "disk full" in str(outcomes[0])
