@@ -21,6 +21,7 @@ COPY kernel ./kernel
 COPY proxy ./proxy
 COPY middleware ./middleware
 COPY providers ./providers
+COPY evaluation ./evaluation
 RUN pip install '.[otel]' && useradd --system --create-home --uid 10001 overspill \
     && mkdir -p /var/lib/overspill && chown overspill /var/lib/overspill
 COPY config.yaml /etc/overspill/config.yaml

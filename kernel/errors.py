@@ -6,13 +6,18 @@
     │   ├── ContextWindowExceeded       400  code=context_length_exceeded, carries the Overflow
     │   ├── DocumentsBudgetExceeded     400  the request's documents alone exceed the budget
     │   ├── JsonTooDeep                 400  JSON nested deeper than overspill can re-encode
+    │   ├── RouteNotServed              400  the model cannot serve the route (an embedding
+    │   │                                    model asked to chat, embeddings from Anthropic)
     │   ├── InvalidHttpRequest          400  bytes that are not an HTTP/1.1 request
+    │   ├── UnsupportedItem             400  a Responses input item only OpenAI runs (web search...)
+    │   ├── UnsupportedTool             400  a Responses tool only OpenAI runs (file_search, mcp...)
     │   └── InvalidConfig               400  a reload found config.yaml unusable (old one kept)
     ├── AuthError                       401  missing or wrong key
     ├── AdminDisabled                   403  admin endpoints need a master key; none is set
     ├── AdminOnly                       403  a client key on an admin endpoint
     ├── ModelNotAllowed                 403  code=model_not_allowed: the key's `models` lack it
     ├── NotFound                        404  unknown route
+    │   └── ResponseNotFound            404  no stored response with that id for this key
     ├── MethodNotAllowed                405  known route, wrong method
     ├── RequestTimeout                  408  the client sent its request too slowly
     ├── ModelNotFound                   404  code=model_not_found, lists the configured names
@@ -113,10 +118,36 @@ def too_deep(what: str) -> JsonTooDeep:
     )
 
 
+class RouteNotServed(InvalidChatRequest):
+    """The model cannot serve the API route the client called (its mode or its provider's API
+    says so); the message names the routes it serves."""
+
+    code = "route_not_served"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, param="model")
+
+
 class InvalidHttpRequest(InvalidChatRequest):
     """The bytes received are not a valid HTTP/1.1 request (answered before any route)."""
 
     code = "invalid_http_request"
+
+
+class UnsupportedItem(InvalidChatRequest):
+    """A Responses API input item (or content part) that only an upstream serving the Responses
+    API itself can use (a web search call, an item reference, a file by URL...), sent for a
+    model that overspill reaches through chat completions. The message names the item."""
+
+    code = "unsupported_item"
+
+
+class UnsupportedTool(InvalidChatRequest):
+    """A Responses API tool or tool_choice that only OpenAI runs (file_search, web_search, mcp,
+    ...), sent for a model that overspill reaches through chat completions, which calls only
+    function tools. The message names the tool type."""
+
+    code = "unsupported_tool"
 
 
 class InvalidConfig(InvalidChatRequest):
@@ -164,6 +195,13 @@ class NotFound(OverspillError):
     status = 404
     type = "invalid_request_error"
     code = "not_found"
+
+
+class ResponseNotFound(NotFound):
+    """No stored Responses API response has that id for the caller's key (another key's is
+    not found either: nothing tells the two apart)."""
+
+    code = "response_not_found"
 
 
 class MethodNotAllowed(OverspillError):

@@ -14,13 +14,20 @@ from typing import TypeVar
 
 from kernel import metrics
 from kernel.spending import Tally, UsageRow
-from kernel.store import DocumentBatches, HistoryEntry, HistoryStore, StoreError
+from kernel.store import (
+    DocumentBatches,
+    HistoryEntry,
+    HistoryStore,
+    StoredResponse,
+    StoreError,
+)
 
 _T = TypeVar("_T")
 
 OPERATIONS = (
-    "get", "put", "get_batches", "put_batches", "calibration", "add_calibration",
-    "delete", "clear", "entries", "ping", "add_usage", "usage",
+    "get", "put", "get_batches", "put_batches", "get_response", "get_responses", "put_response",
+    "delete_response", "calibration", "add_calibration", "delete", "clear", "entries", "ping",
+    "add_usage", "usage",
 )  # fmt: skip
 """The `op` label's values: the HistoryStore methods that reach the backend."""
 
@@ -47,6 +54,26 @@ class MeteredStore:
     async def put_batches(self, record: DocumentBatches) -> None:
         """The inner store's `put_batches`, measured."""
         await self._measure("put_batches", self.inner.put_batches(record))
+
+    async def get_response(self, tenant: str, response_id: str) -> StoredResponse | None:
+        """The inner store's `get_response`, measured."""
+        return await self._measure("get_response", self.inner.get_response(tenant, response_id))
+
+    async def get_responses(
+        self, tenant: str, response_ids: Sequence[str]
+    ) -> list[StoredResponse | None]:
+        """The inner store's `get_responses`, measured."""
+        return await self._measure("get_responses", self.inner.get_responses(tenant, response_ids))
+
+    async def put_response(self, record: StoredResponse) -> None:
+        """The inner store's `put_response`, measured."""
+        await self._measure("put_response", self.inner.put_response(record))
+
+    async def delete_response(self, tenant: str, response_id: str) -> bool:
+        """The inner store's `delete_response`, measured."""
+        return await self._measure(
+            "delete_response", self.inner.delete_response(tenant, response_id)
+        )
 
     async def calibration(self, model: str) -> tuple[float, ...]:
         """The inner store's `calibration`, measured."""

@@ -44,7 +44,7 @@ kernel/usage.py).
 The hot path (every request, every upstream call, every store operation) records into tallies:
 plain Python sums and bucket counts, bound once per label set, that `flush()` moves into
 prometheus-client within FLUSH_SECONDS and before every scrape. That is ~1 µs per request
-where prometheus-client's own calls cost ~12 µs (scripts/bench_metrics.py). Rare events
+where prometheus-client's own calls cost ~12 µs (bench/micro/test_metrics.py). Rare events
 (overflows, recoveries, extractions...) use prometheus-client directly.
 """
 
@@ -102,7 +102,7 @@ def _histogram(name: str, doc: str, labels: Sequence[str], buckets: Sequence[flo
 
 
 REQUESTS = _counter(
-    "overspill_requests", "Chat completion requests answered, by model, status and streaming.",
+    "overspill_requests", "Requests answered on every API route, by model, status and streaming.",
     ["model", "status", "stream"],
 )  # fmt: skip
 REQUEST_SECONDS = _histogram(
@@ -123,7 +123,7 @@ UPSTREAM_CALLS = _counter(
 UPSTREAM_FAILURES = _counter(
     "overspill_upstream_failures",
     "Upstream calls that failed, by class: overflow, rate_limit, timeout, 5xx, 4xx, "
-    "connection (including mid-stream failures).",
+    "connection, other (including mid-stream failures).",
     ["provider", "model", "class"],
 )  # fmt: skip
 UPSTREAM_SECONDS = _histogram(

@@ -1,17 +1,27 @@
 """What the store keeps, as validated records: one kind of state per record type.
 
-    HistoryEntry      a cached extraction of one conversation's older turns     key h:...
-    DocumentBatches   the document batches placed in a conversation's turns    key d:...
-    (calibration)     a model's token-ratio samples, a plain list of floats    key c:<model>
+    HistoryEntry      a cached extraction of one conversation's older turns     kind extractions
+    DocumentBatches   the document batches placed in a conversation's turns    kind documents
+    StoredResponse    one Responses API response, a link of its chain          kind responses
+    (calibration)     a model's token-ratio samples, a plain list of floats    kind calibration
 
 Records are frozen pydantic models in strict mode (an `int` field takes no bool, no string)
 with unknown fields refused; each is stored as its JSON with a format version `v`. A stored
 record that does not validate is a `StoreError` saying what is wrong, which the backends treat
 as a corrupt record: logged, deleted, a miss.
+
+A `Kind` names a record type for the backends: its name (the config's per-kind TTLs), the
+letter its keys start with and the model it decodes to. Every record belongs to a tenant and is
+keyed by its `key_id`: its conversation's id, or (a response) its own id. The backends build
+every key, lock and size bound from (kind, tenant, key_id) alone, so a new kind needs only its
+entry in `TENANT_KINDS`: its keys share their owner's Redis Cluster hash tag
+(kernel/redis_keys.py), and clear, listing, TTL and the size bound cover it; a kind in
+`CONVERSATION_KINDS` also goes when its conversation is deleted.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from pydantic import (
@@ -25,15 +35,28 @@ from pydantic import (
 from pydantic_core import PydanticSerializationError
 
 __all__ = [
+    "ANCESTORS_KEPT",
+    "CALIBRATION",
     "CALIBRATION_SAMPLES",
+    "CONVERSATION_KINDS",
+    "DEFAULT_TTLS",
+    "DOCUMENTS",
+    "EXTRACTIONS",
+    "RESPONSES",
+    "RETAINED",
+    "TENANT_KINDS",
     "DocumentBatches",
     "HistoryEntry",
+    "Kind",
     "Record",
     "StoreError",
     "StoredBatch",
+    "StoredResponse",
     "decode",
 ]
 
+ANCESTORS_KEPT = 64
+"""How many of its nearest earlier links a stored response names (StoredResponse.ancestors)."""
 CALIBRATION_SAMPLES = 16
 """A model's newest calibration samples kept (the moving average forgets older ones)."""
 _R = TypeVar("_R", bound="Record")
@@ -61,6 +84,11 @@ class Record(BaseModel):
         if info.context is STORED and isinstance(data, dict) and "v" not in data:
             raise ValueError("no format version (v)")
         return data
+
+    @property
+    def key_id(self) -> str:
+        """The id its key ends with (after the kind and the tenant): its conversation's."""
+        return self.conversation_id
 
     def to_json(self) -> bytes:
         """The record as stored; raises StoreError when it cannot be serialised."""
@@ -122,6 +150,38 @@ class DocumentBatches(Record):
     created_at: float
 
 
+class StoredResponse(Record):
+    """A Responses API response as its client saw it, and the input items of its turn.
+
+    Records are immutable links: a response's whole conversation is its chain's inputs and
+    outputs, oldest first, walked back through `previous_response_id` (each link is written
+    once, so replicas and branches never race). `conversation_id` is the chain's
+    conversation: the client's id, else the first response's id, shared by every link.
+    """
+
+    id: str = Field(min_length=1)
+    previous_response_id: str | None = None
+    ancestors: tuple[str, ...] = Field(default=(), strict=False)
+    """The ids of the nearest earlier links (at most `ANCESTORS_KEPT`), oldest first, the last
+    one `previous_response_id`: a chain of n links is read in n / ANCESTORS_KEPT batches, and
+    a record stays small however long its chain grows."""
+    created_at: float
+    input: tuple[dict[str, Any], ...] = Field(strict=False)
+    """This turn's input items (normalised), without the chain's earlier ones."""
+    response: dict[str, Any]
+    """The response object as returned (its `output` continues the chain)."""
+
+    @property
+    def key_id(self) -> str:
+        """Responses are keyed by their own id."""
+        return self.id
+
+    def output(self) -> list[dict[str, Any]]:
+        """The response's output items."""
+        items = self.response.get("output")
+        return [item for item in items if isinstance(item, dict)] if isinstance(items, list) else []
+
+
 def decode(kind: type[_R], raw: bytes) -> _R:
     """A stored record of `kind`; raises StoreError saying what is wrong with it."""
     try:
@@ -130,3 +190,29 @@ def decode(kind: type[_R], raw: bytes) -> _R:
         problem = exc.errors()[0]
         where = ".".join(str(part) for part in problem["loc"]) or "the record"
         raise StoreError(f"{kind.__name__} record: {where}: {problem['msg']}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    """A kind of conversation record: its name, the prefix of its keys, its record type."""
+
+    name: str
+    key: str
+    """How its keys start (`h:`): unique, and no kind's key starts another's."""
+    record: type[Record]
+
+
+EXTRACTIONS = Kind("extractions", "h:", HistoryEntry)
+DOCUMENTS = Kind("documents", "d:", DocumentBatches)
+RESPONSES = Kind("responses", "r:", StoredResponse)
+CONVERSATION_KINDS: tuple[Kind, ...] = (EXTRACTIONS, DOCUMENTS)
+"""The kinds kept per conversation: deleted with it."""
+TENANT_KINDS: tuple[Kind, ...] = (*CONVERSATION_KINDS, RESPONSES)
+"""Every kind of record a tenant owns: cleared, listed, bounded and expired alike."""
+CALIBRATION = "calibration"
+"""The name of a model's calibration samples (not a Record: a list of floats per model)."""
+RETAINED = (*(kind.name for kind in TENANT_KINDS), CALIBRATION)
+"""Every kind's name, as `general_settings.store.ttl_seconds_by_kind` takes them."""
+DEFAULT_TTLS: dict[str, float] = {RESPONSES.name: 30 * 24 * 3600.0}
+"""Kinds kept longer than `ttl_seconds` unless configured: a Responses chain 30 days, as
+OpenAI keeps them."""

@@ -6,7 +6,7 @@ calls `use()` with a tracer, once per process, before the app is built. While it
 `tracer` is None and nothing here costs more than that check: the pipeline binds its layers
 without span wrappers, and the router and overspill's own calls test `tracer is None` once.
 
-    request   POST /v1/chat/completions     (proxy/chat.py; ended when the answer is)
+    request   POST /v1/chat/completions     (proxy/endpoint.py; ended when the answer is)
       layer   layer <name>                  (middleware/pipeline.py, one per layer)
         chat <model>                        (providers/router.py, one per upstream call; the
                                              providers send its `traceparent` upstream)

@@ -3,6 +3,13 @@
 A `ChatRequest` is frozen: layers return changed copies and never mutate. Fields we do not
 model ride along untouched in `body`, and while nothing changed `raw` keeps the exact bytes the
 client sent, so an unchanged request is forwarded byte for byte.
+
+The layers see one neutral conversation, OpenAI's chat messages, whatever API the client spoke:
+each API surface of the shell (proxy/surfaces/) parses its wire into a `ChatRequest` and renders
+the answer back. A request that came in another wire keeps it as `native`, so a provider whose
+upstream speaks that wire can send it as the client did (the fast path), and a `ChatResponse`
+says which wire its body speaks (`wire`). Requests that are not a conversation (embeddings,
+legacy completions) are `RouteRequest`s, forwarded to the model's deployment by the router.
 """
 
 from __future__ import annotations
@@ -10,13 +17,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, cast
 
 import orjson
 
 from kernel.config import ModelEntry
 from kernel.conversation import derived_id
-from kernel.errors import too_deep
+from kernel.errors import RouteNotServed, too_deep
 from kernel.spending import Spend
 from kernel.tracing import Span
 
@@ -37,6 +44,9 @@ class ChatRequest:
     spliced_from: tuple[Message, ...] | None = None
     """The whole conversation when `messages` stands a condensed extraction in for its older
     part (history_splice); condensing always starts from it, never from the stand-in."""
+    native: Native | None = None
+    """The request in the wire the client spoke, when that is not chat completions (None for
+    chat completions and overspill's own calls)."""
 
     def with_messages(self, messages: Sequence[Message]) -> ChatRequest:
         """A copy with other messages (the raw bytes no longer apply)."""
@@ -81,6 +91,51 @@ class ChatRequest:
         return {k: v for k, v in self.body.items() if k not in ("model", "messages")}
 
 
+class Native(Protocol):
+    """A request in the wire its client spoke (the Responses API, Anthropic's Messages API).
+
+    A provider whose upstream speaks `wire` sends `body_for(request, model)` to that API instead
+    of chat completions: the client's own bytes while no layer changed the request, else the
+    request's messages and parameters written in that wire again; None when a layer changed
+    what only chat completions can say (the provider then sends chat completions).
+    """
+
+    @property
+    def wire(self) -> str:
+        """The API the native form is written for (`responses`, `anthropic`)."""
+        ...
+
+    def body_for(self, request: ChatRequest, model: str) -> bytes | None:
+        """The body to send to the upstream's `wire` API, with the upstream's model name."""
+        ...
+
+
+CHAT_WIRE = "chat"
+"""The wire of `/v1/chat/completions`: what every provider can answer in."""
+
+
+@dataclass(frozen=True, slots=True)
+class RouteRequest:
+    """A request that is not a conversation (`/v1/embeddings`, `/v1/completions`), forwarded
+    to a deployment of `model` as it came: the client's bytes to an upstream of the same wire."""
+
+    route: str
+    """The API route it is for, without `/v1/`: `embeddings` or `completions`."""
+    model: str
+    stream: bool
+    body: Mapping[str, Any]
+    raw: bytes
+
+    def render(self, model: str) -> bytes:
+        """The body for the upstream: the client's bytes when the model name is the same."""
+        if model == self.model:
+            return self.raw
+        try:
+            return orjson.dumps({**self.body, "model": model})
+        except orjson.JSONEncodeError as exc:  # parsed (up to 1024 levels), cannot be written
+            raise too_deep("the request body") from exc
+
+
 @dataclass(frozen=True, slots=True)
 class ChatResponse:
     """What a provider answered: a whole JSON body, or a primed SSE byte stream.
@@ -94,6 +149,9 @@ class ChatResponse:
     stream: AsyncIterator[bytes] | None = None
     status: int = 200
     headers: Mapping[str, str] = field(default_factory=dict)
+    wire: str = CHAT_WIRE
+    """The API the body or stream is written in: `chat` (a chat.completion and its chunks),
+    or the request's `native.wire` when the upstream answered in the client's own wire."""
 
     def json(self) -> Any:
         """The parsed JSON body (non-stream responses only)."""
@@ -113,9 +171,12 @@ class ChatResponse:
 
 
 def prompt_tokens_of(payload: object) -> int | None:
-    """`usage.prompt_tokens` of a parsed chat.completion (or chunk), when present."""
+    """The prompt's tokens in a parsed answer's `usage`, when present: `prompt_tokens` of a
+    chat.completion (or chunk), `input_tokens` of a Responses API response."""
     usage = payload.get("usage") if isinstance(payload, dict) else None
-    value = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+    if not isinstance(usage, dict):
+        return None
+    value = usage.get("prompt_tokens", usage.get("input_tokens"))
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
@@ -138,12 +199,18 @@ class RequestContext:
     """The client's messages, from which an id is derived when the client gave none."""
     skip_history: bool = False
     """The client asked for its full history to be sent (no splice)."""
+    may_truncate: bool = False
+    """The client allows dropping its oldest turns when condensing cannot make the conversation
+    fit (the Responses API's `truncation: "auto"`): a last retry instead of a failure."""
+    compact_threshold: int | None = None
+    """The client's own point (estimated prompt tokens) past which background compaction
+    starts for this conversation, instead of the model's `context.compact_at` share."""
     notes: dict[str, str] = field(default_factory=dict)
     upstream_seconds: float = 0.0
     """Time spent awaiting upstream answers to this request (the router adds to it), so the
     shell can tell overspill's own time from the upstream's."""
     span: Span | None = None
-    """The request's span while tracing is on (proxy/chat.py ends it with the answer)."""
+    """The request's span while tracing is on (proxy/endpoint.py ends it with the answer)."""
     after: list[tuple[str, Callable[[], Coroutine[Any, Any, None]]]] = field(default_factory=list)
     """Named work a layer asks to run once the response has been sent (its last byte, for a
     stream): the shell starts each as one of the system's background jobs (kernel/jobs.py)."""
@@ -216,6 +283,28 @@ class Provider(Protocol):
     async def aclose(self) -> None:
         """Release connections."""
         ...
+
+
+class RouteProvider(Protocol):
+    """A provider that also forwards the requests that are not conversations."""
+
+    name: str
+
+    async def send(self, request: RouteRequest, ctx: RequestContext) -> ChatResponse:
+        """Forward an embeddings or legacy completions request; streams are returned primed.
+        Raises `RouteNotServed` (400) when the deployment cannot serve the route."""
+        ...
+
+
+def forwarder(provider: Provider, request: RouteRequest) -> RouteProvider:
+    """`provider` as one that forwards `request`'s route; `RouteNotServed` when it forwards
+    none (every provider of overspill's does: a stand-in for tests may not)."""
+    if not hasattr(provider, "send"):
+        raise RouteNotServed(
+            f"model {request.model!r} cannot serve /v1/{request.route}: its deployment "
+            f"({provider.name}) forwards only conversations"
+        )
+    return cast(RouteProvider, provider)
 
 
 @dataclass(frozen=True, slots=True)

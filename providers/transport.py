@@ -1,9 +1,9 @@
 """How the byte passthrough speaks HTTP to an upstream: one small interface, two clients.
 
 `AiohttpUpstream` is the default: on the gateway bench it costs a fraction of httpx's CPU per
-request (the HTTP client was most of a minimal passthrough's cost; see the README's
-"Measured"). `HttpxUpstream` stays selectable (`general_settings.upstream_client: httpx`) for
-what only httpx does: SOCKS proxies (`ALL_PROXY`), and a smaller peak memory under many large
+request (the HTTP client was most of a minimal passthrough's cost; see docs/benchmarks.md).
+`HttpxUpstream` stays selectable (`general_settings.upstream_client: httpx`) for what only
+httpx does: SOCKS proxies (`ALL_PROXY`), and a smaller peak memory under many large
 concurrent answers. Both raise only `TransportError` / `TransportTimeout`, so the provider above
 never sees either library's exceptions.
 """

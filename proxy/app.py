@@ -11,7 +11,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
 from kernel import redaction, tracing
 from kernel.errors import (
@@ -25,11 +25,17 @@ from kernel.store import StoreError
 from kernel.types import RequestContext
 from kernel.usage import UsageLedger
 from proxy.admin import admin_routes, require_master
-from proxy.chat import AppState, chat_completions, traced_chat_completions
+from proxy.endpoint import AppState, serve, traced_serve
 from proxy.keys import Keyring
 from proxy.metrics import metrics_route
 from proxy.models import models_body
 from proxy.responses import JSON_TYPE, error_response, request_id
+from proxy.stored_responses import stored_response_routes
+from proxy.surfaces.chat import ChatSurface
+from proxy.surfaces.compaction import CompactSurface
+from proxy.surfaces.responses import ResponsesSurface
+from proxy.surfaces.routes import RouteSurface
+from proxy.surfaces.surface import Surface
 from proxy.system import System
 from proxy.usage import usage_routes
 
@@ -70,10 +76,19 @@ def routes(state: AppState) -> list[Route]:
     system = state.system
     tracer = tracing.tracer
 
-    async def chat(request: Request) -> Response:
-        if tracer is not None:  # tracing was configured before the app was built
-            return await traced_chat_completions(state, request, tracer)
-        return await chat_completions(state, request)
+    def endpoint(surface: Surface) -> Callable[[Request], Awaitable[Response]]:
+        async def route(request: Request) -> Response:
+            if tracer is not None:  # tracing was configured before the app was built
+                return await traced_serve(state, request, surface, tracer)
+            return await serve(state, request, surface)
+
+        return route
+
+    chat = endpoint(ChatSurface())
+    responses = endpoint(ResponsesSurface())
+    compact = endpoint(CompactSurface())
+    embeddings = endpoint(RouteSurface("embeddings"))
+    completions = endpoint(RouteSurface("completions"))
 
     async def models(request: Request) -> Response:
         caller = state.keys.caller(request.headers.get("authorization"))
@@ -94,6 +109,15 @@ def routes(state: AppState) -> list[Route]:
     return [
         Route("/v1/chat/completions", chat, methods=["POST"]),
         Route("/chat/completions", chat, methods=["POST"]),
+        Route("/v1/responses", responses, methods=["POST"]),
+        Route("/responses", responses, methods=["POST"]),
+        Route("/v1/responses/compact", compact, methods=["POST"]),
+        Route("/responses/compact", compact, methods=["POST"]),
+        *stored_response_routes(state),
+        Route("/v1/embeddings", embeddings, methods=["POST"]),
+        Route("/embeddings", embeddings, methods=["POST"]),
+        Route("/v1/completions", completions, methods=["POST"]),
+        Route("/completions", completions, methods=["POST"]),
         Route("/v1/models", models, methods=["GET"]),
         Route("/models", models, methods=["GET"]),
         Route("/health/liveness", liveness, methods=["GET"]),
@@ -158,7 +182,8 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     if exc.status_code == 405:
         error = MethodNotAllowed(f"{request.method} is not allowed on {request.scope.get('path')}")
     elif exc.status_code == 404:
-        error = NotFound(_no_route(request.method, request.scope.get("path", "")))
+        path = request.scope.get("path", "")
+        error = NotFound(_no_route(request.method, path, _api_routes(request.app.routes)))
     else:
         error = InvalidChatRequest(f"{request.method} {request.scope.get('path')}: {exc.detail}")
     ctx = RequestContext(request_id=request_id(request), tenant="anonymous")
@@ -172,9 +197,36 @@ async def _internal_error(request: Request, exc: Exception) -> Response:
     return error_response(error, ctx)
 
 
-def _no_route(method: str, path: str) -> str:
-    """Why a path has no route, and the route meant when it was only a trailing slash."""
+OPENAI_APIS_NOT_SERVED = (
+    "audio", "images", "moderations", "files", "uploads", "batches", "fine_tuning",
+    "vector_stores", "assistants", "threads", "realtime", "evals", "containers", "videos",
+)  # fmt: skip
+"""OpenAI's APIs overspill does not serve (docs/api/embeddings-and-completions.md says why)."""
+
+
+def _no_route(method: str, path: str, served: str) -> str:
+    """Why a path has no route: the route meant when it was only a trailing slash, else the
+    API routes overspill serves (and, for an OpenAI API it does not, where to send it)."""
     shown = path if len(path) <= 200 else path[:200] + "..."
     if len(path) > 1 and path.endswith("/"):
         return f"no route {method} {shown}: drop the trailing slash ({shown.rstrip('/')})"
-    return f"no route {method} {shown}"
+    api = path.removeprefix("/v1/").lstrip("/").partition("/")[0]
+    if api in OPENAI_APIS_NOT_SERVED:
+        return (
+            f"no route {method} {shown}: overspill does not serve OpenAI's {api} API; send "
+            f"those requests to the provider itself. overspill serves {served}"
+        )
+    return f"no route {method} {shown}; overspill's API routes: {served}"
+
+
+def _api_routes(routes: list[BaseRoute]) -> str:
+    """The app's `/v1/` routes and their methods (and whether each is served without `/v1`)."""
+    paths = {getattr(route, "path", "") for route in routes}
+    listed = []
+    for route in routes:
+        path = getattr(route, "path", "")
+        if path.startswith("/v1/"):
+            methods = sorted(set(getattr(route, "methods", None) or ()) - {"HEAD"})
+            listed.append(f"{'/'.join(methods)} {path}")
+    bare = all(path[3:] in paths for path in paths if path.startswith("/v1/"))
+    return ", ".join(listed) + (" (each also without /v1)" if bare else "")

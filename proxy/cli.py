@@ -36,7 +36,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return conversations_cli.run(args)
     if args.command == "eval":
-        from proxy import eval_cli
+        from evaluation import cli as eval_cli  # a tool beside the server, loaded for `eval`
 
         return eval_cli.run(args)
     if args.command == "usage":
@@ -62,7 +62,7 @@ def _parser() -> argparse.ArgumentParser:
     from proxy import conversations_cli
 
     conversations_cli.add_parser(commands)
-    from proxy import eval_cli
+    from evaluation import cli as eval_cli
 
     eval_cli.add_parser(commands)
     from proxy import usage

@@ -7,7 +7,7 @@ The numbers come from `general_settings` (read at startup). `overspill serve` ha
 its workers in one environment variable (the workers are separate processes that read the
 environment, as they read the config path); the server's protocol (proxy/connection.py)
 enforces them. The body's size bound stays `max_body_bytes`, enforced while the chat endpoint
-reads (proxy/chat.py). Nothing here knows which server runs: the wiring is in connection.py.
+reads (proxy/endpoint.py). Nothing here knows which server runs: the wiring is in connection.py.
 """
 
 from __future__ import annotations

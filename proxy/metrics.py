@@ -35,7 +35,7 @@ from kernel import redaction
 from kernel.errors import NotFound
 from kernel.metrics import REGISTRY, flush
 from proxy.admin import require_master
-from proxy.chat import AppState
+from proxy.endpoint import AppState
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 Encoder = Callable[[CollectorRegistry], bytes]

@@ -25,6 +25,7 @@ from kernel.estimator import Estimator
 from kernel.jobs import Jobs
 from kernel.metered_store import metered
 from kernel.model_routes import WildcardRoutes
+from kernel.response_chains import ResponseChains
 from kernel.services import Services
 from kernel.spending import OverBudget, Spend, Tally
 from kernel.store import HistoryStore
@@ -224,6 +225,11 @@ class System:
     """Background work this system started; drained before anything is released."""
     ledger: UsageLedger | None = None
     """What overspill's own calls spent per tenant (the usage endpoint and command)."""
+    services: Services | None = None
+    """What the layers use (store, estimator, windows, own calls): the shell's routes that
+    condense on request (`POST /v1/responses/compact`) use the same."""
+    chains: ResponseChains | None = None
+    """The Responses API's stored responses (and the chains this process remembers)."""
 
     async def aclose(self, grace: float | None = None) -> None:
         """Drain the background jobs (up to `grace` seconds, default the configured
@@ -282,6 +288,8 @@ def build_system(
         owned, WildcardRoutes(settings), provider_for, ledger=ledger,
         jobs=Jobs(settings.general_settings.max_background_jobs,
                   settings.general_settings.max_waiting_jobs),
+        services=services,
+        chains=ResponseChains(history),
     )  # fmt: skip
     if system.wildcards:
         router.expand_with(system.providers_of)

@@ -27,6 +27,7 @@ from kernel.usage import counted
 from middleware.pipeline import LAYERS, LayerFactory
 from proxy.app import create_app
 from proxy.system import build_system
+from tests.redis_ha import own_cluster, own_sentinel, redis_cluster, redis_sentinel  # noqa: F401
 from tests.redis_server import own_redis, redis_url  # noqa: F401 - fixtures for every test
 
 pytest_plugins = ["tests.reliability"]

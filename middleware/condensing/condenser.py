@@ -13,7 +13,7 @@ middleware/condensing/strategies.py); an extraction that fails on every rung of 
 middle cut, never to an error. Whatever a strategy made is cached the same way, with its name
 (`HistoryEntry.strategy`), so the splice reuses it and the next growth starts from it.
 
-An extraction's input is bounded (`context.max_extraction_input_tokens`, seed 000's 64k, and
+An extraction's input is bounded (`context.max_extraction_input_tokens`, 64k by default, and
 what the request may still spend on its own calls: kernel/spending.py): when the turns to
 extract are larger, the newest of them within the bound are extracted and the older ones are
 kept only as quoted facts, instead of an unbounded run of calls in one request; a message

@@ -1,12 +1,12 @@
 """The one model ladder: the extraction model, then the user's own model, then a visible cut.
 
-Every condensing in overspill walks it, for history and documents alike (seed 001's
-oversized-message ladder, generalised): the cheaper `context.extraction_model` when the user
+Every condensing in overspill walks it, for history and documents alike (an oversized
+message, a history, a document): the cheaper `context.extraction_model` when the user
 names one, else straight to the user's own model, and when no model gives a usable answer,
 a deterministic cut with a visible marker where text was left out.
 
 - A rung's call that fails in a way a second try may not (5xx, timeout, connection) is
-  retried once (seed 000) before the ladder passes to the next rung; a rate limit, a refused
+  retried once before the ladder passes to the next rung; a rate limit, a refused
   request or an overflow passes at once.
 - A rung whose window cannot hold a message by its chars-per-token estimate is skipped for
   that message (the next rung is the larger window); history extraction does map-reduce
@@ -48,9 +48,10 @@ from middleware.condensing.prompt import clean_output, condense_prompt
 log = logging.getLogger("overspill.ladder")
 
 CHEAPEST_CHARS_PER_TOKEN = 4.0
-"""Seed 001's estimate for the extraction model's share (normal text)."""
+"""Characters per token assumed for the extraction model's window (normal text)."""
 MODEL_CHARS_PER_TOKEN = 3.5
-"""Seed 001's conservative estimate for the user's own model (poorly tokenizing text)."""
+"""Characters per token assumed for the user's own model: conservative, for text that
+tokenizes poorly."""
 How = Literal["cheapest", "model", "truncated", "unchanged"]
 
 

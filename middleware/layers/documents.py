@@ -1,7 +1,7 @@
 """The `documents` layer: retrieved documents fitted into the budget with the conversation.
 
 Clients send `documents: [{id?, text, score?, source?, language?}]` and optionally
-`overspill: {compact: [languages]}` beside `messages`. Per request (seeds 001, 003, 004):
+`overspill: {compact: [languages]}` beside `messages`. Per request:
 
 1. documents are ranked by score (unscored ones after, in the order sent), their language is
    detected when absent, and the first matching compaction rule decides: `always` compacts,
@@ -9,13 +9,13 @@ Clients send `documents: [{id?, text, score?, source?, language?}]` and optional
    compacts when `overspill.compact` names the language; no rule, never;
 2. the budget B is `documents.max_context_tokens`, capped at the model's window minus output
    reserve, safety margin and system prompt; it covers the conversation and the documents;
-3. when the batch does not fit the room the conversation leaves, seed 003's top_k keeps the
+3. when the batch does not fit the room the conversation leaves, top_k keeps the
    `clamp(room / avg_chunk_tokens, 2, 10)` best documents; when the kept documents alone
-   exceed B they are chunked (seed 002) and their chunks most relevant to the question go,
+   exceed B they are chunked and their chunks most relevant to the question go,
    with their neighbours while they fit; only when not one chunk fits B is the request
    refused (`documents_budget_exceeded`, 400);
 4. documents over `condense_share` of B are condensed one by one by an internal call focused
-   on the user's latest question (seed 001's 85% rule);
+   on the user's latest question (by default past 85% of B);
 5. while the conversation + batch exceed B, the existing context is compacted (earlier
    batches condensed, then history extracted), at most `max_passes` passes, stopping when a
    pass does not shrink it; whatever still does not fit drops the least relevant documents;
@@ -240,7 +240,7 @@ class Documents:
         stated: int | None = None,
     ) -> tuple[int, int, int]:
         """B (conversation + documents), the window, and the window's own budget (for an
-        Ollama target, seed 003's `num_ctx x 0.75 - reserve`: see condensing/budget.py)."""
+        Ollama target, `num_ctx x 0.75 - reserve`: see condensing/budget.py)."""
         counts = self.estimator.counts(entry, messages)
         system = int(sum(c for c, m in zip(counts, messages, strict=True) if _is_system(m)) * scale)
         configured = self.settings.max_context_tokens
@@ -259,8 +259,8 @@ class Documents:
         return int(raw * scale)
 
     async def _fit(self, turn: _Turn, ctx: RequestContext) -> None:
-        """Seed 001's 85% rule, then compact the existing context, then drop what still
-        does not fit."""
+        """Condense documents past `condense_share` of the budget, then compact the existing
+        context, then drop what still does not fit."""
         plan = turn.plan
         if plan.tokens > self.settings.condense_share * plan.budget:
             turn.plan, how = await self._condense_documents(turn, ctx)

@@ -97,6 +97,14 @@ class Fit:
         return self.limit is not None and self.estimate > self.limit * share
 
 
+def _compacts(fit: Fit, ctx: RequestContext, entry: ModelEntry) -> bool:
+    """Whether background compaction starts now: past the client's own threshold (in tokens)
+    when it gave one, else past `context.compact_at` and due (`_due`)."""
+    if ctx.compact_threshold is not None:
+        return fit.limit is not None and fit.estimate > ctx.compact_threshold
+    return fit.past(entry.context.compact_at) and _due(fit, entry)
+
+
 class HistorySplice:
     """Replaces the summarised prefix of a long conversation with its cached extraction."""
 
@@ -129,7 +137,7 @@ class HistorySplice:
         grown = False
         if fit.past(entry.context.grow_at):
             fit, cached, grown = await self._make_room(request, ctx, entry, fit, cached, window)
-        elif fit.past(entry.context.compact_at) and entry.context.background and _due(fit, entry):
+        elif _compacts(fit, ctx, entry) and entry.context.background:
             self._grow_later(request, ctx, entry)
         if cached is None and not grown:
             return await call_next(request, ctx)  # fits whole: the client's own bytes go

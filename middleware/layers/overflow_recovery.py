@@ -72,8 +72,17 @@ class OverflowRecovery:
         try:
             response = await call_next(retry, ctx)
         except ContextWindowExceeded as again:
-            metrics.recovery_done(entry.model_name, "failed")
-            raise self._final(again, request, ctx, before, after) from again
+            dropped = self._truncated(retry, entry, again) if ctx.may_truncate else None
+            if dropped is None:
+                metrics.recovery_done(entry.model_name, "failed")
+                raise self._final(again, request, ctx, before, after) from again
+            retry, removed = dropped
+            ctx.note("truncated", removed)
+            try:
+                response = await call_next(retry, ctx)
+            except ContextWindowExceeded as third:
+                metrics.recovery_done(entry.model_name, "failed")
+                raise self._final(third, request, ctx, before, after) from third
         except Exception:
             metrics.recovery_done(entry.model_name, "error")
             raise
@@ -100,6 +109,23 @@ class OverflowRecovery:
             raise
         metrics.compaction(self.name, before, after)
         return retry, before, after
+
+    def _truncated(
+        self, retry: ChatRequest, entry: ModelEntry, again: ContextWindowExceeded
+    ) -> tuple[ChatRequest, int] | None:
+        """The condensed retry without its oldest turns, sized to the window the upstream
+        stated, and how many messages went; None when it stated none or nothing can go.
+        System messages (the stand-in among them) and the newest turn always stay."""
+        if again.limit is None:
+            return None
+        # what the upstream counted; when it did not say, at least more than its window
+        reported = again.requested or again.limit + 1
+        scale = correction(self.estimator.count(entry, retry.messages), reported)
+        plan = self.condenser.plan(retry, entry, window=again.limit, scale=scale)
+        if not plan.split.historical:
+            return None
+        kept = [retry.messages[i] for i in (*plan.split.system, *plan.split.tail)]
+        return retry.with_messages(kept), len(plan.split.historical)
 
     def _final(
         self,

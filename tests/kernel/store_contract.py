@@ -19,6 +19,7 @@ from kernel.store import (
     HistoryEntry,
     HistoryStore,
     StoredBatch,
+    StoredResponse,
     StoreError,
 )
 
@@ -315,9 +316,58 @@ async def usage_belongs_to_its_tenant(store: HistoryStore) -> None:
     assert await store.usage("nobody", ["2026-01-02"]) == []
 
 
+def make_response(**changes: Any) -> StoredResponse:
+    """A valid Responses API record with some fields changed."""
+    fields: dict[str, Any] = {
+        "tenant": "acme",
+        "conversation_id": "resp_root",
+        "id": "resp_1",
+        "previous_response_id": None,
+        "created_at": 1_700_000_000.0,
+        "input": ({"type": "message", "role": "user", "content": "Where is Lisbon?"},),
+        "response": {"id": "resp_1", "object": "response", "output": []},
+    }
+    fields.update(changes)
+    return StoredResponse(**fields)
+
+
+async def responses_round_trip_per_tenant(store: HistoryStore) -> None:
+    """A response record is read back equal by its tenant only, and deleted once."""
+    await store.put_response(make_response(tenant="a:b", id="c"))
+    assert await store.get_response("a:b", "c") == make_response(tenant="a:b", id="c")
+    assert await store.get_response("a", "b:c") is None
+    assert await store.get_response("other", "c") is None
+    assert await store.delete_response("other", "c") is False
+    assert await store.delete_response("a:b", "c") is True
+    assert await store.get_response("a:b", "c") is None
+
+
+async def responses_read_in_one_batch_in_order(store: HistoryStore) -> None:
+    """Several responses are read in the order asked, a miss or another tenant's as None."""
+    for name in ("r1", "r2", "r3"):
+        await store.put_response(make_response(id=name, ancestors=("r0",)))
+    await store.put_response(make_response(tenant="beta", id="r4"))
+    found = await store.get_responses("acme", ["r3", "nope", "r1", "r4"])
+    assert [r.id if r else None for r in found] == ["r3", None, "r1", None]
+    assert found[0] is not None
+    assert found[0].ancestors == ("r0",)
+
+
+async def clear_removes_a_tenants_responses(store: HistoryStore) -> None:
+    """Clearing a tenant removes its response records too, and no other tenant's."""
+    await store.put_response(make_response(tenant="acme", id="r1"))
+    await store.put_response(make_response(tenant="beta", id="r1"))
+    assert await store.clear("acme") == 1
+    assert await store.get_response("acme", "r1") is None
+    assert await store.get_response("beta", "r1") is not None
+
+
 CONTRACT: list[Check] = [
     usage_adds_up_per_tenant_day_and_model,
     usage_belongs_to_its_tenant,
+    responses_round_trip_per_tenant,
+    responses_read_in_one_batch_in_order,
+    clear_removes_a_tenants_responses,
     identical_openings_keep_their_own_extraction,
     flight_busy_while_held,
     batches_round_trip,

@@ -15,8 +15,9 @@ from kernel.errors import UpstreamError, UpstreamTimeout
 from kernel.types import RequestContext
 from providers.failures import classify_failure
 from providers.fake import ScriptedProvider, json_response, sse_events, stream_response
-from proxy.chat import SseRelay
+from proxy.endpoint import SseRelay
 from proxy.http import parse_chat_request
+from proxy.surfaces.chat import ChatSurface, ChatTurn
 from tests.conftest import BASIC_CONFIG, AppClient, sample, settings_from
 
 WINDOW_UNKNOWN = BASIC_CONFIG.replace("context: {window: 2048}", "context: {}")
@@ -283,7 +284,7 @@ async def test_a_stream_the_client_left_before_its_head_is_closed_counted_and_lo
         ("overspill_requests_total", {"model": "local", "status": "499", "stream": "true"})
     )
     with caplog.at_level(logging.INFO, logger="overspill.request"):
-        await SseRelay(stream, ctx, chat, time.perf_counter()).aclose()
+        await SseRelay(stream, ctx, ChatSurface(), ChatTurn(chat), time.perf_counter()).aclose()
     assert closed == [True]
     assert counted.added() == [1]
     lines = [r for r in caplog.records if getattr(r, "request_id", None) == "rid-left"]

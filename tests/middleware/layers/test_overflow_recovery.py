@@ -328,3 +328,29 @@ async def test_history_past_the_extraction_bound_keeps_only_its_facts(
     sent = orjson.dumps([list(call) for call in extractor.calls]).decode()
     assert "ZX-4471" not in sent
     assert "ZX-4471" in str(upstream.sent[1].messages[1]["content"])
+
+
+async def test_truncation_allowed_drops_the_oldest_turns_after_a_second_overflow(
+    store: DiskHistoryStore,
+) -> None:
+    """When the client allows truncation, a retry that still overflows loses its oldest turns
+    (system messages, the stand-in and the newest turn stay) and is sent once more."""
+    upstream, extractor = Upstream(fail_first=2), Extractor()
+    ctx = ctx_for()
+    ctx.may_truncate = True
+    response = await layer_for(store, extractor).handle(chat(conversation(30)), ctx, upstream)
+    assert response.json()["choices"][0]["message"]["content"] == "ok"
+    assert len(upstream.sent) == 3
+    last = upstream.sent[-1].messages
+    assert len(last) < len(upstream.sent[1].messages)
+    assert last[-1]["content"] == "What did we plan?"
+    assert any(CONTEXT_LABEL in str(m.get("content")) for m in last if m["role"] == "system")
+    assert int(ctx.notes["truncated"]) > 0
+
+
+async def test_without_truncation_a_second_overflow_still_fails(store: DiskHistoryStore) -> None:
+    """Without the client's permission the second overflow is final, as before."""
+    upstream, extractor = Upstream(fail_first=2), Extractor()
+    with pytest.raises(ContextWindowExceeded):
+        await layer_for(store, extractor).handle(chat(conversation(30)), ctx_for(), upstream)
+    assert len(upstream.sent) == 2

@@ -1,0 +1,71 @@
+"""What an API surface is: the adapter between one client wire and overspill's core.
+
+Every route a client calls (`/v1/chat/completions`, `/v1/responses`, `/v1/embeddings`,
+`/v1/completions`) runs the same endpoint (proxy/endpoint.py: auth, limits, model checks,
+disconnects, one log line). What differs per API is here, behind two small protocols:
+
+    Surface   parses the client's bytes into a `Turn` and renders errors in its API's shape
+    Turn      one parsed request: what the core runs (the layers for a conversation, the
+              router for a route), and how the core's answer goes back in the client's wire
+
+The layers never learn which API the client spoke: a conversation reaches them as a
+`ChatRequest` whatever its wire. Adding an API is one more surface; no layer changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Protocol
+
+from starlette.responses import Response
+
+from kernel.errors import OverspillError
+from kernel.types import ChatResponse, RequestContext
+
+if TYPE_CHECKING:
+    from proxy.system import System
+
+
+class Turn(Protocol):
+    """One client request on a surface, parsed and validated."""
+
+    @property
+    def model(self) -> str:
+        """The model name the client asked for (checked against the caller's key, resolved)."""
+        ...
+
+    @property
+    def stream(self) -> bool:
+        """Whether the client asked for a stream of events."""
+        ...
+
+    async def run(self, system: System, ctx: RequestContext) -> ChatResponse:
+        """The core's answer: the layers for a conversation, the router for a route."""
+        ...
+
+    async def answer(self, response: ChatResponse, ctx: RequestContext) -> ChatResponse:
+        """The core's answer in the client's wire: a JSON body, or the primed event stream."""
+        ...
+
+    def stream_error(self, error: OverspillError) -> bytes:
+        """An error after the stream's first byte, as this wire's last event(s)."""
+        ...
+
+
+class Surface(Protocol):
+    """One API a client speaks."""
+
+    name: str
+    """The API's name in logs and traces (`chat`, `responses`, `embeddings`, ...)."""
+
+    async def open(
+        self, raw: bytes, headers: Mapping[str, str], ctx: RequestContext, system: System
+    ) -> tuple[Turn, RequestContext]:
+        """Parse and validate the body; the turn, and the context resolved from the request
+        (conversation id, skip flag) that replaces `ctx` (keeping its request id, tenant and
+        span). Raises an error of the tree naming what to fix."""
+        ...
+
+    def error(self, error: OverspillError, ctx: RequestContext) -> Response:
+        """An error as a whole response in this API's shape."""
+        ...
