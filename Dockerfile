@@ -1,7 +1,9 @@
 # overspill as a container: mount your config.yaml at /etc/overspill/config.yaml.
 #   docker build -t overspill .
 #   docker run -p 4000:4000 -v $PWD/config.yaml:/etc/overspill/config.yaml:ro \
-#       -e OPENAI_API_KEY overspill
+#       -e OPENAI_API_KEY -e OVERSPILL_MASTER_KEY overspill
+# It listens on 0.0.0.0, so it refuses to start without a master key or client keys
+# (general_settings.allow_unauthenticated: true serves open on purpose).
 # SIGTERM (docker stop) lets open requests finish for general_settings.graceful_shutdown_seconds
 # (30 s); docker waits only 10 s by default, so stop with `docker stop -t 40`. SIGHUP
 # (docker kill -s HUP) reloads the mounted config.yaml.
@@ -19,6 +21,7 @@ COPY kernel ./kernel
 COPY proxy ./proxy
 COPY middleware ./middleware
 COPY providers ./providers
+COPY evaluation ./evaluation
 RUN pip install '.[otel]' && useradd --system --create-home --uid 10001 overspill \
     && mkdir -p /var/lib/overspill && chown overspill /var/lib/overspill
 COPY config.yaml /etc/overspill/config.yaml

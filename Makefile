@@ -5,8 +5,9 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 
 export LITELLM_LOCAL_MODEL_COST_MAP := True
+export NO_MKDOCS_2_WARNING := 1   # mkdocs-material's banner about its successor, on every build
 
-.PHONY: run test lint types unit reliability install model redis claude bench bench-litellm clean
+.PHONY: run test lint types unit reliability docs docs-build install model redis claude bench bench-litellm bench-micro clean
 
 run: install model   ## start the local model and overspill on :4000 with config.yaml
 	scripts/run-local.sh
@@ -16,6 +17,7 @@ test: install model redis claude   ## lint, types, and every test (end-to-end ag
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/mkdocs build --strict --quiet
 	$(BIN)/pytest -q -p no:cacheprovider
 
 lint: install   ## ruff and the import contracts
@@ -29,6 +31,12 @@ unit: install redis   ## the tests that need no local model
 
 reliability: install redis   ## the reliability and security suite, full example counts, a table per area
 	OVERSPILL_RELIABILITY=full $(BIN)/pytest -q -p no:cacheprovider -m reliability
+
+docs: install   ## serve the documentation site on http://127.0.0.1:8000 (rebuilt on save)
+	$(BIN)/mkdocs serve --strict
+
+docs-build: install   ## build the site into var/site with every warning an error
+	$(BIN)/mkdocs build --strict
 
 install: $(STAMP)
 
@@ -48,11 +56,17 @@ claude:   ## Claude Code (npm, pinned) in var/node, for its end-to-end tests (No
 model:   ## build llama-server and fetch SmolLM2 (cached in ~/.cache/overspill)
 	PYTHON=$(BIN)/python scripts/local-model.sh > /dev/null
 
-bench: install   ## gateway overhead: direct, litellm, passthrough, overspill (writes var/bench/)
-	scripts/bench.sh $(ARGS)
+bench: install   ## gateway overhead: mock, passthroughs, LiteLLM proxy, overspill in one run (var/bench/)
+	$(BIN)/python -m bench.gateway $(ARGS)
 
-bench-litellm: install   ## an anthropic/ model: overspill against the LiteLLM proxy (var/bench-litellm/)
-	scripts/bench_litellm_path.sh $(ARGS)
+bench-litellm: install   ## the litellm road and the Anthropic wire: overspill against the LiteLLM proxy
+	$(BIN)/python -m bench.gateway --groups chat-anthropic,chat-litellm-road \
+		--target litellm --target overspill $(ARGS)
+
+bench-micro: install redis   ## the in-process benchmarks (pytest-benchmark; ARGS="-k splice" picks some)
+	$(BIN)/pytest bench/micro -p no:cacheprovider --benchmark-only \
+		--benchmark-timer time.process_time --benchmark-columns min,median,iqr,rounds \
+		--benchmark-sort name $(ARGS)
 
 clean:
 	rm -rf $(VENV) var .mypy_cache .ruff_cache .pytest_cache .hypothesis

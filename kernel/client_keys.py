@@ -44,9 +44,17 @@ class ClientKey(BaseModel):
     name: str = Field(validation_alias=AliasChoices("name", "key_alias"))
     """The tenant this key is (LiteLLM's `key_alias` is accepted for it)."""
     key: SecretStr | None = None
-    """None: its `os.environ/` variable is unset, and the key is disabled."""
+    """The key, as `os.environ/VAR`; when the variable is unset the key is disabled (its
+    requests get 401) and a startup warning says so."""
     models: tuple[str, ...] | None = None
-    """The model names (or `*` patterns) the key may request; None: every model."""
+    """The model names (or `*` patterns, or alias names) the key may request; unset: every
+    model."""
+    shadow: bool = False
+    """Shadow mode for this key's requests: the layers report what they would do, and the
+    requests go upstream unchanged (docs/budgets.md)."""
+    own_token_budget: int | None = Field(default=None, ge=0)
+    """Own tokens overspill may spend for this key's tenant per `usage.period`; None: the
+    `general_settings.usage.tenant_budget`."""
 
 
 def key_problems(keys: Sequence[ClientKey], master_key: SecretStr | None) -> list[str]:

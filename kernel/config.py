@@ -32,10 +32,13 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic.json_schema import SkipJsonSchema
 
 from kernel.client_keys import ClientKey, key_problems, model_problems
 from kernel.config_includes import INCLUDE_KEY, IncludeError, resolve_includes
 from kernel.documents_config import DocumentsSettings
+from kernel.model_modes import mode_problem
+from kernel.records import RETAINED
 from kernel.wildcards import Pattern, is_wildcard
 
 ENV_PREFIX = "os.environ/"
@@ -155,6 +158,7 @@ PASSTHROUGH_PARAMS = frozenset(
         "max_retries",
         "rpm",
         "tpm",
+        "max_parallel_requests",
     }
 )
 # Providers whose upstream speaks OpenAI's wire format (eligible for the byte passthrough).
@@ -190,11 +194,24 @@ class LitellmParams(BaseModel):
     model_config = ConfigDict(frozen=True, extra="allow")
 
     model: str = Field(min_length=1)
+    """`provider/model` as litellm names it (`openai/gpt-4o`, `anthropic/claude-sonnet-4-5`,
+    `ollama_chat/llama3.2`); a bare name is an OpenAI model. The provider decides the road:
+    the byte passthrough for OpenAI's wire, overspill's own translation, or litellm."""
     api_base: str | None = None
+    """The upstream's base URL (`http://127.0.0.1:8081/v1`); unset: the provider's own."""
     api_key: SecretStr | None = None
+    """The upstream's key, as `os.environ/VAR` (never written in the file). Never logged,
+    never forwarded anywhere but to this upstream."""
     api_version: str | None = None
+    """The provider's API version (Azure's `2024-06-01`), passed to litellm."""
     timeout: float | None = Field(default=None, gt=0)
+    """Seconds a call to this deployment may take; overrides
+    `general_settings.request_timeout`."""
     stream_timeout: float | None = Field(default=None, gt=0)
+    """For streams: seconds to the first event and between two events; else `timeout`."""
+    max_parallel_requests: int | None = Field(default=None, gt=0)
+    """How many calls the deployment serves at once (LiteLLM's setting): overspill's own calls
+    queue behind it. None: learned (llama-server's slots), else a default (docs/budgets.md)."""
 
     @property
     def provider(self) -> str:
@@ -225,18 +242,42 @@ CondensingStrategy = Literal["extract", "mask_tool_results", "mask_observations"
 
 
 class ContextSettings(_Frozen):
-    """overspill's per-model block: what the model's window really is."""
+    """overspill's per-model block: what the model's window really is, and when its history is
+    condensed. The shares are of the prompt budget (the window less the output reserve and the
+    safety margin) and must satisfy `compact_to < compact_at <= grow_at`."""
 
     window: int | None = Field(default=None, gt=0)
+    """The model's real context window in tokens; unset: LiteLLM's
+    `model_info.max_input_tokens`, Ollama's discovered window, else litellm's model map. With
+    no window known, the first overflow is the way in (`overflow_recovery`)."""
     max_output_tokens: int | None = Field(default=None, gt=0)
+    """Tokens reserved for the answer when a request sets no `max_tokens` (default 1024)."""
     extraction_model: str | None = None
+    """The `model_name` that condenses this model's history (a cheaper one); unset: the model
+    itself. Must be a configured `model_name`."""
     safety_margin: float = Field(default=0.1, ge=0, lt=0.5)
+    """Share of the window kept free for the token estimate's error."""
     intact_share: float = Field(default=0.7, gt=0, lt=1)
+    """Share of the budget the newest turns may keep verbatim when history is condensed."""
     splice_min_messages: int = Field(default=20, ge=1)
+    """`history_splice` acts only on conversations at least this many messages long."""
     grow_at: float = Field(default=0.85, gt=0, le=1)
+    """Past this share a turn cannot be sent without a grown extraction, and waits for one."""
     max_extraction_input_tokens: int = Field(default=64_000, ge=320)
-    """One extraction reads at most this much history (seed 000); older turns past it are
-    kept only as quoted facts."""
+    """One extraction reads at most this much history; older turns past it are kept only as
+    quoted facts (`x-overspill-extraction-bounded` says how many)."""
+    max_own_calls: int = Field(default=16, ge=0)
+    """overspill's own upstream calls (extraction, condensing, warm-ups) one client request
+    may cause; past it the cheaper roads that need no model are taken (docs/budgets.md)."""
+    max_own_input_tokens: int | None = Field(default=None, ge=0)
+    """The input tokens those calls may send together, documents and history alike;
+    None: four times the model's window (8,192 tokens while the window is unknown)."""
+    shadow: bool = False
+    """Shadow mode: every layer decides and reports (headers, log, metrics) what it would
+    do, and the request goes upstream unchanged; no own call is made."""
+    turns_per_growth: int = Field(default=8, ge=1)
+    """A growth leaves room for this many turns (of the conversation's own average size)
+    before the spliced prefix must change again, when the budget allows it."""
     # condensing strategies (middleware/condensing/strategies.py)
     strategies: tuple[CondensingStrategy, ...] = Field(default=("extract",), min_length=1)
     """What condenses a history, tried in order until it fits: `extract` (a model writes
@@ -260,11 +301,12 @@ class ContextSettings(_Frozen):
     """The newest tool uses whose results are never masked."""
     # Compaction ahead of the wall (hysteresis), as shares of the prompt budget:
     compact_at: float = Field(default=0.7, gt=0, le=1)
-    """Past this share, the extraction grows in the background after the response is sent."""
+    """Past this share, the extraction grows in the background after the response is sent,
+    once the conversation is within one turn (of its own size) of `grow_at`."""
     compact_to: float = Field(default=0.5, gt=0, lt=1)
     """A growth leaves the spliced request at about this share (the intact tail shrinks)."""
     background: bool = True
-    """Grow in the background after the response; False grows inline (past `grow_at`)."""
+    """Grow in the background after the response; false: grow inline (past `grow_at`)."""
     max_wait_seconds: float = Field(default=60, ge=0)
     """How long a turn that cannot fit waits for a running background growth."""
     warm_cache: bool | Literal["auto"] = "auto"
@@ -288,13 +330,24 @@ class OllamaSettings(_Frozen):
     """Per-model settings for Ollama deployments (`ollama_chat/` or `ollama/` models)."""
 
     num_ctx: int | None = Field(default=None, gt=0)
+    """Force this `num_ctx`; unset: the discovered window is sent (`/api/ps`, the Modelfile,
+    the server default, capped by the trained maximum)."""
     max_num_ctx: int | None = Field(default=None, gt=0)
+    """Cap the discovered window (a larger `num_ctx` costs the server memory)."""
     server_default: int = Field(default=4096, gt=0)
+    """The window the Ollama server runs with when neither `/api/ps` nor the Modelfile says."""
     safety_margin: float = Field(default=0.75, gt=0, le=1)
+    """Pre-flight: a prompt must fit `num_ctx x safety_margin - generation_buffer` tokens."""
     generation_buffer: int = Field(default=512, ge=0)
+    """Tokens kept for the answer at least (more when the request's `max_tokens` is larger)."""
     window_ttl_seconds: float = Field(default=3600, gt=0)
+    """How long a discovered window is cached per server and model
+    (`POST /overspill/ollama/refresh` forgets them at once)."""
     list_local_models: bool = False
+    """Also list the server's local models (`/api/tags`) in `/v1/models`."""
     report_in_body: bool = False
+    """Add a `context_window_optimization` block (the window, its source, the tokens used) to
+    JSON answers, beside the `x-overspill-*` headers that always say it."""
     truncate: bool = False
     """Ollama's own `truncate` flag on `/api/chat`. False (overspill's default, Ollama's is true)
     makes a prompt over `num_ctx` an error overspill detects and condenses, instead of a 200
@@ -302,16 +355,26 @@ class OllamaSettings(_Frozen):
 
 
 class ModelEntry(_Frozen):
-    """One `model_list` entry: a deployment of a model name."""
+    """One `model_list` entry: a deployment of a model name. Other keys are warned about and
+    ignored."""
 
     model_config = ConfigDict(frozen=True, extra="allow")
 
     model_name: str = Field(min_length=1)
+    """What clients send as `model`. Entries sharing a name take turns and fail over before
+    the first byte; a name with `*` (`openai/*`) serves every name it matches."""
     litellm_params: LitellmParams
+    """Where and how to reach the deployment (LiteLLM's block)."""
     model_info: dict[str, Any] = Field(default_factory=dict)
+    """LiteLLM's block; overspill reads `max_input_tokens` (else `max_tokens`) as the window."""
     context: ContextSettings = Field(default_factory=ContextSettings)
+    """overspill's per-model block: the window and when history is condensed."""
     ollama: OllamaSettings = Field(default_factory=OllamaSettings)
+    """Settings of Ollama deployments (ignored for others)."""
     passthrough: bool | None = None
+    """Force (true) or forbid (false) the byte passthrough; unset: an OpenAI-wire provider
+    (`openai/`, `hosted_vllm/`, `custom_openai/`, `llamafile/`, `lm_studio/`) with only
+    connection settings takes it."""
     responses_api: Literal["auto", "native", "translate"] = "auto"
     """How a `/v1/responses` request reaches a byte-passthrough deployment: `native` sends it
     to the upstream's own Responses API (its bytes while no layer changed it), `translate`
@@ -322,7 +385,23 @@ class ModelEntry(_Frozen):
     own Messages API (its bytes while no layer changed it; llama.cpp's server and vLLM serve
     one), `translate` through chat completions; `auto` is native for Anthropic's own API only
     (an `anthropic/` deployment overspill translates itself) and translates for the rest."""
-    missing_env: tuple[str, ...] = ()
+    missing_env: SkipJsonSchema[tuple[str, ...]] = ()
+    """Set by the loader, never read from the file: the unset `os.environ/` variables this
+    entry names (its requests get 503 naming them)."""
+
+    @field_validator("model_info")
+    @classmethod
+    def _known_mode(cls, value: dict[str, Any]) -> dict[str, Any]:
+        problem = mode_problem(value.get("mode"))
+        if problem is not None:
+            raise ValueError(f"mode {problem}")
+        return value
+
+    @property
+    def mode(self) -> str | None:
+        """LiteLLM's `model_info.mode` as configured (`chat`, `embedding`, ...), else None."""
+        mode = self.model_info.get("mode")
+        return mode if isinstance(mode, str) else None
 
     def speaks_messages(self) -> bool:
         """Whether a byte-passthrough deployment sends `/v1/messages` requests to the
@@ -357,29 +436,67 @@ class StoreSettings(_Frozen):
     """Where conversation state lives: diskcache (one host) or Redis (shared by replicas)."""
 
     backend: Literal["diskcache", "redis"] = "diskcache"
+    """`diskcache` (an sqlite directory on one host; `--workers N` share it) or `redis`
+    (several replicas)."""
     path: str = "var/store"
+    """diskcache: the directory, relative to the config file."""
     url: SecretStr | None = None
+    """redis: required, as `os.environ/REDIS_URL` (`redis://:password@host:6379/0`)."""
     key_prefix: str = Field(default="overspill:", min_length=1)
+    """redis: every key starts with it (several deployments can share one Redis)."""
     ttl_seconds: float = Field(default=7 * 24 * 3600, gt=0)
-    responses_ttl_seconds: float = Field(default=30 * 24 * 3600, gt=0)
-    """How long a stored Responses API response (a link of a `previous_response_id` chain)
-    is kept: 30 days, as OpenAI keeps them."""
+    """An entry expires this long after it was written (7 days)."""
     size_limit_bytes: int = Field(default=1 << 30, ge=16 << 20)
+    """diskcache: the least recently stored entries are evicted past this size (1 GiB). redis:
+    bounds the number of entries instead, at one per 32 KiB, unless `max_entries` is set."""
     max_entries: int | None = Field(default=None, gt=0)
+    """redis: the most entries kept (the oldest are evicted); unset: from `size_limit_bytes`."""
     lock_ttl_seconds: float = Field(default=120, gt=0)
+    """redis: a single-flight lock lasts this long unless its holder renews it (every third of
+    it, while it works), so a crashed holder blocks the others at most this long."""
     lock_wait_seconds: float = Field(default=60, ge=0)
+    """redis: a waiter past this long proceeds without the lock (at worst two replicas extract
+    one conversation)."""
     timeout_seconds: float = Field(default=1.0, gt=0)
     """Redis: the most one store call may take (connect, send, answer); past it the call
     fails and the request goes on without the store."""
     retry_after_seconds: float = Field(default=5.0, ge=0)
     """Redis: after a call failed for want of a connection or an answer, calls fail at once
     for this long (no request waits on a dead store), then the next call tries again."""
+    ttl_seconds_by_kind: dict[str, Annotated[float, Field(gt=0)]] = Field(default_factory=dict)
+    """Per kind of record (extractions, documents, responses, calibration): its TTL over
+    ttl_seconds. Responses (the links of `previous_response_id` chains) are kept 30 days
+    unless set here, as OpenAI keeps them."""
+    lock_replicas: int | None = Field(default=None, ge=0)
+    """Redis: replicas that must hold a single-flight lock (WAIT) before its holder goes on;
+    default 1 with redis+cluster:// or redis+sentinel://, 0 with one Redis."""
+
+    @field_validator("ttl_seconds_by_kind")
+    @classmethod
+    def _known_kinds(cls, value: dict[str, float]) -> dict[str, float]:
+        unknown = sorted(set(value) - set(RETAINED))
+        if unknown:
+            raise ValueError(f"unknown kind {', '.join(unknown)}; kinds: {', '.join(RETAINED)}")
+        return value
 
     @model_validator(mode="after")
     def _redis_needs_url(self) -> StoreSettings:
         if self.backend == "redis" and self.url is None:
             raise ValueError("url is required when backend is redis (url: os.environ/REDIS_URL)")
         return self
+
+
+class UsageSettings(_Frozen):
+    """`general_settings.usage`: overspill's own tokens, counted per tenant and optionally
+    capped per period (docs/budgets.md)."""
+
+    period: Literal["day", "month"] = "day"
+    """The budget's period, in UTC: a calendar day or a calendar month."""
+    tenant_budget: int | None = Field(default=None, ge=0)
+    """Own tokens (input and output) each tenant may cause per period; None: no budget.
+    A client key's `own_token_budget` overrides it for that key's tenant."""
+    keep_days: int = Field(default=400, ge=1)
+    """How long the per-day usage counts are kept in the store."""
 
 
 class MetricsSettings(_Frozen):
@@ -402,22 +519,30 @@ LoggerLevel = Annotated[
 
 
 class GeneralSettings(_Frozen):
-    """Server-wide settings."""
+    """Server-wide settings. LiteLLM's other keys here (`database_url`, `alerting`, ...) are
+    warned about by name and ignored."""
 
     model_config = ConfigDict(frozen=True, extra="allow")
 
     master_key: SecretStr | None = None
+    """The operator's key (`os.environ/VAR`): the admin endpoints and every model. Unset and no
+    `client_keys`: no key is required."""
     client_keys: tuple[ClientKey, ...] = ()
     """Keys of the apps that share the gateway, each its own tenant (kernel/client_keys.py)."""
     host: str = "127.0.0.1"
+    """The address to listen on (`0.0.0.0` in a container). Read at startup only."""
     port: int = Field(default=4000, ge=1, le=65535)
+    """The port to listen on. Read at startup only."""
     max_body_bytes: int = Field(default=16 * 1024 * 1024, gt=0)
+    """The largest request body (16 MiB); more is a 413, refused before the body is read when
+    its `Content-Length` says so."""
     request_timeout: float = Field(default=DEFAULT_TIMEOUT, gt=0)
     """Seconds an upstream call may take, unless the model sets `litellm_params.timeout`
     (`stream_timeout` for streams): a JSON answer whole (connect, send, wait, read); a stream's
     wait for its head and first event, and each gap between two events after it (a stream that
     keeps sending events is never cut). No retries hide inside it."""
     connect_timeout: float = Field(default=10.0, gt=0)
+    """Seconds to open a connection to an upstream."""
     upstream_client: Literal["aiohttp", "httpx"] = "aiohttp"
     """The HTTP client of the OpenAI-wire fast path: aiohttp (the lighter per request) or httpx
     (SOCKS proxies; a smaller peak memory under many large concurrent answers)."""
@@ -425,8 +550,12 @@ class GeneralSettings(_Frozen):
     """The largest upstream answer overspill reads: a JSON answer whole, a stream's each event.
     Reading stops at the limit (502 upstream_response_too_large); nothing beyond it is buffered."""
     store: StoreSettings = Field(default_factory=StoreSettings)
+    """Where conversation state lives."""
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    """The level of every logger (any case; `warn`, `critical`, `fatal` are read as LiteLLM
+    reads them)."""
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
+    """The Prometheus `/metrics` route."""
     log_levels: dict[Annotated[str, Field(min_length=1)], LoggerLevel] = Field(default_factory=dict)
     """Per-logger levels over `log_level`, e.g. `{overspill.request: warning, litellm: info}`;
     `litellm` stands for LiteLLM's own loggers."""
@@ -444,6 +573,16 @@ class GeneralSettings(_Frozen):
     keep_alive_timeout: int = Field(default=5, ge=1)
     """Seconds an idle connection (a new one, or one between requests) stays open without a
     request's first byte; then it is closed. Startup only."""
+    allow_unauthenticated: bool = False
+    """Serve on an address other than loopback with neither a master key nor client keys
+    (anyone who can reach it may spend its upstream keys). False: `serve` refuses to start."""
+    usage: UsageSettings = Field(default_factory=UsageSettings)
+    """What overspill's own calls may spend per tenant and period (docs/budgets.md)."""
+    max_background_jobs: int = Field(default=4, ge=1)
+    """Background growths that run at once per worker; more wait in a queue."""
+    max_waiting_jobs: int = Field(default=256, ge=0)
+    """Background growths that may wait; past it the oldest waiting one is dropped (its
+    conversation grows on a later turn). Waiting and dropped jobs are counted in metrics."""
 
     @model_validator(mode="after")
     def _metrics_key_exists(self) -> GeneralSettings:
@@ -465,6 +604,7 @@ class ModelAlias(_Frozen):
     """One `router_settings.model_group_alias` entry: requests for the alias go to `model`."""
 
     model: str = Field(min_length=1)
+    """The `model_name` the alias's requests go to."""
     hidden: bool = False
     """Left out of `/v1/models` (LiteLLM's `{model: ..., hidden: true}` form)."""
 
@@ -473,21 +613,31 @@ class RouterSettings(_Frozen):
     """The part of LiteLLM's `router_settings` overspill honours (the rest is warned about)."""
 
     model_group_alias: dict[str, ModelAlias] = Field(default_factory=dict)
+    """`alias: model_name`, or `alias: {model: model_name, hidden: true}`: requests for the
+    alias go to the target's deployments."""
 
 
 class Settings(_Frozen):
-    """The whole validated config."""
+    """The whole validated config. Other top-level keys (LiteLLM's `guardrails`,
+    `mcp_servers`, ...) are warned about by name and ignored; `include:` and
+    `environment_variables:` are read before validation, as LiteLLM reads them."""
 
     model_config = ConfigDict(frozen=True, extra="allow")
 
     model_list: tuple[ModelEntry, ...] = ()
     """Empty is allowed (LiteLLM's proxy starts without models too); it is warned about."""
     general_settings: GeneralSettings = Field(default_factory=GeneralSettings)
+    """Server-wide settings: keys, limits, timeouts, the store, logs, metrics."""
     router_settings: RouterSettings = Field(default_factory=RouterSettings)
+    """LiteLLM's block; only `model_group_alias` is honoured (other keys are warned about)."""
     middleware: tuple[str, ...] | None = None
-    """Layer names, outermost first; None (no key): the recommended pipeline."""
+    """Layer names, outermost first, from `documents`, `history_splice`, `overflow_recovery`,
+    `ollama_window` (a model layer: after the others). No key: all four; `[]`: none."""
     litellm_settings: dict[str, Any] = Field(default_factory=dict)
+    """LiteLLM's block; only `drop_params` is honoured (an OpenAI parameter the provider has
+    no equivalent for is dropped instead of refused). Other keys are warned about."""
     documents: DocumentsSettings = Field(default_factory=DocumentsSettings)
+    """The `documents` layer: retrieved documents fitted into one budget."""
 
     @field_validator("middleware")
     @classmethod

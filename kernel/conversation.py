@@ -7,7 +7,7 @@ the same (by `canonical` form) and the extraction prompt has not changed: an edi
 history, or another prompt version, gives another chain and misses the cache. The chain is one
 running sha256 over the prompt version and each message's length-prefixed canonical form, in
 order (SHA-256 chains its blocks itself; a digest per message would only cost more). It costs
-about 2-3 µs a message on the development box (scripts/bench_store.py), mostly `canonical`;
+about 2-3 µs a message on the development box (bench/micro/test_store.py), mostly `canonical`;
 a turn that repeats the messages of one its process has seen reuses their chains instead
 (kernel/recall.py).
 

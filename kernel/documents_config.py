@@ -1,7 +1,7 @@
 """Settings of the `documents` layer: the global budget, the divider, and compaction rules.
 
-Rules are tried in order and the first whose `language` names a document's language wins
-(seed 004). Validation is fail-fast at startup: a bad rule names its YAML path
+Rules are tried in order and the first whose `language` names a document's language wins.
+Validation is fail-fast at startup: a bad rule names its YAML path
 (`documents.rules[1].threshold: ...`) through `kernel.config`'s error reporting.
 """
 
@@ -28,7 +28,7 @@ ALIASES = {
     "plaintext": "text",
     "txt": "text",
 }
-"""Other names accepted for the languages (`dotnet` as in seed 004)."""
+"""Other names accepted for the languages (`dotnet`, `c#`, `py`, ...)."""
 
 ANY_LANGUAGE = "*"
 
@@ -54,8 +54,13 @@ class CompactionRule(_Frozen):
     """When to compact documents of some languages: always, past a threshold, or on demand."""
 
     language: tuple[str, ...]
+    """A language, a list of them, or `*` for any: `sql`, `csharp`, `python`, `javascript`,
+    `typescript`, `text`, or an alias (`dotnet`, `c#`, `py`, `js`, `ts`, ...)."""
     policy: Literal["always", "threshold", "demand"]
+    """`always` compact; `threshold`: when the documents pass `threshold` of the budget;
+    `demand`: when the request asks (`overspill: {compact: [sql]}`)."""
     threshold: float | None = Field(default=None, validate_default=True)
+    """With `policy: threshold` only (required there): a share of the budget in (0, 1]."""
 
     @field_validator("language", mode="before")
     @classmethod
@@ -102,16 +107,22 @@ class DocumentsSettings(_Frozen):
     """Global budget for conversation + documents; default: the model's window minus output
     reserve, system prompt and safety margin. A larger value is capped at that."""
     divider: str = Field(default="<<<New content", min_length=1)
+    """One line placed once before each new batch of documents."""
     rules: tuple[CompactionRule, ...] = ()
+    """Compaction rules; the first whose `language` matches a document's wins (none: a
+    document is never compacted)."""
     condense_share: float = Field(default=0.85, gt=0, le=1)
-    """Documents above this share of the budget are condensed one by one (seed 001)."""
+    """Documents above this share of the budget are condensed one by one by a model."""
     max_passes: int = Field(default=3, ge=1, le=10)
     """Loop guard: at most this many passes compacting the existing context."""
     order: Literal["auto", "most_relevant_first", "most_relevant_last"] = "auto"
+    """`auto`: most relevant last for Ollama models (nearest the question), first otherwise."""
     avg_chunk_tokens: int = Field(default=200, gt=0)
-    """Seed 003's average chunk size for the top_k clamp."""
+    """The average chunk size that turns the room left into a number of documents (top_k)."""
     min_top_k: int = Field(default=2, ge=1)
+    """At least this many documents are kept when the room left is tight."""
     max_top_k: int = Field(default=10, ge=1)
+    """At most this many documents are kept when the batch does not fit."""
 
     @field_validator("divider")
     @classmethod

@@ -6,6 +6,8 @@
     │   ├── ContextWindowExceeded       400  code=context_length_exceeded, carries the Overflow
     │   ├── DocumentsBudgetExceeded     400  the request's documents alone exceed the budget
     │   ├── JsonTooDeep                 400  JSON nested deeper than overspill can re-encode
+    │   ├── RouteNotServed              400  the model cannot serve the route (an embedding
+    │   │                                    model asked to chat, embeddings from Anthropic)
     │   ├── InvalidHttpRequest          400  bytes that are not an HTTP/1.1 request
     │   ├── UnsupportedItem             400  a Responses input item only OpenAI runs (web search...)
     │   ├── UnsupportedTool             400  a Responses tool only OpenAI runs (file_search, mcp...)
@@ -114,6 +116,16 @@ def too_deep(what: str) -> JsonTooDeep:
         f"{what} nests arrays/objects more than {ENCODE_DEPTH} levels deep, which overspill "
         "cannot forward: flatten it (or send the nested part as a JSON string)"
     )
+
+
+class RouteNotServed(InvalidChatRequest):
+    """The model cannot serve the API route the client called (its mode or its provider's API
+    says so); the message names the routes it serves."""
+
+    code = "route_not_served"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, param="model")
 
 
 class InvalidHttpRequest(InvalidChatRequest):

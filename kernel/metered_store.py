@@ -13,6 +13,7 @@ from time import perf_counter
 from typing import TypeVar
 
 from kernel import metrics
+from kernel.spending import Tally, UsageRow
 from kernel.store import (
     DocumentBatches,
     HistoryEntry,
@@ -26,6 +27,7 @@ _T = TypeVar("_T")
 OPERATIONS = (
     "get", "put", "get_batches", "put_batches", "get_response", "get_responses", "put_response",
     "delete_response", "calibration", "add_calibration", "delete", "clear", "entries", "ping",
+    "add_usage", "usage",
 )  # fmt: skip
 """The `op` label's values: the HistoryStore methods that reach the backend."""
 
@@ -63,9 +65,9 @@ class MeteredStore:
         """The inner store's `get_responses`, measured."""
         return await self._measure("get_responses", self.inner.get_responses(tenant, response_ids))
 
-    async def put_response(self, record: StoredResponse, ttl_seconds: float) -> None:
+    async def put_response(self, record: StoredResponse) -> None:
         """The inner store's `put_response`, measured."""
-        await self._measure("put_response", self.inner.put_response(record, ttl_seconds))
+        await self._measure("put_response", self.inner.put_response(record))
 
     async def delete_response(self, tenant: str, response_id: str) -> bool:
         """The inner store's `delete_response`, measured."""
@@ -80,6 +82,18 @@ class MeteredStore:
     async def add_calibration(self, model: str, ratio: float) -> None:
         """The inner store's `add_calibration`, measured."""
         await self._measure("add_calibration", self.inner.add_calibration(model, ratio))
+
+    async def add_usage(
+        self, tenant: str, day: str, model: str, tally: Tally, keep_seconds: float
+    ) -> None:
+        """The inner store's `add_usage`, measured."""
+        await self._measure(
+            "add_usage", self.inner.add_usage(tenant, day, model, tally, keep_seconds)
+        )
+
+    async def usage(self, tenant: str | None, days: Sequence[str]) -> list[UsageRow]:
+        """The inner store's `usage`, measured."""
+        return await self._measure("usage", self.inner.usage(tenant, days))
 
     async def delete(self, tenant: str, conversation_id: str) -> bool:
         """The inner store's `delete`, measured."""

@@ -22,18 +22,29 @@ registry is process-global, so a rebuilt `System` (a config reload) keeps counti
     own calls     overspill_extraction_calls_total{model,outcome}      the cost of compaction
                   overspill_extraction_tokens_total{model,kind}
                   overspill_extraction_duration_seconds{model}
+                  overspill_own_call_wait_seconds{model}               queued for a slot
+    bounds        overspill_bounded_requests_total{model,bound}        a bound held work back
+                  overspill_cheaper_roads_total{model,road}            what was done instead
+                  overspill_background_jobs{state}                     running, waiting
+                  overspill_background_jobs_dropped_total{reason}
+    prompt cache  overspill_cached_prompt_tokens_total{model,kind}     as the upstream said
+                  overspill_prompt_tokens_total{model,kind}            beside it, for a ratio
+                  overspill_prefix_changes_total{model,why}            spliced prefix changed
+    shadow        overspill_shadow_decisions_total{model,layer,decision}
     store         overspill_store_operations_total{op}, overspill_store_errors_total{op}
                   overspill_store_duration_seconds{op}
     Ollama        overspill_ollama_discoveries_total{model,outcome}
                   overspill_ollama_truncations_total{model,stage}      prevented or suspected
 
 Label values are bounded: `model` is a configured model name ("none" before one is resolved),
-`provider` a provider prefix, never anything a client chose freely.
+`provider` a provider prefix, the others come from short fixed lists; never a tenant or
+anything else a client chose freely (a tenant's own spending is the usage summary's:
+kernel/usage.py).
 
 The hot path (every request, every upstream call, every store operation) records into tallies:
 plain Python sums and bucket counts, bound once per label set, that `flush()` moves into
 prometheus-client within FLUSH_SECONDS and before every scrape. That is ~1 µs per request
-where prometheus-client's own calls cost ~12 µs (scripts/bench_metrics.py). Rare events
+where prometheus-client's own calls cost ~12 µs (bench/micro/test_metrics.py). Rare events
 (overflows, recoveries, extractions...) use prometheus-client directly.
 """
 
@@ -44,7 +55,7 @@ from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from kernel.errors import (
     ContextWindowExceeded,
@@ -91,7 +102,7 @@ def _histogram(name: str, doc: str, labels: Sequence[str], buckets: Sequence[flo
 
 
 REQUESTS = _counter(
-    "overspill_requests", "Chat completion requests answered, by model, status and streaming.",
+    "overspill_requests", "Requests answered on every API route, by model, status and streaming.",
     ["model", "status", "stream"],
 )  # fmt: skip
 REQUEST_SECONDS = _histogram(
@@ -112,7 +123,7 @@ UPSTREAM_CALLS = _counter(
 UPSTREAM_FAILURES = _counter(
     "overspill_upstream_failures",
     "Upstream calls that failed, by class: overflow, rate_limit, timeout, 5xx, 4xx, "
-    "connection (including mid-stream failures).",
+    "connection, other (including mid-stream failures).",
     ["provider", "model", "class"],
 )  # fmt: skip
 UPSTREAM_SECONDS = _histogram(
@@ -198,6 +209,58 @@ EXTRACTION_TOKENS = _counter(
 EXTRACTION_SECONDS = _histogram(
     "overspill_extraction_duration_seconds", "Time one of overspill's own calls took.",
     ["model"], LATENCY_BUCKETS,
+)  # fmt: skip
+OWN_CALL_WAIT_SECONDS = _histogram(
+    "overspill_own_call_wait_seconds",
+    "Time one of overspill's own calls waited for a slot of its deployment's parallelism "
+    "(litellm_params.max_parallel_requests, llama-server's slots) before it was sent.",
+    ["model"], LATENCY_BUCKETS,
+)  # fmt: skip
+BOUNDED = _counter(
+    "overspill_bounded_requests",
+    "Requests whose own work a bound held back: calls or tokens (the request's bound) or "
+    "tenant-budget (the tenant's own tokens per period).",
+    ["model", "bound"],
+)  # fmt: skip
+ROADS = _counter(
+    "overspill_cheaper_roads",
+    "Cheaper roads taken instead of model work because of a bound (history:masked, "
+    "history:middle_cut, documents:excerpts, documents:cut, ...).",
+    ["model", "road"],
+)  # fmt: skip
+BACKGROUND_JOBS = Gauge(
+    "overspill_background_jobs",
+    "Background growths running or waiting for a turn (general_settings.max_background_jobs).",
+    ["state"], registry=REGISTRY, multiprocess_mode="livesum",
+)  # fmt: skip
+BACKGROUND_DROPPED = _counter(
+    "overspill_background_jobs_dropped",
+    "Background growths that never ran: queue_full (past max_waiting_jobs), replaced (a newer "
+    "turn of the same conversation took its place), closing (the system shut down).",
+    ["reason"],
+)  # fmt: skip
+CACHED_PROMPT_TOKENS = _counter(
+    "overspill_cached_prompt_tokens",
+    "Prompt tokens the upstream served from its prompt cache, as it reported them "
+    "(usage.prompt_tokens_details.cached_tokens), by the kind of request overspill sent.",
+    ["model", "kind"],
+)  # fmt: skip
+PROMPT_TOKENS = _counter(
+    "overspill_prompt_tokens",
+    "Prompt tokens of the same answers (usage.prompt_tokens), for the cached share.",
+    ["model", "kind"],
+)  # fmt: skip
+PREFIX_CHANGES = _counter(
+    "overspill_prefix_changes",
+    "Turns whose spliced prefix differed from the conversation's previous turn (a prompt-cache "
+    "miss): growth (a grown extraction), first (the first splice), edited (the client changed "
+    "the summarised history), other (a new model or prompt version, an expired entry).",
+    ["model", "why"],
+)  # fmt: skip
+SHADOW = _counter(
+    "overspill_shadow_decisions",
+    "What a layer would have done in shadow mode (the request went upstream unchanged).",
+    ["model", "layer", "decision"],
 )  # fmt: skip
 STORE_OPERATIONS = _counter(
     "overspill_store_operations", "History store operations, by operation.", ["op"]
@@ -480,3 +543,66 @@ def extraction_call(
         EXTRACTION_TOKENS.labels(model, "prompt").inc(prompt_tokens)
     if completion_tokens:
         EXTRACTION_TOKENS.labels(model, "completion").inc(completion_tokens)
+
+
+def own_call_waited(model: str, seconds: float) -> None:
+    """An own call got a slot of its deployment after `seconds`."""
+    OWN_CALL_WAIT_SECONDS.labels(model).observe(seconds)
+
+
+def own_tokens(model: str, prompt_tokens: int, completion_tokens: int) -> None:
+    """Tokens an own call other than an extraction (a cache warm-up) spent."""
+    if prompt_tokens:
+        EXTRACTION_TOKENS.labels(model, "prompt").inc(prompt_tokens)
+    if completion_tokens:
+        EXTRACTION_TOKENS.labels(model, "completion").inc(completion_tokens)
+
+
+def bounded(model: str, bound: str) -> None:
+    """A request's own work was held back by `bound` (once per request)."""
+    BOUNDED.labels(model, bound).inc()
+
+
+def road_taken(model: str, road: str) -> None:
+    """A cheaper road was taken instead of model work (`history:masked`, ...)."""
+    ROADS.labels(model, road).inc()
+
+
+def background_jobs(*, running: int = 0, waiting: int = 0) -> None:
+    """Background growths started or ended (`running`), queued or taken off (`waiting`)."""
+    if running:
+        BACKGROUND_JOBS.labels("running").inc(running)
+    if waiting:
+        BACKGROUND_JOBS.labels("waiting").inc(waiting)
+
+
+def background_job_dropped(reason: str) -> None:
+    """A waiting background growth never ran: queue_full, replaced or closing."""
+    BACKGROUND_DROPPED.labels(reason).inc()
+
+
+_prompt_caches: dict[tuple[str, str], tuple[Tally, Tally]] = {}
+
+
+def prompt_cache(model: str, kind: str, prompt_tokens: int, cached_tokens: int) -> None:
+    """An answer's prompt tokens and how many of them the upstream's cache served (tallied:
+    every answer that reports usage passes here)."""
+    found = _prompt_caches.get((model, kind))
+    if found is None:
+        found = _prompt_caches[(model, kind)] = (
+            Tally(PROMPT_TOKENS.labels(model, kind)),
+            Tally(CACHED_PROMPT_TOKENS.labels(model, kind)),
+        )
+    found[0].add(prompt_tokens)
+    if cached_tokens:
+        found[1].add(cached_tokens)
+
+
+def prefix_changed(model: str, why: str) -> None:
+    """A turn's spliced prefix differs from its conversation's previous turn's."""
+    PREFIX_CHANGES.labels(model, why).inc()
+
+
+def shadow_decision(model: str, layer: str, decision: str) -> None:
+    """In shadow mode, `layer` would have done `decision`."""
+    SHADOW.labels(model, layer, decision).inc()

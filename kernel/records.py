@@ -1,18 +1,27 @@
 """What the store keeps, as validated records: one kind of state per record type.
 
-    HistoryEntry      a cached extraction of one conversation's older turns     key h:...
-    DocumentBatches   the document batches placed in a conversation's turns    key d:...
-    StoredResponse    one Responses API response, a link of its chain          key r:...
-    (calibration)     a model's token-ratio samples, a plain list of floats    key c:<model>
+    HistoryEntry      a cached extraction of one conversation's older turns     kind extractions
+    DocumentBatches   the document batches placed in a conversation's turns    kind documents
+    StoredResponse    one Responses API response, a link of its chain          kind responses
+    (calibration)     a model's token-ratio samples, a plain list of floats    kind calibration
 
 Records are frozen pydantic models in strict mode (an `int` field takes no bool, no string)
 with unknown fields refused; each is stored as its JSON with a format version `v`. A stored
 record that does not validate is a `StoreError` saying what is wrong, which the backends treat
 as a corrupt record: logged, deleted, a miss.
+
+A `Kind` names a record type for the backends: its name (the config's per-kind TTLs), the
+letter its keys start with and the model it decodes to. Every record belongs to a tenant and is
+keyed by its `key_id`: its conversation's id, or (a response) its own id. The backends build
+every key, lock and size bound from (kind, tenant, key_id) alone, so a new kind needs only its
+entry in `TENANT_KINDS`: its keys share their owner's Redis Cluster hash tag
+(kernel/redis_keys.py), and clear, listing, TTL and the size bound cover it; a kind in
+`CONVERSATION_KINDS` also goes when its conversation is deleted.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from pydantic import (
@@ -27,9 +36,18 @@ from pydantic_core import PydanticSerializationError
 
 __all__ = [
     "ANCESTORS_KEPT",
+    "CALIBRATION",
     "CALIBRATION_SAMPLES",
+    "CONVERSATION_KINDS",
+    "DEFAULT_TTLS",
+    "DOCUMENTS",
+    "EXTRACTIONS",
+    "RESPONSES",
+    "RETAINED",
+    "TENANT_KINDS",
     "DocumentBatches",
     "HistoryEntry",
+    "Kind",
     "Record",
     "StoreError",
     "StoredBatch",
@@ -172,3 +190,29 @@ def decode(kind: type[_R], raw: bytes) -> _R:
         problem = exc.errors()[0]
         where = ".".join(str(part) for part in problem["loc"]) or "the record"
         raise StoreError(f"{kind.__name__} record: {where}: {problem['msg']}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    """A kind of conversation record: its name, the prefix of its keys, its record type."""
+
+    name: str
+    key: str
+    """How its keys start (`h:`): unique, and no kind's key starts another's."""
+    record: type[Record]
+
+
+EXTRACTIONS = Kind("extractions", "h:", HistoryEntry)
+DOCUMENTS = Kind("documents", "d:", DocumentBatches)
+RESPONSES = Kind("responses", "r:", StoredResponse)
+CONVERSATION_KINDS: tuple[Kind, ...] = (EXTRACTIONS, DOCUMENTS)
+"""The kinds kept per conversation: deleted with it."""
+TENANT_KINDS: tuple[Kind, ...] = (*CONVERSATION_KINDS, RESPONSES)
+"""Every kind of record a tenant owns: cleared, listed, bounded and expired alike."""
+CALIBRATION = "calibration"
+"""The name of a model's calibration samples (not a Record: a list of floats per model)."""
+RETAINED = (*(kind.name for kind in TENANT_KINDS), CALIBRATION)
+"""Every kind's name, as `general_settings.store.ttl_seconds_by_kind` takes them."""
+DEFAULT_TTLS: dict[str, float] = {RESPONSES.name: 30 * 24 * 3600.0}
+"""Kinds kept longer than `ttl_seconds` unless configured: a Responses chain 30 days, as
+OpenAI keeps them."""

@@ -22,7 +22,7 @@ Cost: nothing on the request path. Errors (proxy/responses.py), log lines (proxy
 admin answers and trace statuses pay one search of a compiled pattern of the secrets (a trie:
 one branch per character, the longest secret wins) and three substring tests for a mask
 (`***`, `...`, `…`). A request's log line with ten secrets configured: ~2-3 µs more
-(scripts/bench_redaction.py).
+(bench/micro/test_redaction.py).
 """
 
 from __future__ import annotations

@@ -63,11 +63,8 @@ NO_CHAIN = Chain(())
 class ResponseChains:
     """Reads and writes the Responses API's stored responses, one per system."""
 
-    def __init__(
-        self, store: HistoryStore, ttl_seconds: float, remembered: int = REMEMBERED_CHAINS
-    ) -> None:
+    def __init__(self, store: HistoryStore, remembered: int = REMEMBERED_CHAINS) -> None:
         self.store = store
-        self.ttl_seconds = ttl_seconds
         self.remembered = remembered
         self._chains: OrderedDict[tuple[str, str], Chain] = OrderedDict()
         """Recent chains by (tenant, last link's id)."""
@@ -131,7 +128,7 @@ class ResponseChains:
             input=tuple(dict(item) for item in turn_input),
             response=response,
         )
-        await self.store.put_response(record, self.ttl_seconds)
+        await self.store.put_response(record)
         self._remember(tenant, Chain((*chain.links, record)))
 
     async def delete(self, tenant: str, response_id: str) -> None:

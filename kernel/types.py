@@ -17,13 +17,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, cast
 
 import orjson
 
 from kernel.config import ModelEntry
 from kernel.conversation import derived_id
-from kernel.errors import too_deep
+from kernel.errors import RouteNotServed, too_deep
+from kernel.spending import Spend
 from kernel.tracing import Span
 
 Message = Mapping[str, Any]
@@ -137,7 +138,10 @@ class RouteRequest:
         """The body for the upstream: the client's bytes when the model name is the same."""
         if model == self.model:
             return self.raw
-        return orjson.dumps({**self.body, "model": model})
+        try:
+            return orjson.dumps({**self.body, "model": model})
+        except orjson.JSONEncodeError as exc:  # parsed (up to 1024 levels), cannot be written
+            raise too_deep("the request body") from exc
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,6 +264,18 @@ class RequestContext:
     derived: dict[str, object] = field(default_factory=dict)
     """What layers derived from this request's messages and share, dropped with the request
     (the conversation's History: middleware/condensing/condenser.py)."""
+    spend: Spend | None = None
+    """What the request made overspill spend upstream and the bound on it (kernel/spending.py):
+    made at the edge, shared by the request's own calls; None only where nothing is counted."""
+    shadow: bool = False
+    """Shadow mode (the key's `shadow`, or the model's `context.shadow`): every layer decides
+    and reports what it would do, and the request goes upstream unchanged."""
+    own: bool = False
+    """One of overspill's own calls (extraction, condensing, warm-up), not a client's: it waits
+    for a slot of the deployment's parallelism (providers/parallelism.py)."""
+    outer_replaces: str | None = None
+    """An outer layer placed content without knowing the window and places it again once an
+    overflow states one (`documents`): overflow_recovery lets that first overflow through."""
     _derived: str | None = None
 
     @property
@@ -278,6 +294,12 @@ class RequestContext:
     def note(self, key: str, value: object) -> None:
         """Record what a layer did; becomes an `x-overspill-<key>` header and a log field."""
         self.notes[key] = str(value)
+
+    def spending(self) -> Spend:
+        """The request's Spend (made now when the edge made none: a context a test built)."""
+        if self.spend is None:
+            self.spend = Spend(self.tenant, self.notes)
+        return self.spend
 
 
 Next = Callable[[ChatRequest, RequestContext], Awaitable[ChatResponse]]
@@ -317,8 +339,19 @@ class RouteProvider(Protocol):
 
     async def send(self, request: RouteRequest, ctx: RequestContext) -> ChatResponse:
         """Forward an embeddings or legacy completions request; streams are returned primed.
-        Raises `UpstreamRejected` (400) when the deployment cannot serve the route."""
+        Raises `RouteNotServed` (400) when the deployment cannot serve the route."""
         ...
+
+
+def forwarder(provider: Provider, request: RouteRequest) -> RouteProvider:
+    """`provider` as one that forwards `request`'s route; `RouteNotServed` when it forwards
+    none (every provider of overspill's does: a stand-in for tests may not)."""
+    if not hasattr(provider, "send"):
+        raise RouteNotServed(
+            f"model {request.model!r} cannot serve /v1/{request.route}: its deployment "
+            f"({provider.name}) forwards only conversations"
+        )
+    return cast(RouteProvider, provider)
 
 
 @dataclass(frozen=True, slots=True)

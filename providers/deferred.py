@@ -13,7 +13,14 @@ import gc
 import importlib
 from collections.abc import Callable
 
-from kernel.types import ChatRequest, ChatResponse, Provider, RequestContext
+from kernel.types import (
+    ChatRequest,
+    ChatResponse,
+    Provider,
+    RequestContext,
+    RouteRequest,
+    forwarder,
+)
 
 FREEZE_AFTER_IMPORT = False
 """Set by the serving process (proxy/server.py), which freezes its startup objects: a deferred
@@ -49,6 +56,13 @@ class DeferredProvider:
         if provider is None:
             provider = await self._built()
         return await provider.complete(request, ctx)
+
+    async def send(self, request: RouteRequest, ctx: RequestContext) -> ChatResponse:
+        """Build the provider if this is the first request, then forward the request."""
+        provider = self._provider
+        if provider is None:
+            provider = await self._built()
+        return await forwarder(provider, request).send(request, ctx)
 
     async def _built(self) -> Provider:
         async with self._lock:  # concurrent first requests import and build once

@@ -1,7 +1,8 @@
 """A scripted provider: answers from a list of steps, for tests and demos (never a real model).
 
 Each step is a response, an exception to raise, or a function of the request that returns a
-response. Every request it receives is recorded.
+response. Every request it receives is recorded: conversations (`complete`) in `requests`,
+embeddings and legacy completions (`send`) in `sent`; both play the same steps in turn.
 """
 
 from __future__ import annotations
@@ -12,9 +13,11 @@ from typing import Any
 
 import orjson
 
-from kernel.types import ChatRequest, ChatResponse, RequestContext
+from kernel.types import ChatRequest, ChatResponse, RequestContext, RouteRequest
 
-Step = ChatResponse | BaseException | Callable[[ChatRequest], ChatResponse]
+Step = ChatResponse | BaseException | Callable[[Any], ChatResponse]
+"""A response, an exception, or a function of the request (a ChatRequest for `complete`, a
+RouteRequest for `send`) that returns one."""
 
 
 class ScriptedProvider:
@@ -26,12 +29,22 @@ class ScriptedProvider:
         self.name = name
         self.steps = list(steps)
         self.requests: list[ChatRequest] = []
+        self.sent: list[RouteRequest] = []
         self.closed = False
 
     async def complete(self, request: ChatRequest, ctx: RequestContext) -> ChatResponse:
         """Record the request and play the next step."""
         self.requests.append(request)
-        step = self.steps[min(len(self.requests), len(self.steps)) - 1]
+        return self._play(request)
+
+    async def send(self, request: RouteRequest, ctx: RequestContext) -> ChatResponse:
+        """Record the embeddings or completions request and play the next step."""
+        self.sent.append(request)
+        return self._play(request)
+
+    def _play(self, request: ChatRequest | RouteRequest) -> ChatResponse:
+        calls = len(self.requests) + len(self.sent)
+        step = self.steps[min(calls, len(self.steps)) - 1]
         if isinstance(step, BaseException):
             raise step
         if callable(step):
@@ -62,6 +75,31 @@ def completion(content: str, model: str = "fake-model", **usage: int) -> dict[st
             "completion_tokens": usage.get("completion_tokens", 2),
             "total_tokens": usage.get("prompt_tokens", 10) + usage.get("completion_tokens", 2),
         },
+    }
+
+
+def embeddings(vectors: Sequence[Sequence[float]], model: str = "fake-embed") -> dict[str, Any]:
+    """An OpenAI embeddings list, one item per vector."""
+    return {
+        "object": "list",
+        "data": [
+            {"object": "embedding", "index": index, "embedding": list(vector)}
+            for index, vector in enumerate(vectors)
+        ],
+        "model": model,
+        "usage": {"prompt_tokens": 3 * len(vectors), "total_tokens": 3 * len(vectors)},
+    }
+
+
+def text_completion(text: str, model: str = "fake-model") -> dict[str, Any]:
+    """An OpenAI legacy text_completion object."""
+    return {
+        "id": "cmpl-fake",
+        "object": "text_completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7},
     }
 
 

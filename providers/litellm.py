@@ -1,5 +1,8 @@
 """litellm for every provider that does not speak OpenAI's wire format (the only litellm import).
 
+Chat completions go through `litellm.acompletion`; embeddings and legacy completions through
+`litellm.aembedding` and `litellm.atext_completion`, answered in OpenAI's shape.
+
 Request parameters become litellm keyword arguments, except litellm's own settings (its list
 of internal params and acompletion's named arguments, beyond OpenAI's chat parameters): those
 are refused with a 400, so no client field can become a litellm setting. Other unknown fields
@@ -13,9 +16,13 @@ import os
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+import array
+import binascii
+import functools
 import inspect
 import re
-from collections.abc import AsyncIterator
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import httpx
@@ -24,16 +31,23 @@ import orjson
 from litellm.llms.custom_httpx.http_handler import AsyncHTTPHandler
 
 from kernel import tracing
-from kernel.config import DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT, ModelEntry, is_ollama
+from kernel.config import (
+    DEFAULT_MAX_RESPONSE_BYTES,
+    DEFAULT_TIMEOUT,
+    OPENAI_WIRE_PROVIDERS,
+    ModelEntry,
+    is_ollama,
+)
 from kernel.errors import (
     ForbiddenParameter,
     OverspillError,
+    RouteNotServed,
     UpstreamBadResponse,
     UpstreamError,
     UpstreamTimeout,
     too_deep,
 )
-from kernel.types import ChatRequest, ChatResponse, RequestContext
+from kernel.types import ChatRequest, ChatResponse, RequestContext, RouteRequest
 from providers.deadline import Deadline
 from providers.failures import classify_failure, error_message, parse_body
 from providers.guard import WATCH, Watch, guard_response
@@ -61,10 +75,46 @@ GUARDED_PROVIDERS: dict[str, tuple[bytes, ...]] = {
 """Providers litellm calls through its own HTTP handler (which takes overspill's client with
 the response guard), and the bytes a complete stream of theirs ends with."""
 _NOT_JSON = "Unable to get json response"
+TEXT_COMPLETION_PROVIDERS = frozenset(
+    {"text-completion-openai", "azure_text", "text-completion-codestral"}
+)
+"""Providers litellm sends a text completion as one (any prompt OpenAI's API takes); for every
+other, litellm writes the prompt as a chat message."""
 
 _EXCEPTION_PREFIX = re.compile(r"^(?:litellm\.\w+: )+")
 _PROVIDER_PREFIX = re.compile(r"^\w+(?:Exception|Error) - ")
 _HANDLE_WITH = re.compile(r"\.? Handle with `litellm\.\w+`\.?$")
+
+
+def _dumped(result: Any) -> bytes:
+    """A litellm answer object as JSON bytes."""
+    return orjson.dumps(result.model_dump(exclude_none=True))
+
+
+def _event(chunk: Any) -> bytes:
+    """A litellm stream chunk as one SSE event."""
+    return b"data: " + _dumped(chunk) + b"\n\n"
+
+
+def _completion(result: Any) -> bytes:
+    """litellm's text completion (or one chunk of its stream) as OpenAI's `text_completion`:
+    each choice has its `text`, `logprobs` and `finish_reason` (null when none), and the
+    zeros litellm writes as a stream chunk's usage are left out."""
+    answer = result.model_dump(exclude_none=True)
+    for choice in answer.get("choices") or ():
+        if isinstance(choice, dict):
+            choice.setdefault("text", "")
+            choice.setdefault("logprobs", None)
+            choice.setdefault("finish_reason", None)
+    usage = answer.get("usage")
+    if isinstance(usage, dict) and not any(usage.values()):
+        del answer["usage"]
+    return orjson.dumps(answer)
+
+
+def _completion_event(chunk: Any) -> bytes:
+    """One chunk of litellm's text completion stream as an SSE event."""
+    return b"data: " + _completion(chunk) + b"\n\n"
 
 
 class LitellmProvider:
@@ -98,7 +148,15 @@ class LitellmProvider:
             self.settings.setdefault("drop_params", True)
         if is_ollama(params.model):
             self.settings["extra_body"] = chat_fields(entry)
+        self.text_native = self.name in TEXT_COMPLETION_PROVIDERS or (
+            self.name == "openai"
+            and params.upstream_model not in litellm.open_ai_chat_completion_models
+        )
+        """litellm sends a text completion to a text completion API (for an `openai/` model
+        it does not know as a chat model: vLLM's and others' `/v1/completions`)."""
         self.end_markers = GUARDED_PROVIDERS.get(self.name)
+        self.openai_wire = self.name in OPENAI_WIRE_PROVIDERS
+        """The provider's own chunks are OpenAI's: a complete stream says its finish_reason."""
         self.http: AsyncHTTPHandler | None = None
         if self.end_markers is not None:
             self.http = AsyncHTTPHandler(
@@ -109,14 +167,47 @@ class LitellmProvider:
     def kwargs(self, request: ChatRequest) -> dict[str, Any]:
         """The keyword arguments for litellm.acompletion."""
         kwargs: dict[str, Any] = {"messages": list(request.messages), "stream": request.stream}
-        for key, value in request.params().items():
-            if key in LITELLM_SETTINGS:
-                raise ForbiddenParameter(
-                    f"{key!r} is a litellm setting and cannot be set by a request; "
-                    "deployment settings come from overspill's config.yaml only",
-                    param=key,
-                )
-            kwargs[key] = value
+        params = request.params()
+        refuse_settings(params)
+        kwargs.update(params)
+        return self._with_settings(kwargs)
+
+    def route_kwargs(self, request: RouteRequest) -> dict[str, Any]:
+        """The keyword arguments for litellm.aembedding / atext_completion: the client's
+        fields as they came (OpenAI's names are litellm's), the deployment's settings."""
+        kwargs = {key: value for key, value in request.body.items() if key != "model"}
+        refuse_settings(kwargs)
+        kwargs.pop("stream", None)
+        kwargs = self._with_settings(kwargs)
+        if request.route == "embeddings":
+            kwargs.pop("encoding_format", None)  # written here, for every provider alike
+            kwargs.pop("client", None)  # the guarded client speaks chat: litellm's own here
+            kwargs.pop("extra_body", None)  # Ollama's chat fields (num_ctx, ...) are for chat
+            kwargs.pop("stream_timeout", None)
+            if self.name == "ollama_chat":  # litellm embeds through Ollama's `ollama/` route
+                kwargs["model"] = "ollama/" + kwargs["model"].removeprefix("ollama_chat/")
+        else:
+            kwargs["stream"] = request.stream
+            kwargs["prompt"] = self._prompt(request)
+        return kwargs
+
+    def _prompt(self, request: RouteRequest) -> Any:
+        """A completion's prompt as litellm can send it: litellm turns a prompt into one chat
+        message for every provider but OpenAI's text completion APIs, so more than one prompt
+        (or token ids) would not be what the client asked; those are refused with a 400."""
+        prompt = request.body.get("prompt")
+        if self.text_native or isinstance(prompt, str):
+            return prompt
+        if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+            return prompt[0]
+        raise RouteNotServed(
+            f"model {request.model!r} ({self.name}) takes one text prompt per request on "
+            "/v1/completions: litellm sends it to the provider as one chat message. Send a "
+            "string as 'prompt' (one request per prompt)"
+        )
+
+    def _with_settings(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """`kwargs` with the deployment's settings (which win) and the trace's headers."""
         kwargs.update(self.settings)
         if tracing.tracer is not None:  # the upstream-call span's traceparent goes along
             kwargs["extra_headers"] = {
@@ -127,24 +218,52 @@ class LitellmProvider:
 
     async def complete(self, request: ChatRequest, ctx: RequestContext) -> ChatResponse:
         """Call litellm within the deadline; streams are returned primed."""
-        _writable(request)
-        kwargs = self.kwargs(request)
+        _writable(request.body)
+        call = functools.partial(litellm.acompletion, **self.kwargs(request))
+        return await self._call(call, request.stream, _dumped, guarded=True)
+
+    async def send(self, request: RouteRequest, ctx: RequestContext) -> ChatResponse:
+        """litellm's embedding or text completion call, answered in OpenAI's shape: what
+        `complete` does for chat (deadline, primed stream, errors mapped here, once)."""
+        _writable(request.body)
+        kwargs = self.route_kwargs(request)
+        if request.route == "embeddings":
+            base64 = request.body.get("encoding_format") == "base64"
+            answer = functools.partial(_embeddings, base64)
+            return await self._call(functools.partial(litellm.aembedding, **kwargs), False, answer)
+        call = functools.partial(litellm.atext_completion, **kwargs)
+        return await self._call(call, request.stream, _completion, _completion_event, True)
+
+    async def _call(
+        self,
+        call: Callable[[], Awaitable[Any]],
+        stream: bool,
+        answer: Callable[[Any], bytes],
+        event: Callable[[Any], bytes] = _event,
+        guarded: bool = False,
+    ) -> ChatResponse:
+        """`call` within the deadline; a JSON result written by `answer`, a stream primed and
+        each of its chunks written by `event`. `guarded`: the call goes through the guarded
+        HTTP client, which watches its bytes."""
         watch = None
-        if self.end_markers is not None:
-            watch = Watch(self.name, request.stream, self.max_bytes, self.end_markers)
+        if guarded and self.end_markers is not None:
+            watch = Watch(self.name, stream, self.max_bytes, self.end_markers)
         token = WATCH.set(watch)
-        seconds = self.stream_timeout if request.stream else self.timeout
+        seconds = self.stream_timeout if stream else self.timeout
         try:
             with Deadline(seconds):
-                result = await litellm.acompletion(**kwargs)
-                if not request.stream:
-                    return ChatResponse(body=orjson.dumps(result.model_dump(exclude_none=True)))
+                result = await call()
+                if not stream:
+                    return ChatResponse(body=answer(result))
+                upstream = _Counted.around(result) if guarded and watch is None else None
                 iterator = result.__aiter__()
                 first = await iterator.__anext__()
+                if upstream is not None and upstream.ended and not upstream.events:
+                    raise self._ended(watch, "without sending any event")  # litellm's own chunk
         except StopAsyncIteration:
             raise self._ended(watch, "without sending any event") from None
         except TimeoutError as exc:
-            what = "stream's first event" if request.stream else "answer"
+            what = "stream's first event" if stream else "answer"
             raise self._timeout(seconds, what) from exc
         except Exception as exc:
             raise self.translate(exc, watch) from exc
@@ -152,7 +271,7 @@ class LitellmProvider:
             WATCH.reset(token)
         if watch is not None and watch.error is not None:
             raise watch.error
-        return ChatResponse(stream=self._relay(first, iterator, watch))
+        return ChatResponse(stream=self._relay(first, iterator, watch, event, upstream))
 
     async def aclose(self) -> None:
         """Close the guarded HTTP client (litellm's shared pool is litellm's)."""
@@ -160,10 +279,15 @@ class LitellmProvider:
             await self.http.client.aclose()
 
     async def _relay(
-        self, first: Any, rest: AsyncIterator[Any], watch: Watch | None
+        self,
+        first: Any,
+        rest: AsyncIterator[Any],
+        watch: Watch | None,
+        event: Callable[[Any], bytes],
+        upstream: _Counted | None,
     ) -> AsyncIterator[bytes]:
         """Each chunk as an SSE event; each gap between two bounded by stream_timeout."""
-        yield _event(first)
+        yield event(first)
         while True:
             try:
                 with Deadline(self.stream_timeout):
@@ -174,12 +298,14 @@ class LitellmProvider:
                 raise self._timeout(self.stream_timeout, "next event") from exc
             except Exception as exc:
                 raise self.translate(exc, watch, mid_stream=True) from exc
-            yield _event(chunk)
+            yield event(chunk)
         if watch is not None:
             if watch.error is not None:
                 raise watch.error
             if not watch.finished():
                 raise self._ended(watch, "before its end event")
+        elif upstream is not None and self.openai_wire and not upstream.finished:
+            raise self._ended(watch, "before its end event (no finish_reason)")
         yield b"data: [DONE]\n\n"
 
     def _ended(self, watch: Watch | None, how: str) -> UpstreamError:
@@ -252,8 +378,82 @@ class LitellmProvider:
         )
 
 
-def _event(chunk: Any) -> bytes:
-    return b"data: " + orjson.dumps(chunk.model_dump(exclude_none=True)) + b"\n\n"
+class _Counted:
+    """The provider's own stream under litellm's wrapper, counting what it yields: a 200
+    stream that ends before any event (llama-cpp-python's server answers an overflowing
+    stream so) makes litellm's wrapper yield a final chunk of its own, which must not pass
+    for the upstream's answer, and an OpenAI-wire stream cut before a chunk said its
+    finish_reason ends without an error from litellm. Used where no response guard watches
+    the bytes."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self._iterator: Any = None
+        self.events = 0
+        self.ended = False
+        self.finished = False
+        """A chunk said why the answer ended (an OpenAI chunk's `finish_reason`)."""
+
+    @classmethod
+    def around(cls, result: Any) -> _Counted | None:
+        """Count `result`'s provider stream (None: litellm fetches it later; not counted)."""
+        inner = getattr(result, "completion_stream", None)
+        if inner is None or not hasattr(inner, "__aiter__"):
+            return None
+        counted = cls(inner)
+        result.completion_stream = counted
+        return counted
+
+    def __aiter__(self) -> _Counted:
+        return self
+
+    async def __anext__(self) -> Any:
+        if self._iterator is None:
+            self._iterator = self._inner.__aiter__()
+        try:
+            item = await self._iterator.__anext__()
+        except StopAsyncIteration:
+            self.ended = True
+            raise
+        self.events += 1
+        for choice in getattr(item, "choices", None) or ():
+            if getattr(choice, "finish_reason", None):
+                self.finished = True
+        return item
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def refuse_settings(params: Iterable[str]) -> None:
+    """Refuse a request field that litellm would read as its own setting (a 400)."""
+    for key in params:
+        if key in LITELLM_SETTINGS:
+            raise ForbiddenParameter(
+                f"{key!r} is a litellm setting and cannot be set by a request; "
+                "deployment settings come from overspill's config.yaml only",
+                param=key,
+            )
+
+
+def _embeddings(base64: bool, result: Any) -> bytes:
+    """litellm's embeddings answer as OpenAI's. litellm is always asked for floats (not every
+    provider writes base64); with `base64`, each vector is written as OpenAI writes it then."""
+    answer = result.model_dump(exclude_none=True)
+    if base64:
+        for item in answer.get("data") or ():
+            vector = item.get("embedding") if isinstance(item, dict) else None
+            if isinstance(vector, list):
+                item["embedding"] = float32_base64(vector)
+    return orjson.dumps(answer)
+
+
+def float32_base64(vector: Sequence[float]) -> str:
+    """A vector as OpenAI's `encoding_format: base64` writes it (float32, little-endian)."""
+    values = array.array("f", vector)
+    if sys.byteorder == "big":
+        values.byteswap()
+    return binascii.b2a_base64(values.tobytes(), newline=False).decode("ascii")
 
 
 def _message(exc: BaseException, body: object) -> str:
@@ -326,10 +526,10 @@ def _retry_after(exc: BaseException) -> str | None:
     return None
 
 
-def _writable(request: ChatRequest) -> None:
+def _writable(body: Mapping[str, Any]) -> None:
     """Refuse, as the client's error, a body nested deeper than it can be written again: litellm
     would fail on it in its own code and the failure would look like the upstream's (a 502)."""
     try:
-        orjson.dumps(request.body)
+        orjson.dumps(body)
     except orjson.JSONEncodeError as exc:
         raise too_deep("the request body") from exc

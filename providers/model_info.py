@@ -1,7 +1,11 @@
-"""Context windows from litellm's bundled model map, read as data (litellm is not imported).
+"""Context windows and modes from litellm's bundled model map, read as data (litellm is not
+imported).
 
 litellm ships `model_prices_and_context_window_backup.json`; reading it directly gives every
-known model's `max_input_tokens` without paying for litellm's import on the fast path.
+known model's `max_input_tokens` and `mode` without paying for litellm's import on the fast
+path. A deployment's mode (what kind of model it is) is its configured `model_info.mode`, else
+the map's, as LiteLLM merges them; it decides which of overspill's routes the model serves
+(kernel/model_modes.py).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from kernel.config import ModelEntry
+from kernel.model_modes import API_ROUTES, CONVERSATION_APIS, MODE_APIS, apis_of
 
 _MAP_FILE = "model_prices_and_context_window_backup.json"
 
@@ -37,6 +42,8 @@ class Known(NamedTuple):
     system_messages: bool
     """`supports_system_messages: true`: litellm sends system messages as the model's own
     system instruction (Gemini's `system_instruction`), else as user text."""
+    mode: str | None
+    """`mode`: `chat`, `embedding`, `completion`, ... (None when the map gives none)."""
 
 
 @functools.cache
@@ -66,6 +73,7 @@ def _known(info: dict[str, Any]) -> Known:
         chat=info.get("mode") == "chat",
         max_output=_positive(info.get("max_output_tokens") or info.get("max_tokens")),
         system_messages=info.get("supports_system_messages") is True,
+        mode=mode if isinstance(mode := info.get("mode"), str) and mode in MODE_APIS else None,
     )
 
 
@@ -95,6 +103,58 @@ def known_system_messages(model: str) -> bool:
     """Whether litellm's map says the model takes system messages (unknown: it does not)."""
     found = _entries(model)
     return bool(found) and found[0].system_messages
+
+
+def known_mode(model: str) -> str | None:
+    """litellm's `mode` for a litellm model string (`openai/text-embedding-3-small`)."""
+    return next((info.mode for info in _entries(model) if info.mode is not None), None)
+
+
+def mode_of(entry: ModelEntry, model: str | None = None) -> str | None:
+    """A deployment's mode: `model_info.mode` as configured, else litellm's map's for its
+    model (or for `model`, a name a wildcard deployment serves)."""
+    return entry.mode or known_mode(model or entry.litellm_params.model)
+
+
+PROVIDER_LACKS: dict[str, frozenset[str]] = {"anthropic": frozenset({"embeddings"})}
+"""APIs a provider's own API does not have, whatever its model (Anthropic has no embeddings)."""
+
+_ALL_APIS = frozenset(API_ROUTES) | CONVERSATION_APIS
+
+
+def apis_served(entry: ModelEntry, model: str | None = None) -> frozenset[str] | None:
+    """The APIs a deployment serves (its mode's, less what its provider lacks); None when
+    nothing is known against any (the upstream decides). `model`: as for `mode_of`."""
+    apis = apis_of(mode_of(entry, model))
+    lacks = PROVIDER_LACKS.get(entry.litellm_params.provider)
+    if lacks is None:
+        return apis
+    return (_ALL_APIS if apis is None else apis) - lacks
+
+
+def routes_served(entry: ModelEntry, model: str | None = None) -> list[str]:
+    """The routes a deployment serves, as `/v1/models` lists them. `model`: as for `mode_of`."""
+    apis = apis_served(entry, model)
+    return [route for api, route in API_ROUTES.items() if apis is None or api in apis]
+
+
+def route_refusal(entry: ModelEntry, api: str, name: str | None = None) -> str | None:
+    """Why the deployment cannot serve `api` (the model called `name` by the client), naming
+    the routes it does serve; None when it can, or when nobody knows it cannot."""
+    apis = apis_served(entry)
+    if apis is None or api in apis or api not in _ALL_APIS:
+        return None
+    route = API_ROUTES.get(api, api)
+    provider = entry.litellm_params.provider
+    if api in PROVIDER_LACKS.get(provider, ()):
+        why = f"{provider}'s API has no {route}"
+    elif entry.mode is not None:
+        why = f"its model_info.mode is {entry.mode}"
+    else:
+        why = f"litellm's model map gives it mode {mode_of(entry)} (model_info.mode overrides)"
+    routes = routes_served(entry)
+    serves = ", ".join(routes) if routes else "none of overspill's routes"
+    return f"model {name or entry.model_name!r} cannot serve {route}: {why}; it serves {serves}"
 
 
 def context_window(entry: ModelEntry) -> int | None:

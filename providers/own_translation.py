@@ -4,7 +4,8 @@ What every such provider does the same way: the body written by its wire from th
 own objects (a request the wire leaves to litellm goes to `fallback`, built and litellm
 imported on the first such request), sent with the app's shared client through an
 `Exchange`, the JSON answer read back as a `chat.completion`, the stream primed and relayed
-event by event as OpenAI chunks. A subclass says how its wire writes and reads.
+event by event as OpenAI chunks. A subclass says how its wire writes and reads. Embeddings
+and legacy completions are litellm's calls (the fallback's), where the provider's API has them.
 """
 
 from __future__ import annotations
@@ -19,10 +20,18 @@ import orjson
 
 from kernel import tracing
 from kernel.config import DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT, ModelEntry
-from kernel.errors import too_deep
-from kernel.types import ChatRequest, ChatResponse, Provider, RequestContext
+from kernel.errors import RouteNotServed, too_deep
+from kernel.types import (
+    ChatRequest,
+    ChatResponse,
+    Provider,
+    RequestContext,
+    RouteRequest,
+    forwarder,
+)
 from providers.chunks import SseRelay, include_usage
 from providers.exchange import Exchange
+from providers.model_info import route_refusal
 from providers.translation import LeftToLitellm
 from providers.transport import Reply, Upstream
 
@@ -146,6 +155,14 @@ class OwnTranslation:
             answer = functools.partial(self._stream, include_usage(request))
             return await self.streams.call(body, headers, True, answer)
         return await self.exchange.call(body, headers, False, self._json)
+
+    async def send(self, request: RouteRequest, ctx: RequestContext) -> ChatResponse:
+        """Embeddings and legacy completions go through litellm's calls (the fallback), but
+        a route the provider's API lacks (Anthropic has no embeddings) is a 400 at once."""
+        refused = route_refusal(self.entry, request.route, request.model)
+        if refused is not None:
+            raise RouteNotServed(refused)
+        return await forwarder(self.fallback, request).send(request, ctx)
 
     async def _json(self, response: Reply) -> ChatResponse:
         expected = f"expected {self.expected}"

@@ -33,17 +33,13 @@ from litellm.utils import ProviderConfigManager, get_optional_params
 
 from kernel import tracing
 from kernel.config import DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT, ModelEntry
-from kernel.errors import (
-    ForbiddenParameter,
-    OverspillError,
-    too_deep,
-)
-from kernel.types import ChatRequest, ChatResponse, Provider, RequestContext
+from kernel.errors import OverspillError, too_deep
+from kernel.types import ChatRequest, ChatResponse, Provider, RequestContext, RouteRequest
 from providers import anthropic
 from providers.chunks import SseRelay, include_usage
 from providers.exchange import Exchange
 from providers.failures import classify_failure
-from providers.litellm import LITELLM_SETTINGS, LitellmProvider, _message
+from providers.litellm import LitellmProvider, _message, refuse_settings
 from providers.own_translation import SETTINGS
 from providers.transport import Reply, Upstream
 
@@ -151,6 +147,7 @@ class TranslatedProvider:
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
         params = entry.litellm_params
+        self.entry = entry
         self.name = params.provider
         self.wire = WIRES[self.name]
         self.model = params.upstream_model
@@ -164,6 +161,9 @@ class TranslatedProvider:
         self.api_base = params.api_base
         self.api_key = params.api_key.get_secret_value() if params.api_key is not None else None
         self.drop_params = drop_params or None
+        self.limits = (request_timeout, max_response_bytes)
+        self.routes: LitellmProvider | None = None
+        """litellm's own calls, for embeddings and legacy completions (built on first use)."""
         self.memo: dict[bytes, bytes] = {}
         """Parameters (JSON) → litellm's mapping of them (JSON); see `mapped`."""
         extra_headers = params.extras().get("extra_headers")
@@ -174,7 +174,23 @@ class TranslatedProvider:
         )
 
     async def aclose(self) -> None:
-        """The shared client is closed by its owner (the app)."""
+        """The shared client is closed by its owner (the app); litellm's calls' own client
+        by them."""
+        if self.routes is not None:
+            await self.routes.aclose()
+
+    async def send(self, request: RouteRequest, ctx: RequestContext) -> ChatResponse:
+        """Embeddings and legacy completions: litellm's own calls (`LitellmProvider.send`),
+        which have no translation config to borrow."""
+        if self.routes is None:
+            timeout, limit = self.limits
+            self.routes = LitellmProvider(
+                self.entry,
+                drop_params=bool(self.drop_params),
+                request_timeout=timeout,
+                max_response_bytes=limit,
+            )
+        return await self.routes.send(request, ctx)
 
     # -- translation (litellm) --------------------------------------------------------------
 
@@ -184,13 +200,7 @@ class TranslatedProvider:
         messages = body.pop("messages")
         body.pop("model", None)
         body.pop("stream", None)
-        for key in body:
-            if key in LITELLM_SETTINGS:
-                raise ForbiddenParameter(
-                    f"{key!r} is a litellm setting and cannot be set by a request; "
-                    "deployment settings come from overspill's config.yaml only",
-                    param=key,
-                )
+        refuse_settings(body)
         optional = self.mapped(body, request.stream)
         optional.pop("stream", None)
         json_mode = bool(optional.pop("json_mode", False))

@@ -1,15 +1,16 @@
 """How the byte passthrough speaks HTTP to an upstream: one small interface, two clients.
 
 `AiohttpUpstream` is the default: on the gateway bench it costs a fraction of httpx's CPU per
-request (the HTTP client was most of a minimal passthrough's cost; see the README's
-"Measured"). `HttpxUpstream` stays selectable (`general_settings.upstream_client: httpx`) for
-what only httpx does: SOCKS proxies (`ALL_PROXY`), and a smaller peak memory under many large
+request (the HTTP client was most of a minimal passthrough's cost; see docs/benchmarks.md).
+`HttpxUpstream` stays selectable (`general_settings.upstream_client: httpx`) for what only
+httpx does: SOCKS proxies (`ALL_PROXY`), and a smaller peak memory under many large
 concurrent answers. Both raise only `TransportError` / `TransportTimeout`, so the provider above
 never sees either library's exceptions.
 """
 
 from __future__ import annotations
 
+import io
 from base64 import b64encode
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Protocol
@@ -19,6 +20,9 @@ from urllib.request import getproxies, proxy_bypass
 if TYPE_CHECKING:
     import aiohttp
     import httpx
+
+LARGE_BODY_BYTES = 1 << 20
+"""aiohttp writes a larger request body as a stream (its own threshold for raw bytes)."""
 
 
 class TransportError(Exception):
@@ -109,7 +113,8 @@ class AiohttpUpstream:
         try:
             response = await session.post(
                 url,
-                data=body,
+                # past 1 MiB aiohttp warns that raw bytes are written in one go: stream them
+                data=body if len(body) <= LARGE_BODY_BYTES else io.BytesIO(body),
                 headers=headers,
                 timeout=self._timeout(phases),
                 proxy=proxy.url,

@@ -11,7 +11,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
 from kernel import redaction, tracing
 from kernel.errors import (
@@ -23,6 +23,7 @@ from kernel.errors import (
 )
 from kernel.store import StoreError
 from kernel.types import RequestContext
+from kernel.usage import UsageLedger
 from proxy.admin import admin_routes, require_master
 from proxy.endpoint import AppState, serve, traced_serve
 from proxy.keys import Keyring
@@ -34,8 +35,10 @@ from proxy.surfaces.chat import ChatSurface
 from proxy.surfaces.compaction import CompactSurface
 from proxy.surfaces.messages import CountTokensSurface, MessagesSurface
 from proxy.surfaces.responses import ResponsesSurface
+from proxy.surfaces.routes import RouteSurface
 from proxy.surfaces.surface import Surface
 from proxy.system import System
+from proxy.usage import usage_routes
 
 Reload = Callable[[], Awaitable[dict[str, Any]]]
 """Re-reads the config and swaps it in (proxy/live.py); raises InvalidConfig."""
@@ -87,6 +90,8 @@ def routes(state: AppState) -> list[Route]:
     compact = endpoint(CompactSurface())
     messages = endpoint(MessagesSurface())
     count_tokens = endpoint(CountTokensSurface())
+    embeddings = endpoint(RouteSurface("embeddings"))
+    completions = endpoint(RouteSurface("completions"))
 
     async def models(request: Request) -> Response:
         caller = state.keys.caller(request.headers.get("authorization"))
@@ -116,11 +121,16 @@ def routes(state: AppState) -> list[Route]:
         Route("/messages", messages, methods=["POST"]),
         Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
         Route("/messages/count_tokens", count_tokens, methods=["POST"]),
+        Route("/v1/embeddings", embeddings, methods=["POST"]),
+        Route("/embeddings", embeddings, methods=["POST"]),
+        Route("/v1/completions", completions, methods=["POST"]),
+        Route("/completions", completions, methods=["POST"]),
         Route("/v1/models", models, methods=["GET"]),
         Route("/models", models, methods=["GET"]),
         Route("/health/liveness", liveness, methods=["GET"]),
         Route("/health/readiness", readiness, methods=["GET"]),
         *admin_routes(system.store, state.keys),
+        *usage_routes(system.ledger or UsageLedger(system.store, system.settings), state.keys),
         Route("/overspill/ollama/refresh", refresh_ollama, methods=["POST"]),
         metrics_route(state),
     ]
@@ -179,7 +189,8 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     if exc.status_code == 405:
         error = MethodNotAllowed(f"{request.method} is not allowed on {request.scope.get('path')}")
     elif exc.status_code == 404:
-        error = NotFound(_no_route(request.method, request.scope.get("path", "")))
+        path = request.scope.get("path", "")
+        error = NotFound(_no_route(request.method, path, _api_routes(request.app.routes)))
     else:
         error = InvalidChatRequest(f"{request.method} {request.scope.get('path')}: {exc.detail}")
     ctx = RequestContext(request_id=request_id(request), tenant="anonymous")
@@ -193,9 +204,36 @@ async def _internal_error(request: Request, exc: Exception) -> Response:
     return error_response(error, ctx)
 
 
-def _no_route(method: str, path: str) -> str:
-    """Why a path has no route, and the route meant when it was only a trailing slash."""
+OPENAI_APIS_NOT_SERVED = (
+    "audio", "images", "moderations", "files", "uploads", "batches", "fine_tuning",
+    "vector_stores", "assistants", "threads", "realtime", "evals", "containers", "videos",
+)  # fmt: skip
+"""OpenAI's APIs overspill does not serve (docs/api/embeddings-and-completions.md says why)."""
+
+
+def _no_route(method: str, path: str, served: str) -> str:
+    """Why a path has no route: the route meant when it was only a trailing slash, else the
+    API routes overspill serves (and, for an OpenAI API it does not, where to send it)."""
     shown = path if len(path) <= 200 else path[:200] + "..."
     if len(path) > 1 and path.endswith("/"):
         return f"no route {method} {shown}: drop the trailing slash ({shown.rstrip('/')})"
-    return f"no route {method} {shown}"
+    api = path.removeprefix("/v1/").lstrip("/").partition("/")[0]
+    if api in OPENAI_APIS_NOT_SERVED:
+        return (
+            f"no route {method} {shown}: overspill does not serve OpenAI's {api} API; send "
+            f"those requests to the provider itself. overspill serves {served}"
+        )
+    return f"no route {method} {shown}; overspill's API routes: {served}"
+
+
+def _api_routes(routes: list[BaseRoute]) -> str:
+    """The app's `/v1/` routes and their methods (and whether each is served without `/v1`)."""
+    paths = {getattr(route, "path", "") for route in routes}
+    listed = []
+    for route in routes:
+        path = getattr(route, "path", "")
+        if path.startswith("/v1/"):
+            methods = sorted(set(getattr(route, "methods", None) or ()) - {"HEAD"})
+            listed.append(f"{'/'.join(methods)} {path}")
+    bare = all(path[3:] in paths for path in paths if path.startswith("/v1/"))
+    return ", ".join(listed) + (" (each also without /v1)" if bare else "")

@@ -1,4 +1,5 @@
-"""The `overspill` command: `serve`, `check-config`, `conversations`, `ollama`, `eval`, `run`."""
+"""The `overspill` command: `serve`, `check-config`, `conversations`, `ollama`, `eval`,
+`usage`, `run`."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from collections.abc import Sequence
 from types import FrameType
 
 from kernel.config import ConfigError, LoadedConfig, load_config
+from proxy.exposure import HOST_ENV, open_gateway_refusal
 
 CONFIG_ENV = "OVERSPILL_CONFIG"
 WORKERS_ENV = "OVERSPILL_WORKERS"
@@ -34,13 +36,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return conversations_cli.run(args)
     if args.command == "eval":
-        from proxy import eval_cli
+        from evaluation import cli as eval_cli  # a tool beside the server, loaded for `eval`
 
         return eval_cli.run(args)
     if args.command == "run":
         from proxy import run_cli
 
         return run_cli.run(args)
+    if args.command == "usage":
+        from proxy import usage
+
+        return usage.run(args)
     return serve(args)
 
 
@@ -60,12 +66,15 @@ def _parser() -> argparse.ArgumentParser:
     from proxy import conversations_cli
 
     conversations_cli.add_parser(commands)
-    from proxy import eval_cli
+    from evaluation import cli as eval_cli
 
     eval_cli.add_parser(commands)
     from proxy import run_cli
 
     run_cli.add_parser(commands)
+    from proxy import usage
+
+    usage.add_parser(commands)
     ollama = commands.add_parser("ollama", help="forget the Ollama windows a running server cached")
     ollama.add_argument("action", choices=["refresh"])
     ollama.add_argument("--url", default="http://127.0.0.1:4000", help="the running overspill")
@@ -186,6 +195,11 @@ def serve(args: argparse.Namespace) -> int:
     for warning in loaded.warnings:
         log.warning(warning)
     log.info(layers_line(loaded))
+    host = args.host or general.host
+    refusal = open_gateway_refusal(loaded.settings, host, loaded.warnings)
+    if refusal:
+        print(f"{args.config}: {refusal}", file=sys.stderr)
+        return EXIT_BAD_CONFIG
     if general.master_key is None and not general.client_keys:
         log.warning(
             "no general_settings.master_key or client_keys: any client that can reach "
@@ -193,6 +207,7 @@ def serve(args: argparse.Namespace) -> int:
         )
     os.environ[CONFIG_ENV] = os.path.abspath(args.config)
     os.environ[WORKERS_ENV] = str(args.workers)
+    os.environ[HOST_ENV] = host
     _take_signals()
     from proxy.connection import server_options
     from proxy.limits import ConnectionLimits
@@ -204,7 +219,7 @@ def serve(args: argparse.Namespace) -> int:
         uvicorn.run(
             "proxy.server:app_from_env",
             factory=True,
-            host=args.host or general.host,
+            host=host,
             port=args.port or general.port,
             workers=args.workers,
             access_log=False,

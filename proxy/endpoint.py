@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,12 +27,14 @@ from kernel.errors import (
     ModelUnavailable,
     OverspillError,
     PayloadTooLarge,
+    RouteNotServed,
     StoreUnavailable,
     UpstreamError,
 )
 from kernel.jobs import Jobs
 from kernel.records import StoreError
 from kernel.types import ChatResponse, RequestContext
+from providers.model_info import apis_served, route_refusal
 from proxy.keys import Keyring
 from proxy.responses import JSON_TYPE, context_headers, request_id
 from proxy.surfaces.surface import Surface, Turn
@@ -83,6 +85,8 @@ async def serve(
         turn, ctx = await surface.open(raw, request.headers, ctx, system)
         caller.check_model(turn.model)
         ctx.model = _resolve(system, turn.model)
+        ctx.shadow = caller.shadow or ctx.model.context.shadow  # docs/budgets.md: shadow mode
+        _check_route(system, ctx.model, surface.name, turn.model, caller.allows)
         watch = DisconnectWatch(request)
         try:
             response = await turn.answer(await turn.run(system, ctx), ctx)
@@ -158,6 +162,26 @@ def _resolve(system: System, name: str) -> ModelEntry:
     return entry
 
 
+def _check_route(
+    system: System, entry: ModelEntry, api: str, name: str, allows: Callable[[str], bool]
+) -> None:
+    """Refuse a route the model cannot serve (an embedding model asked to chat), naming the
+    routes it serves and the models the caller may use that serve this one."""
+    refused = route_refusal(entry, api, name)
+    if refused is None:
+        return
+    others = sorted(
+        other
+        for other, found in system.entries.items()
+        if other not in system.unavailable
+        and allows(other)
+        and ((apis := apis_served(found)) is None or api in apis)
+    )
+    if others:
+        refused += f". Models that serve it: {', '.join(others[:20])}"
+    raise RouteNotServed(refused)
+
+
 async def _read_body(request: Request, limit: int) -> bytes:
     declared = request.headers.get("content-length")
     # isdigit() alone also accepts "²" (Latin-1 superscript two): only ASCII digits are a length
@@ -219,7 +243,7 @@ class EventStream(Response):
     Kept over Starlette's StreamingResponse because it is measurably cheaper: overspill's own
     CPU per streamed request was 1.4-2.4x higher with StreamingResponse (its anyio task group
     per response), 60-90 against 145 µs for the small SSE body and 240 against 350 µs for the
-    large one (`scripts/bench_streaming.py`, 2 cores, 2026-11-23).
+    large one (`bench/micro/test_streaming.py`, 2 cores, 2026-11-23).
     """
 
     media_type = "text/event-stream"

@@ -18,6 +18,7 @@ import orjson
 
 from kernel.conversation import given_id
 from kernel.errors import ForbiddenParameter, InvalidChatRequest
+from kernel.spending import Spend
 from kernel.types import ChatRequest, RequestContext
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
@@ -47,26 +48,38 @@ SKIP_HEADER = "x-overspill-skip-history"
 _FLAG_WORDS = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
 
 
-def parse_chat_request(raw: bytes) -> ChatRequest:
-    """Validate a `/v1/chat/completions` body; raises InvalidChatRequest naming the field."""
+def json_object(raw: bytes) -> dict[str, Any]:
+    """A request body as a JSON object, else a 400 saying what is wrong with it."""
     try:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise InvalidChatRequest(f"request body is not valid JSON: {exc}") from None
     if not isinstance(body, dict):
         raise InvalidChatRequest("request body must be a JSON object")
+    return body
+
+
+def model_of(body: dict[str, Any]) -> str:
+    """A body's `model`: a non-empty string, else a 400 naming it."""
     model = body.get("model")
     if not isinstance(model, str) or not model:
-        raise InvalidChatRequest(_field_problem("model", model, "a model name"), param="model")
+        raise InvalidChatRequest(field_problem("model", model, "a model name"), param="model")
+    return model
+
+
+def parse_chat_request(raw: bytes) -> ChatRequest:
+    """Validate a `/v1/chat/completions` body; raises InvalidChatRequest naming the field."""
+    body = json_object(raw)
+    model = model_of(body)
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise InvalidChatRequest(
-            _field_problem("messages", messages, "a non-empty array of messages"), param="messages"
+            field_problem("messages", messages, "a non-empty array of messages"), param="messages"
         )
     _check_messages(messages)
     stream = body.get("stream", False)
     if not isinstance(stream, bool) and stream is not None:
-        raise InvalidChatRequest(_field_problem("stream", stream, "true or false"), param="stream")
+        raise InvalidChatRequest(field_problem("stream", stream, "true or false"), param="stream")
     check_forbidden(body)
     extensions = _extensions(body)
     if extensions:
@@ -97,6 +110,7 @@ def edge_context(
         opening=chat.messages,
         skip_history=_skip_history(chat, headers.get(SKIP_HEADER)),
     )
+    ctx.spend = Spend(tenant, ctx.notes)  # what the request makes overspill spend upstream
     return chat, ctx
 
 
@@ -117,7 +131,7 @@ def _skip_history(chat: ChatRequest, header: str | None) -> bool:
     value = options.get("skip_history", False) if options else False
     if not isinstance(value, bool):
         raise InvalidChatRequest(
-            _field_problem("overspill.skip_history", value, "true or false"),
+            field_problem("overspill.skip_history", value, "true or false"),
             param="overspill.skip_history",
         )
     return value
@@ -150,22 +164,22 @@ def _check_messages(messages: list[Any]) -> None:
 def _check_message(index: int, message: Any) -> None:
     where = f"messages[{index}]"
     if not isinstance(message, dict):
-        raise InvalidChatRequest(_field_problem(where, message, "an object"), param=where)
+        raise InvalidChatRequest(field_problem(where, message, "an object"), param=where)
     role = message.get("role")
     if role not in ROLES:
         expected = "one of " + ", ".join(sorted(ROLES))
-        raise InvalidChatRequest(_field_problem(f"{where}.role", role, expected), param=where)
+        raise InvalidChatRequest(field_problem(f"{where}.role", role, expected), param=where)
     content = message.get("content")
     if content is not None and not isinstance(content, str | list):
         raise InvalidChatRequest(
-            _field_problem(f"{where}.content", content, "a string, an array of parts, or null"),
+            field_problem(f"{where}.content", content, "a string, an array of parts, or null"),
             param=where,
         )
     if isinstance(content, list):
         for part_index, part in enumerate(content):
             if not isinstance(part, dict) or not isinstance(part.get("type"), str):
                 raise InvalidChatRequest(
-                    _field_problem(
+                    field_problem(
                         f"{where}.content[{part_index}]", part, 'an object with a "type"'
                     ),
                     param=where,
@@ -194,12 +208,13 @@ def _extensions(body: Mapping[str, Any]) -> dict[str, Any]:
         if key in body:
             value = body[key]
             if not isinstance(value, kind):
-                raise InvalidChatRequest(_field_problem(key, value, expected), param=key)
+                raise InvalidChatRequest(field_problem(key, value, expected), param=key)
             extensions[key] = value
     return extensions
 
 
-def _field_problem(name: str, value: Any, expected: str) -> str:
+def field_problem(name: str, value: Any, expected: str) -> str:
+    """What is wrong with a body field: missing (`value` None), or not what was `expected`."""
     if value is None:
         return f"{name!r} is required: expected {expected}"
     return f"{name!r} must be {expected}, got {_json_type(value)}"

@@ -63,6 +63,8 @@ class Caller:
     admin: bool = False
     access: ModelAccess | None = None
     """None: every model."""
+    shadow: bool = False
+    """The key's requests run in shadow mode (`client_keys[].shadow`)."""
 
     def allows(self, model: str) -> bool:
         """Whether this caller may request `model`."""
@@ -94,7 +96,8 @@ class Keyring:
             if item.key is None:  # disabled: its variable is unset
                 continue
             access = ModelAccess.of(item.models, aliases or {}) if item.models else None
-            self.by_digest[_digest(item.key.get_secret_value())] = Caller(item.name, False, access)
+            caller = Caller(item.name, False, access, item.shadow)
+            self.by_digest[_digest(item.key.get_secret_value())] = caller
         if master_key is not None:
             self.by_digest[_digest(master_key)] = Caller(tenant_of(master_key), admin=True)
 

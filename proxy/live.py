@@ -34,6 +34,7 @@ from kernel.store import StoreError
 from middleware.pipeline import LAYERS, MiddlewareError, active_layers, check_layers
 from proxy import logs
 from proxy.cli import WORKERS_ENV
+from proxy.exposure import HOST_ENV, open_gateway_refusal
 from proxy.metrics import worker_started, worker_stopped
 from proxy.stores import open_store
 from proxy.system import System, build_system
@@ -158,11 +159,17 @@ class LiveApp:
         try:
             loaded = await asyncio.to_thread(load_config, self.path)
             check_layers(loaded.settings, LAYERS)
+            host = os.environ.get(HOST_ENV, "127.0.0.1")
+            refusal = open_gateway_refusal(loaded.settings, host, loaded.warnings)
+            if refusal:
+                raise self._refused([refusal])
             system = build_from(loaded, self.path)
         except ConfigError as exc:
             raise self._refused(exc.problems) from None
         except (MiddlewareError, StoreError) as exc:
             raise self._refused([str(exc)]) from None
+        except InvalidConfig:
+            raise  # refused already (an open gateway on a network address)
         except Exception as exc:  # a provider that cannot be built; its text may hold secrets
             log.exception("config reload: building the new system failed")
             raise self._refused(

@@ -1,4 +1,8 @@
-"""`GET /v1/models`: the configured model names with their context windows.
+"""`GET /v1/models`: the configured model names with their context windows and routes.
+
+Each model's `routes` are the API routes it serves (`/v1/chat/completions`, `/v1/completions`,
+`/v1/embeddings`), by its mode (`model_info.mode`, else litellm's map's; see
+kernel/model_modes.py): a model whose mode nobody knows lists every route (its upstream decides).
 
 Each name's window is the one the layers plan with (providers/windows.py): configured, else
 discovered from Ollama, else litellm's map. Deployments with `ollama.list_local_models` also
@@ -20,8 +24,9 @@ from typing import Any
 import orjson
 
 from kernel.config import ModelEntry
+from kernel.model_modes import API_ROUTES
 from kernel.wildcards import is_wildcard
-from providers.model_info import known_providers, known_window, provider_models
+from providers.model_info import known_providers, known_window, provider_models, routes_served
 from providers.ollama import DiscoveryFailed, OllamaWindows, api_base_of
 from proxy.system import System
 
@@ -29,24 +34,28 @@ log = logging.getLogger("overspill.models")
 
 
 async def models_body(system: System, allows: Callable[[str], bool] | None = None) -> bytes:
-    """The `/v1/models` answer (OpenAI's list shape, plus `context_window`); with `allows`,
-    only the names it allows (a client key limited to some models)."""
+    """The `/v1/models` answer (OpenAI's list shape, plus `context_window` and `routes`); with
+    `allows`, only the names it allows (a client key limited to some models)."""
     created = int(time.time())
     settings = system.settings
     windows: dict[str, int | None] = {}
+    routes: dict[str, list[str]] = {}
     for name in settings.model_names():
         entry = None if is_wildcard(name) else system.entries.get(name)
         window = await system.windows.of(entry) if entry else None
         windows[name] = window.tokens if window else None
+        routes[name] = routes_served(entry) if entry else list(API_ROUTES.values())
     for alias, item in settings.router_settings.model_group_alias.items():
         entry = system.entries.get(alias)
         if not item.hidden and alias not in windows and entry is not None:
             window = await system.windows.of(entry)
             windows[alias] = window.tokens if window else None
+            routes[alias] = routes_served(entry)
     for entry in settings.model_list:
         if is_wildcard(entry.model_name):
             for name in wildcard_models(entry):
                 windows.setdefault(name, known_window(name))
+                routes.setdefault(name, routes_served(entry, name))
     data: list[dict[str, Any]] = [
         {
             "id": name,
@@ -54,6 +63,7 @@ async def models_body(system: System, allows: Callable[[str], bool] | None = Non
             "created": created,
             "owned_by": "overspill",
             "context_window": tokens,
+            "routes": routes[name],
         }
         for name, tokens in windows.items()
     ]
@@ -78,7 +88,8 @@ async def local_ollama_models(ollama: OllamaWindows, entry: ModelEntry) -> list[
     listed = []
     for model in local:
         params = entry.litellm_params.model_copy(update={"model": f"ollama_chat/{model.name}"})
-        window = await ollama.window(entry.model_copy(update={"litellm_params": params}))
+        one = entry.model_copy(update={"litellm_params": params})
+        window = await ollama.window(one)
         listed.append(
             {
                 "id": model.name,
@@ -87,6 +98,7 @@ async def local_ollama_models(ollama: OllamaWindows, entry: ModelEntry) -> list[
                 "owned_by": "ollama",
                 "context_window": window.num_ctx,
                 "context_window_source": window.source,
+                "routes": routes_served(one),
                 "configured": False,
                 "server": entry.model_name,
             }

@@ -22,11 +22,14 @@ def open_store(settings: StoreSettings, *, base_dir: str | None = None) -> Histo
     path = Path(settings.path).expanduser()
     if not path.is_absolute():
         path = Path(base_dir if base_dir is not None else os.getcwd()) / path
-    ttl_seconds = settings.ttl_seconds
-    size_limit_bytes = settings.size_limit_bytes
     try:
         path.mkdir(parents=True, exist_ok=True)
-        return DiskHistoryStore(path, ttl_seconds=ttl_seconds, size_limit_bytes=size_limit_bytes)
+        return DiskHistoryStore(
+            path,
+            ttl_seconds=settings.ttl_seconds,
+            ttl_by_kind=settings.ttl_seconds_by_kind,
+            size_limit_bytes=settings.size_limit_bytes,
+        )
     except ValueError as exc:
         raise StoreError(f"general_settings.store: {exc}") from exc
     except (OSError, StoreError) as exc:

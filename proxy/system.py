@@ -27,7 +27,9 @@ from kernel.metered_store import metered
 from kernel.model_routes import WildcardRoutes
 from kernel.response_chains import ResponseChains
 from kernel.services import Services
+from kernel.spending import OverBudget, Spend, Tally
 from kernel.store import HistoryStore
+from kernel.tokens import count_messages
 from kernel.types import (
     ChatRequest,
     ChatResponse,
@@ -38,6 +40,7 @@ from kernel.types import (
     Provider,
     RequestContext,
 )
+from kernel.usage import UsageLedger, counted
 from kernel.wildcards import is_wildcard
 from middleware.pipeline import LAYERS, LayerFactory, Pipeline, build_pipeline
 from providers import anthropic, gemini
@@ -46,6 +49,7 @@ from providers.model_info import self_hosted
 from providers.ollama import OllamaWindows, native
 from providers.openai_compat import OpenAICompatProvider
 from providers.own_translation import OwnTranslation
+from providers.parallelism import Lanes
 from providers.router import Router
 from providers.transport import HttpxUpstream, Upstream, upstream_client
 from providers.windows import ModelWindows
@@ -61,19 +65,22 @@ past this (and rebuilt if asked for again), so clients cannot grow memory withou
 
 class InternalCalls:
     """overspill's own calls to a configured model: deterministic, non-stream, through the
-    model layers only (so an Ollama target gets its num_ctx and pre-flight)."""
+    model layers only (so an Ollama target gets its num_ctx and pre-flight), each counted
+    against its request's Spend and in the tenant's usage (kernel/usage.py)."""
 
-    def __init__(self, entries: Mapping[str, ModelEntry]) -> None:
+    def __init__(self, entries: Mapping[str, ModelEntry], ledger: UsageLedger | None) -> None:
         self.entries = entries
+        self.ledger = ledger
         self._pipeline: Next | None = None
 
     def bind(self, pipeline: Next) -> None:
         """Attach the model pipeline, once the layers are built."""
         self._pipeline = pipeline
 
-    def __call__(self, model: str) -> Complete:
-        """A call to `model` (a configured name)."""
+    def __call__(self, model: str, spend: Spend | None = None) -> Complete:
+        """A call to `model` (a configured name) for the request `spend` counts."""
         entry = self.entries[model]
+        spend = spend or Spend("internal")
 
         async def complete(messages: Sequence[Message], *, max_tokens: int) -> Completion:
             body: dict[str, Any] = {
@@ -83,29 +90,45 @@ class InternalCalls:
                 "temperature": 0,
             }
             request = ChatRequest(model, tuple(messages), False, body)
-            pipeline, ctx = self._route("internal", entry)
+            pipeline, ctx = self._route("internal", entry, spend)
             if tracing.tracer is None:
                 return await _measured(pipeline, request, ctx)
             return await _traced(pipeline, request, ctx, tracing.tracer)
 
-        return complete
+        upstream = entry.litellm_params.upstream_model
+        return counted(complete, model, upstream, spend, self.ledger)
 
-    def _route(self, kind: str, entry: ModelEntry) -> tuple[Next, RequestContext]:
+    def _route(self, kind: str, entry: ModelEntry, spend: Spend) -> tuple[Next, RequestContext]:
         """The model pipeline and a fresh context for one own call of `kind` to `entry`."""
         if self._pipeline is None:
             raise RuntimeError("overspill's own calls are used before the layers are built")
         ctx = RequestContext(
-            request_id=f"{kind}-{uuid.uuid4().hex[:12]}", tenant="internal", model=entry
+            request_id=f"{kind}-{uuid.uuid4().hex[:12]}",
+            tenant="internal",
+            model=entry,
+            spend=spend,
+            own=True,
         )
         return self._pipeline, ctx
 
-    async def warm(self, request: ChatRequest, entry: ModelEntry) -> str:
+    async def warm(
+        self, request: ChatRequest, entry: ModelEntry, spend: Spend | None = None
+    ) -> str:
         """Fill the upstream's prefix cache with `request`'s prompt (see `kernel.services.Warm`):
         the client's own parameters (tools shape the prompt too), one token, no stream."""
         setting = entry.context.warm_cache
         if not setting or (setting == "auto" and not self_hosted(entry)):
             return "skipped"
-        pipeline, ctx = self._route("warm", entry)
+        spend = spend or Spend("internal")
+        tally = Tally(
+            calls=1,
+            prompt_tokens=count_messages(request.messages, entry.litellm_params.upstream_model),
+        )
+        try:
+            spend.admit(entry.model_name, tally.prompt_tokens)
+        except OverBudget:
+            return "skipped"
+        pipeline, ctx = self._route("warm", entry, spend)
         primer = replace(request, model=entry.model_name, stream=False).with_params(
             model=entry.model_name,
             max_tokens=1,
@@ -118,7 +141,7 @@ class InternalCalls:
         started = perf_counter()
         try:
             response = await pipeline(primer, ctx)
-            completion_of(response)
+            done = completion_of(response)
         except OverspillError as error:
             log.warning(
                 "warming the prefix cache failed: %s",
@@ -126,9 +149,21 @@ class InternalCalls:
                 extra={"request_id": ctx.request_id, "model": entry.model_name},
             )
             metrics.cache_warmed(entry.model_name, "failed", perf_counter() - started)
+            tally.failed = 1
+            await self._settle(spend, entry.model_name, tally)
             return "failed"
+        tally.prompt_tokens = done.prompt_tokens or tally.prompt_tokens
+        tally.completion_tokens = done.completion_tokens or 0
+        await self._settle(spend, entry.model_name, tally)
         metrics.cache_warmed(entry.model_name, "warmed", perf_counter() - started)
         return "warmed"
+
+    async def _settle(self, spend: Spend, model: str, tally: Tally) -> None:
+        """A warm-up's cost, in its Spend, the metrics and the tenant's usage."""
+        spend.settle(model, tally.prompt_tokens, tally.completion_tokens, not tally.failed)
+        metrics.own_tokens(model, tally.prompt_tokens, tally.completion_tokens)
+        if self.ledger is not None:
+            await self.ledger.record(spend.tenant, model, tally)
 
 
 @dataclass
@@ -188,6 +223,8 @@ class System:
 
     jobs: Jobs = field(default_factory=Jobs)
     """Background work this system started; drained before anything is released."""
+    ledger: UsageLedger | None = None
+    """What overspill's own calls spent per tenant (the usage endpoint and command)."""
     services: Services | None = None
     """What the layers use (store, estimator, windows, own calls): the shell's routes that
     condense on request (`POST /v1/responses/compact`) use the same."""
@@ -220,28 +257,39 @@ def build_system(
     redaction.install(redaction.Redactor(redaction.secrets_of(settings)))
     owned: list[Any] = []
     http = _upstream(client) if client is not None else _own(owned, _http_client(settings))
+    lanes = _own(owned, Lanes())
+
+    def provider_for(entry: ModelEntry) -> Provider:
+        made = _provider(entry, settings, http)
+        lanes.register(made, entry)
+        return made
+
     if providers is None:
-        groups, unavailable = build_providers(settings, http)
+        groups, unavailable = build_providers(settings, provider_for)
     else:
         groups, unavailable = {k: list(v) for k, v in providers.items()}, {}
-    router = Router(groups)
     history = metered(store or open_store(settings.general_settings.store))
     ollama = ollama or _own(owned, OllamaWindows())
     windows = ModelWindows(settings, ollama)
+    router = Router(groups, lanes=lanes, learn=windows.learn)
     entries = {
         e.model_name: e for e in reversed(settings.model_list) if not is_wildcard(e.model_name)
     }
-    internal = InternalCalls(entries)
+    ledger = UsageLedger(history, settings)
+    internal = InternalCalls(entries, ledger)
     services = Services(
-        settings, history, Estimator(history), windows, internal, entries, internal.warm
-    )
+        settings, history, Estimator(history), windows, internal, entries, internal.warm,
+        usage=ledger,
+    )  # fmt: skip
     pipeline = build_pipeline(services, router.complete, registry)
     internal.bind(pipeline.model)
     system = System(
         settings, pipeline, router, history, ollama, windows, entries, internal, unavailable,
-        owned, WildcardRoutes(settings), lambda entry: _provider(entry, settings, http),
+        owned, WildcardRoutes(settings), provider_for, ledger=ledger,
+        jobs=Jobs(settings.general_settings.max_background_jobs,
+                  settings.general_settings.max_waiting_jobs),
         services=services,
-        chains=ResponseChains(history, settings.general_settings.store.responses_ttl_seconds),
+        chains=ResponseChains(history),
     )  # fmt: skip
     if system.wildcards:
         router.expand_with(system.providers_of)
@@ -320,9 +368,10 @@ def completion_of(response: ChatResponse) -> Completion:
 
 
 def build_providers(
-    settings: Settings, client: Upstream
+    settings: Settings, make: Callable[[ModelEntry], Provider]
 ) -> tuple[dict[str, list[Provider]], dict[str, str]]:
-    """A provider per usable deployment, and why each unusable model cannot be used."""
+    """A provider per usable deployment (`make` builds one), and why each unusable model
+    cannot be used."""
     groups: dict[str, list[Provider]] = {}
     missing: dict[str, list[str]] = {}
     for entry in settings.model_list:
@@ -331,7 +380,7 @@ def build_providers(
         if entry.missing_env:
             missing.setdefault(entry.model_name, []).extend(entry.missing_env)
             continue
-        groups.setdefault(entry.model_name, []).append(_provider(entry, settings, client))
+        groups.setdefault(entry.model_name, []).append(make(entry))
     unavailable = {
         name: "environment variable(s) unset: " + ", ".join(sorted(set(vars_)))
         for name, vars_ in missing.items()

@@ -20,11 +20,14 @@ from kernel.config import ModelEntry, Settings, parse_config
 from kernel.estimator import Estimator
 from kernel.metrics import REGISTRY, flush
 from kernel.services import Services, Window, Windows
+from kernel.spending import Spend
 from kernel.store import DiskHistoryStore, HistoryStore
 from kernel.types import Complete, Provider
+from kernel.usage import counted
 from middleware.pipeline import LAYERS, LayerFactory
 from proxy.app import create_app
 from proxy.system import build_system
+from tests.redis_ha import own_cluster, own_sentinel, redis_cluster, redis_sentinel  # noqa: F401
 from tests.redis_server import own_redis, redis_url  # noqa: F401 - fixtures for every test
 
 pytest_plugins = ["tests.reliability"]
@@ -81,9 +84,14 @@ def make_services(
     internal: Callable[[str], Complete],
     windows: Mapping[str, int] | Windows,
 ) -> Services:
-    """Services for layer tests: a real store and estimator, given calls and windows."""
+    """Services for layer tests: a real store and estimator, given calls and windows; each
+    call is counted against its request's Spend as the shell counts overspill's own calls."""
     table = StaticWindows(windows) if isinstance(windows, Mapping) else windows
-    return Services(settings, store, Estimator(store), table, internal)
+
+    def own(model: str, spend: Spend | None = None) -> Complete:
+        return counted(internal(model), model, model, spend or Spend("internal"))
+
+    return Services(settings, store, Estimator(store), table, own)
 
 
 @pytest.fixture

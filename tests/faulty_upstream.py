@@ -33,6 +33,7 @@ FAULTS = (
     "reset",  # reads the request, resets the connection (RST) without answering
     "reset-mid-stream",  # a chunked stream (as servers send one): three events, then a reset
     "cut-stream",  # a stream: the head and three events, then a clean close (no end event)
+    "empty-stream",  # a stream: the head (200 text/event-stream), then a clean close, no event
     "cut-event",  # a stream: the head, three events and half of a fourth, then a clean close
     "malformed",  # 200 application/json whose body is cut short
     "html",  # 200 text/html (a captive portal, a load balancer page)
@@ -206,6 +207,8 @@ class FaultyUpstream:
             await self._stop.wait()
         elif fault == "cut-stream":
             await self._write(conn, writer, b"".join(events[:3]))
+        elif fault == "empty-stream":
+            return  # llama-cpp-python's server answers an overflowing stream this way
         elif fault == "cut-event":
             fourth = events[3]
             await self._write(conn, writer, b"".join(events[:3]) + fourth[: len(fourth) // 2])

@@ -5,7 +5,7 @@ Each entry carries a `split`: "tuned" (the classifier's rules may be fitted to i
 `source`, so every rendering of one server's wording lands on the same side:
 
     k = first 4 bytes of sha256(source), big-endian
-    held_out  iff  k % 3 == 0 for round-2 entries (gathered from servers' source, issue 12)
+    held_out  iff  k % 3 == 0 for round-2 entries (gathered from servers' own source and docs)
               iff  k % 6 == 0 for round-1 entries (the original corpus)
 
 `split_of` states that rule; a test checks every stored split against it.

@@ -42,7 +42,7 @@ def redis_process(
     assert process.stdout is not None
     drain: threading.Thread | None = None
     try:
-        drain = _wait_until_ready(process, process.stdout)
+        drain = wait_until_logged(process, process.stdout, "Ready to accept connections")
         yield process, f"redis://127.0.0.1:{port}/0"
     finally:
         if process.poll() is None:
@@ -54,12 +54,15 @@ def redis_process(
         process.stdout.close()
 
 
-def _wait_until_ready(process: subprocess.Popen[str], log: IO[str]) -> threading.Thread:
-    """Read the server's log until it accepts connections; then drain it on a thread."""
+def wait_until_logged(
+    process: subprocess.Popen[str], log: IO[str], marker: str
+) -> threading.Thread:
+    """Read the server's log until a line holds `marker` (it is ready); then drain it on a
+    thread."""
     seen = []
     for line in log:
         seen.append(line)
-        if "Ready to accept connections" in line:
+        if marker in line:
             drain = threading.Thread(target=log.readlines, name="redis-log", daemon=True)
             drain.start()
             return drain

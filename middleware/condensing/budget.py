@@ -3,7 +3,7 @@
 One rule for every layer. The window (kernel.services.Window) loses the output reserve and a
 safety margin for estimate error; what is left holds the prompt, system messages included.
 
-- Ollama deployments keep `ollama.safety_margin` of num_ctx (0.75 by default, seed 003) and
+- Ollama deployments keep `ollama.safety_margin` of num_ctx (0.75 by default) and
   reserve for the answer at least `ollama.generation_buffer`, more when the request's own
   `max_tokens` is larger (Ollama does not check it up front: the answer would be cut short).
 - Other deployments keep `context.safety_margin` of the window free (10%) and reserve the

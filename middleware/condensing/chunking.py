@@ -1,4 +1,4 @@
-"""Token-window chunking of long texts (seed 002): cl100k_base windows with overlap.
+"""Token-window chunking of long texts: cl100k_base windows with overlap.
 
 A text of at most ``single_chunk_max`` tokens is one chunk. A longer one is cut into windows
 of ``chunk_tokens`` tokens whose starts advance by ``chunk_tokens - overlap_tokens``; the last
@@ -97,7 +97,7 @@ def chunk_text(
     overlap_tokens: int = 100,
     single_chunk_max: int = 1200,
 ) -> list[Chunk]:
-    """Split text into overlapping token windows with exact character offsets (seed 002)."""
+    """Split text into overlapping token windows with exact character offsets."""
     _validate(artifact_id, chunk_tokens, overlap_tokens, single_chunk_max)
     try:
         text.encode("utf-8")

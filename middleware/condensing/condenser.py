@@ -13,9 +13,13 @@ middleware/condensing/strategies.py); an extraction that fails on every rung of 
 middle cut, never to an error. Whatever a strategy made is cached the same way, with its name
 (`HistoryEntry.strategy`), so the splice reuses it and the next growth starts from it.
 
-An extraction's input is bounded (`context.max_extraction_input_tokens`, seed 000's 64k): when
-the turns to extract are larger, the newest of them within the bound are extracted and the
-older ones are kept only as quoted facts, instead of an unbounded run of calls in one request.
+An extraction's input is bounded (`context.max_extraction_input_tokens`, 64k by default, and
+what the request may still spend on its own calls: kernel/spending.py): when the turns to
+extract are larger, the newest of them within the bound are extracted and the older ones are
+kept only as quoted facts, instead of an unbounded run of calls in one request; a message
+larger than the bound is never sent to a model whole. When the request may not make even one
+call, the history is masked or cut without a model, and the request's notes say which
+(`bound`, `bound-roads`).
 """
 
 from __future__ import annotations
@@ -29,18 +33,26 @@ from kernel import metrics
 from kernel.config import ModelEntry
 from kernel.recall import History
 from kernel.services import Services
+from kernel.spending import OverBudget, Spend
 from kernel.store import HistoryEntry, StoreError
-from kernel.tokens import REPLY_PRIMING_TOKENS
+from kernel.tokens import REPLY_PRIMING_TOKENS, count_messages
 from kernel.types import ChatRequest, Message, RequestContext
 from middleware.condensing.budget import Budget, budget_for
 from middleware.condensing.cutting import cut_tail
-from middleware.condensing.extraction import PROMPT_VERSION, BadExtraction, Extraction
+from middleware.condensing.extraction import (
+    MIN_CHUNK_TOKENS,
+    PROMPT_VERSION,
+    BadExtraction,
+    Extraction,
+)
 from middleware.condensing.ladder import (
     Rung,
     condense_message,
     extract_on_ladder,
+    extraction_room,
     ladder_for,
 )
+from middleware.condensing.prompt import map_prompt
 from middleware.condensing.slots import Found, look_up
 from middleware.condensing.split import (
     Split,
@@ -203,7 +215,7 @@ class Condenser:
         return StandIn(message, _action(extraction), extraction)
 
     async def shrink_oversized(
-        self, messages: list[Message], plan: Plan, entry: ModelEntry
+        self, messages: list[Message], plan: Plan, entry: ModelEntry, spend: Spend
     ) -> list[str]:
         """Condense, in place, tail messages larger than the intact share (on the ladder);
         `index:how` for each message that changed."""
@@ -215,7 +227,7 @@ class Condenser:
             own = plan.tokens((index,))
             if not isinstance(content, str) or own <= plan.tail_budget:
                 continue
-            rungs = rungs or await self.rungs(entry, plan)
+            rungs = rungs or await self.rungs(entry, plan, spend)
             condensed = await condense_message(
                 content,
                 share_tokens=max(64, int((plan.tail_budget - (others - own)) / plan.scale)),
@@ -223,6 +235,8 @@ class Condenser:
                 focus=latest_question(messages),
                 model=entry.litellm_params.upstream_model,
             )
+            if condensed.bound is not None:
+                spend.took("message:cut", condensed.bound)
             if condensed.how != "unchanged":
                 messages[index] = {**messages[index], "content": condensed.text}
                 done.append(f"{index}:{condensed.how}")
@@ -245,11 +259,13 @@ class Condenser:
         cut = cut_tail(content, keep, entry.litellm_params.upstream_model)
         return [*messages[:index], {**messages[index], "content": cut}, *messages[index + 1 :]]
 
-    async def rungs(self, entry: ModelEntry, plan: Plan) -> list[Rung]:
-        """The ladder for this request's model, its windows in counted tokens."""
+    async def rungs(self, entry: ModelEntry, plan: Plan, spend: Spend) -> list[Rung]:
+        """The ladder for this request's model, its windows in counted tokens, its calls
+        counted in the request's `spend`."""
         return await ladder_for(
-            self.services, entry, scale=plan.scale, fallback_window=plan.budget.window
-        )
+            self.services, entry, scale=plan.scale, fallback_window=plan.budget.window,
+            spend=spend,
+        )  # fmt: skip
 
     async def _condense(
         self,
@@ -267,9 +283,10 @@ class Condenser:
         earlier = previous.extraction if previous else None
         target = _target(plan, entry, self._framing(entry, plan))
         model = entry.litellm_params.upstream_model
+        spend = ctx.spending()
         for name in strategy_order(entry.context.strategies):
             if name == "extract":
-                made = await self._extract(request, entry, plan, previous, target)
+                made = await self._extract(request, entry, plan, previous, target, spend)
             elif name == "middle_cut":
                 made = _middle_cut(historical, earlier, target, model, condensed)
             else:
@@ -282,6 +299,8 @@ class Condenser:
                 )
                 made = _made(text, name, earlier) if text is not None else None
             if made is not None:
+                if spend.bound is not None and made.strategy != "extract":
+                    spend.took(f"history:{made.strategy}")
                 return made
             log.info(
                 "condensing strategy did not fit; trying the next",
@@ -296,24 +315,48 @@ class Condenser:
         plan: Plan,
         previous: HistoryEntry | None,
         target: int,
+        spend: Spend,
     ) -> Extraction | None:
-        """An extraction on the ladder, or None when no rung managed (logged)."""
+        """An extraction on the ladder within what the request may still spend, or None when
+        no rung managed or not one call may go (logged; the next strategy takes over)."""
         start = previous.historical_end_index if previous else 0
         historical = [request.messages[i] for i in plan.split.historical if i >= start]
         counts = [plan.counts[i] for i in plan.split.historical if i >= start]
-        older, newer = bounded(historical, counts, entry.context.max_extraction_input_tokens)
+        rungs = await self.rungs(entry, plan, spend)
+        focus = latest_question(request.messages)
+        model = entry.litellm_params.upstream_model
+        limit = entry.context.max_extraction_input_tokens
+        usable = next((rung for rung in rungs if rung.room >= MIN_CHUNK_TOKENS), None)
+        if usable is not None:
+            overhead = count_messages(map_prompt("", max_words=999, earlier_notes="-"), model)
+            room = extraction_room(spend, usable, target, overhead)
+            if room < min(limit, sum(counts)):
+                spend.held_back(spend.why_not(room + overhead + MIN_CHUNK_TOKENS) or "tokens")
+            limit = min(limit, room)
+        older, newer = bounded(historical, counts, limit)
+        if not newer:
+            log.info("no extraction: the request's own-call bound leaves no room",
+                     extra={"model": entry.model_name, "bound": spend.bound})  # fmt: skip
+            return None
+        if older and spend.bound is not None:
+            spend.took("history:extraction-bounded")
         try:
             return await extract_on_ladder(
                 newer,
-                rungs=await self.rungs(entry, plan),
+                rungs=rungs,
                 target_tokens=target,
                 previous=previous.extraction if previous else None,
-                focus=latest_question(request.messages),
-                model=entry.litellm_params.upstream_model,
+                focus=focus,
+                model=model,
                 beyond_bound=older,
                 condensed=[request.messages[i] for i in plan.split.historical if i < start],
                 fallback=False,
             )
+        except OverBudget as error:
+            spend.held_back(error.bound)
+            log.warning("extraction stopped by the request's own-call bound; falling back",
+                        extra={"bound": error.bound})  # fmt: skip
+            return None
         except BadExtraction as error:
             log.warning("extraction failed; falling back", extra={"error": str(error)})
             return None
@@ -362,7 +405,8 @@ def bounded(
     messages: Sequence[Message], counts: Sequence[int], limit: int
 ) -> tuple[list[Message], list[Message]]:
     """(older, newer): the newest whole messages within `limit` tokens, and those before;
-    the bound never falls between a tool call and its results."""
+    the bound never falls between a tool call and its results, and a newest message larger
+    than the bound is never extracted (newer is then empty: it is only quoted from)."""
     used = 0
     start = len(messages)
     while start > 0 and used + counts[start - 1] <= limit:
@@ -370,7 +414,6 @@ def bounded(
         used += counts[start]
     while 0 < start < len(messages) and messages[start].get("role") in ("tool", "function"):
         start += 1  # a tool call's results stay beside it (on the older side)
-    start = min(start, len(messages) - 1) if messages else 0  # always extract the newest one
     return list(messages[:start]), list(messages[start:])
 
 

@@ -27,6 +27,7 @@ Pure: lines come in as (role, text, key spans), in conversation order.
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -104,12 +105,26 @@ def _replaced_value(later: Line, earlier: Line) -> str | None:
 
 
 def settle(lines: Sequence[Line]) -> Settled:
-    """Which lines later statements replaced, and which only echo earlier ones."""
+    """Which lines later statements replaced, and which only echo earlier ones.
+
+    A later line can replace an earlier one only when it names one of its values or reads as
+    a correction (`_replaced_value`), so each earlier line is checked against those later
+    lines alone, in order: linear in the lines for a history that corrects little, where
+    checking every pair took minutes on a long document (1,800 lines: 1.7 million pairs)."""
     users = [i for i, line in enumerate(lines) if _who(line.role) == "user" and line.keys]
+    naming: dict[str, list[int]] = {}
+    for i in users:
+        for key in {key.lower() for key in lines[i].keys}:
+            naming.setdefault(key, []).append(i)
+    corrective = [j for j in users if _CORRECTION.search(lines[j].text)]
     replaced: set[int] = set()
     stale: set[str] = set()
-    for n, i in enumerate(users):
-        for j in users[n + 1 :]:
+    for i in users:
+        later = set(corrective[bisect_right(corrective, i) :])
+        for key in {key.lower() for key in lines[i].keys}:
+            named = naming[key]
+            later.update(named[bisect_right(named, i) :])
+        for j in sorted(later):
             old = _replaced_value(lines[j], lines[i])
             if old is not None:
                 replaced.add(i)

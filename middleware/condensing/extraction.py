@@ -23,7 +23,7 @@ as its first partial; and an earlier note line whose key terms the new notes no 
 (the model merged it away, or the notes were cut to budget) is carried into the ledger as a
 ``- notes: …`` line, where the ledger's own rule (nothing silently dropped) takes over.
 
-Map-reduce (seed 000, improved): the transcript is cut with ``chunk_text`` into windows sized
+Map-reduce: the transcript is cut with ``chunk_text`` into windows sized
 from the extractor's window (window - output - prompt overhead - safety margin). A map call
 that overflows halves only that chunk's budget (floor 320 tokens, then ``BadExtraction``).
 Partial notes merge in passes of consecutive groups (``plan_merge_groups``); a merge that

@@ -1,16 +1,20 @@
 """The one model ladder: the extraction model, then the user's own model, then a visible cut.
 
-Every condensing in overspill walks it, for history and documents alike (seed 001's
-oversized-message ladder, generalised): the cheaper `context.extraction_model` when the user
+Every condensing in overspill walks it, for history and documents alike (an oversized
+message, a history, a document): the cheaper `context.extraction_model` when the user
 names one, else straight to the user's own model, and when no model gives a usable answer,
 a deterministic cut with a visible marker where text was left out.
 
 - A rung's call that fails in a way a second try may not (5xx, timeout, connection) is
-  retried once (seed 000) before the ladder passes to the next rung; a rate limit, a refused
+  retried once before the ladder passes to the next rung; a rate limit, a refused
   request or an overflow passes at once.
 - A rung whose window cannot hold a message by its chars-per-token estimate is skipped for
   that message (the next rung is the larger window); history extraction does map-reduce
   inside each rung (middleware/condensing/extraction.py).
+- Every call is one of the request's own calls (kernel/spending.py): `ladder_for` sets the
+  request's bounds from its model, `extraction_room` says how much history one extraction
+  may read within what is left, and a call the bounds refuse (`OverBudget`) ends the ladder
+  at its cut, as a failed model would.
 """
 
 from __future__ import annotations
@@ -23,8 +27,10 @@ from typing import Literal
 from kernel.config import ModelEntry
 from kernel.errors import ContextWindowExceeded, UpstreamError, UpstreamTimeout
 from kernel.services import Services
+from kernel.spending import BoundName, Bounds, OverBudget, Spend
 from kernel.tokens import count_messages, count_text
 from kernel.types import Complete, Completion, Message
+from kernel.usage import read_budget
 from middleware.condensing.budget import call_room
 from middleware.condensing.cutting import cut_middle
 from middleware.condensing.extraction import (
@@ -34,6 +40,7 @@ from middleware.condensing.extraction import (
     Extraction,
     cut_history,
     extract_history,
+    plan_sizes,
     rejection,
 )
 from middleware.condensing.prompt import clean_output, condense_prompt
@@ -41,9 +48,10 @@ from middleware.condensing.prompt import clean_output, condense_prompt
 log = logging.getLogger("overspill.ladder")
 
 CHEAPEST_CHARS_PER_TOKEN = 4.0
-"""Seed 001's estimate for the extraction model's share (normal text)."""
+"""Characters per token assumed for the extraction model's window (normal text)."""
 MODEL_CHARS_PER_TOKEN = 3.5
-"""Seed 001's conservative estimate for the user's own model (poorly tokenizing text)."""
+"""Characters per token assumed for the user's own model: conservative, for text that
+tokenizes poorly."""
 How = Literal["cheapest", "model", "truncated", "unchanged"]
 
 
@@ -66,6 +74,8 @@ class Condensed:
     text: str
     how: How
     calls: int
+    bound: BoundName | None = None
+    """The bound that stopped the ladder before a model could condense it."""
 
 
 def is_transient(error: Exception) -> bool:
@@ -92,9 +102,13 @@ def retrying(complete: Complete, name: str) -> Complete:
 
 
 async def ladder_for(
-    services: Services, entry: ModelEntry, *, scale: float, fallback_window: int
+    services: Services, entry: ModelEntry, *, scale: float, fallback_window: int, spend: Spend
 ) -> list[Rung]:
-    """The rungs for a request to `entry`: its extraction model (when another), then itself."""
+    """The rungs for a request to `entry`: its extraction model (when another), then itself;
+    every call counted in the request's `spend`, whose bounds are `entry`'s."""
+    known = await services.windows.of(entry)
+    spend.limit(Bounds.of(entry, known.tokens if known else None), entry.model_name)
+    await read_budget(spend, services.usage)
     names: list[tuple[str, float, Literal["cheapest", "model"]]] = []
     extractor = entry.context.extraction_model
     if extractor and extractor != entry.model_name:
@@ -105,7 +119,7 @@ async def ladder_for(
         target = services.entry(name)
         window = await services.windows.of(target)
         room = call_room(target, window.tokens if window else fallback_window)
-        complete = retrying(services.internal(name), name)
+        complete = retrying(services.internal(name, spend), name)
         rungs.append(Rung(name, complete, int(room / scale), chars_per_token, how))
     return rungs
 
@@ -135,6 +149,8 @@ async def condense_message(
         prompt = condense_prompt(text, max_words=int(output * WORDS_PER_TOKEN), focus=focus)
         try:
             result = await rung.complete(prompt, max_tokens=output)
+        except OverBudget as error:
+            return Condensed(cut_middle(text, share_tokens, model), "truncated", calls, error.bound)
         except (ContextWindowExceeded, UpstreamError) as error:
             log.warning("condensing rung failed", extra={"model": rung.name, "error": str(error)})
             continue
@@ -142,6 +158,22 @@ async def condense_message(
         if rejection(notes, tokens, model) is None:
             return Condensed(cut_middle(notes, share_tokens, model), rung.how, calls)
     return Condensed(cut_middle(text, share_tokens, model), "truncated", calls)
+
+
+def extraction_room(spend: Spend, rung: Rung, target_tokens: int, overhead: int) -> int:
+    """The history tokens one extraction on `rung` may read within what the request may
+    still spend: one call's chunk, or as many map calls of the rung's chunk size as the calls
+    and input tokens left allow with a merge call for every two of them (planning is
+    generous: merges of short notes cost less). 0: not even one call may go."""
+    chunk = plan_sizes(target_tokens, max(rung.room, MIN_CHUNK_TOKENS), 0, overhead).input
+    per_call = chunk + overhead
+    calls, tokens = spend.calls_left(), spend.tokens_left()
+    if calls < 1 or tokens <= overhead:
+        return 0
+    maps = min(calls * 2 // 3, tokens * 2 // (3 * per_call))
+    if maps <= 1:
+        return min(chunk, tokens - overhead)
+    return maps * chunk
 
 
 def _fits(text: str, rung: Rung, output: int, overhead: int) -> bool:
@@ -182,6 +214,10 @@ async def extract_on_ladder(
             )
         except (BadExtraction, ContextWindowExceeded, UpstreamError) as error:
             log.warning("extraction rung failed", extra={"model": rung.name, "error": str(error)})
+        except OverBudget:
+            if not fallback:
+                raise
+            break  # no call may go: the cut, at once
     if not fallback:
         raise BadExtraction("no model of the ladder could extract the history")
     return cut_history(

@@ -158,6 +158,10 @@ MAX_SOURCE_CHARS = 80
 LISTING_ROWS = 3
 """Lines of one shape in one tool result that make it a listing."""
 MAX_LINE_CHARS = 300
+QUOTED_MESSAGE_CHARS = 32_000
+"""A longer message is quoted from its first and last halves of this only: a pasted document's
+sentences cannot all fit a stand-in anyway, and reading megabytes took the ledger minutes of
+CPU (~20 s per MB); per message, so what a message gives never depends on the others."""
 MAX_REQUEST_CHARS = 160
 """A longer user's message is no request an action's line carries (it costs more than it tells)."""
 MIN_REQUEST_WORDS = 2
@@ -466,7 +470,7 @@ def fact_lines(messages: Sequence[Message], focus: str | None = None) -> list[Fa
     for message in messages:
         role = speaker(message)
         sources.update(call_sources(message))
-        found_in = sentences(content_text(message))
+        found_in = sentences(quoted_part(content_text(message)))
         if role == "assistant" and not message.get("tool_calls"):
             reply = " ".join(found_in)
             line = next((i for i in reversed(stated) if confirms(found[i].text, reply)), None)
@@ -488,6 +492,17 @@ def fact_lines(messages: Sequence[Message], focus: str | None = None) -> list[Fa
                 request = ""
         found += quoted
     return demote_templates(dedupe_facts(found))
+
+
+def quoted_part(text: str) -> str:
+    """What the ledger reads of a message's text: all of it, or its first and last halves
+    of `QUOTED_MESSAGE_CHARS` (cut at whitespace) when it is longer."""
+    if len(text) <= QUOTED_MESSAGE_CHARS:
+        return text
+    half = QUOTED_MESSAGE_CHARS // 2
+    head = text[:half].rsplit(None, 1)[0]
+    tail = text[-half:].split(None, 1)[-1]
+    return f"{head}\n\n{tail}"
 
 
 def _message_facts(

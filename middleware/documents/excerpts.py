@@ -1,6 +1,6 @@
-"""Documents larger than the whole budget, sent as their most relevant chunks (seed 002).
+"""Documents larger than the whole budget, sent as their most relevant chunks.
 
-When the kept documents alone exceed the budget, each is cut by seed 002's token-window
+When the kept documents alone exceed the budget, each is cut by the token-window
 chunker into chunks small enough to go alone: at most 900 tokens with 100 of overlap, smaller
 when the budget is small (a chunk's block fits `target`, the share documents may take before
 they are condensed), never under the chunker's floor. Every chunk is scored by BM25 against
@@ -9,10 +9,10 @@ rank, then chunk order), each with its neighbours (±1), while the batch stays w
 (the room the conversation leaves); the single best chunk always goes.
 
 A document whose chunks all go is sent whole, as it was placed. Otherwise its block says
-`compact: chunked` and `chunks: 2-4, 9 of 14`, consecutive chunks are joined by seed 002's
+`compact: chunked` and `chunks: 2-4, 9 of 14`, consecutive chunks are joined by the chunker's
 `[CHUNK BOUNDARY]`, and `[overspill: chunks 5-8 elided]` stands between runs. Only when not
 one chunk of any document fits the whole budget is the request refused. Same input, same
-output: chunk ids are seed 002's deterministic ids and the scores are plain arithmetic.
+output: chunk ids are the chunker's deterministic ids and the scores are plain arithmetic.
 """
 
 from __future__ import annotations
@@ -42,7 +42,8 @@ from middleware.documents.relevance import bm25
 
 CHUNK_TOKENS = 900
 OVERLAP_TOKENS = 100
-"""Seed 002's window and overlap: the upper bound; smaller windows keep the same ratio."""
+"""The chunker's window and overlap (900 and 100 tokens): the upper bound; smaller windows
+keep the same ratio."""
 NEIGHBOURS = 1
 FRAMING = MESSAGE_OVERHEAD + DIVIDER_TOKENS
 

@@ -3,7 +3,7 @@
 Each language has a handful of signs (a cheap keyword pre-check, then a pattern); the
 language with the most signs wins when it has at least two, else the document is `text`.
 
-Code that embeds SQL is the host language (seed 004: DOTNET_WITH_SQL is dotnet): once a
+Code that embeds SQL is the host language (C# whose queries sit in its strings is C#): once a
 host language (C#, Python, JavaScript, TypeScript) shows a sign, SQL signs count only in the
 host's own code, not inside its string literals or comments; SQL held only in the host's
 literals is one more sign of the host, and a tie goes to the host.

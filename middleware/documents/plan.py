@@ -1,7 +1,7 @@
 """The documents planner, pure: budgeting, compaction rules, top_k, order, and rendering.
 
 A plan ranks the documents, compacts each by the first rule matching its language, and keeps
-seed 003's top_k best when the batch does not fit the room the conversation leaves. Kept
+the top_k best when the batch does not fit the room the conversation leaves. Kept
 documents that alone exceed the budget are sent as their chunks most relevant to the user's
 latest question (`excerpts`), within the room the conversation leaves and under the share at
 which the layer would condense them; only when not one chunk fits the budget is the request

@@ -1,9 +1,9 @@
-"""Seed 003's top_k: how many retrieved chunks the room left in a prompt can take."""
+"""top_k: how many retrieved chunks the room left in a prompt can take."""
 
 from __future__ import annotations
 
 MIN_TOP_K, MAX_TOP_K = 2, 10
-"""Seed 003's default clamp."""
+"""The default clamp: at least 2, at most 10."""
 
 
 def top_k(

@@ -1,7 +1,7 @@
 """The `documents` layer: retrieved documents fitted into the budget with the conversation.
 
 Clients send `documents: [{id?, text, score?, source?, language?}]` and optionally
-`overspill: {compact: [languages]}` beside `messages`. Per request (seeds 001, 003, 004):
+`overspill: {compact: [languages]}` beside `messages`. Per request:
 
 1. documents are ranked by score (unscored ones after, in the order sent), their language is
    detected when absent, and the first matching compaction rule decides: `always` compacts,
@@ -9,18 +9,28 @@ Clients send `documents: [{id?, text, score?, source?, language?}]` and optional
    compacts when `overspill.compact` names the language; no rule, never;
 2. the budget B is `documents.max_context_tokens`, capped at the model's window minus output
    reserve, safety margin and system prompt; it covers the conversation and the documents;
-3. when the batch does not fit the room the conversation leaves, seed 003's top_k keeps the
+3. when the batch does not fit the room the conversation leaves, top_k keeps the
    `clamp(room / avg_chunk_tokens, 2, 10)` best documents; when the kept documents alone
-   exceed B they are chunked (seed 002) and their chunks most relevant to the question go,
+   exceed B they are chunked and their chunks most relevant to the question go,
    with their neighbours while they fit; only when not one chunk fits B is the request
    refused (`documents_budget_exceeded`, 400);
 4. documents over `condense_share` of B are condensed one by one by an internal call focused
-   on the user's latest question (seed 001's 85% rule);
+   on the user's latest question (by default past 85% of B);
 5. while the conversation + batch exceed B, the existing context is compacted (earlier
    batches condensed, then history extracted), at most `max_passes` passes, stopping when a
    pass does not shrink it; whatever still does not fit drops the least relevant documents;
 6. the batch is one `user` message (the divider, then one `--- DOCUMENT ---` block per
    document) inserted just before the last user message.
+
+Every model call here is one of the request's own calls, against the same bound as the
+history's (kernel/spending.py): when condensing the documents by model would pass what the
+request may still spend, they go as their chunks most relevant to the question instead
+(`documents:excerpts`), and an earlier batch is cut in the middle (`documents:cut`).
+
+With neither the model's window nor `max_context_tokens` known, the documents go as they are,
+and an overflow that states the window (which the router then remembers for the model) makes
+this layer place them again within it: overflow_recovery lets that first overflow through
+(`RequestContext.outer_replaces`) rather than condense a history full of documents.
 
 Where the batch goes and why: `middleware/documents/plan.py`; chunks: `excerpts.py`; the
 request extension: `request.py`; earlier batches (kept in the store): `batches.py`.
@@ -37,12 +47,17 @@ from typing import Any, ClassVar
 
 from kernel import metrics
 from kernel.config import ModelEntry
+from kernel.errors import ContextWindowExceeded, DocumentsBudgetExceeded
 from kernel.records import DocumentBatches, StoreError
 from kernel.services import Services
+from kernel.spending import BoundName, Spend
+from kernel.tokens import count_messages
 from kernel.types import ChatRequest, ChatResponse, Message, Next, RequestContext
 from middleware.condensing.budget import DEFAULT_OUTPUT_RESERVE, budget_for, requested_output
 from middleware.condensing.condenser import Condenser, latest_question
+from middleware.condensing.cutting import cut_middle
 from middleware.condensing.ladder import Rung, condense_message, ladder_for
+from middleware.condensing.prompt import condense_prompt
 from middleware.condensing.split import SYSTEM_ROLES, assemble
 from middleware.documents.batches import (
     Batch,
@@ -51,6 +66,7 @@ from middleware.documents.batches import (
     still_valid,
     weave,
 )
+from middleware.documents.excerpts import excerpts
 from middleware.documents.plan import (
     BatchPlan,
     Count,
@@ -62,6 +78,7 @@ from middleware.documents.plan import (
     render_batch,
 )
 from middleware.documents.request import Document, parse_compact, parse_documents
+from middleware.layers.shadow import would
 
 log = logging.getLogger("overspill.documents")
 
@@ -112,9 +129,53 @@ class Documents:
         earlier = still_valid(await self._earlier(ctx), request.messages)
         if not documents:  # `documents: []`: earlier batches stay where they were
             return await call_next(request.with_messages(weave(request.messages, earlier)), ctx)
-        turn = await self._plan(request, ctx.model, earlier, documents, demanded)
+        if ctx.shadow:
+            return await call_next(await self._shadow(request, ctx, earlier, documents), ctx)
+        turn = await self._plan(request, ctx, earlier, documents, demanded)
+        if turn.window != UNBUDGETED:
+            await self._fit(turn, ctx)
+            return await call_next(await self._finish(turn, ctx), ctx)
+        ctx.outer_replaces = self.name  # no window: sent whole, placed again on an overflow
+        try:
+            return await call_next(await self._finish(turn, ctx), ctx)
+        except ContextWindowExceeded as overflow:
+            ctx.outer_replaces = None
+            if not overflow.limit or overflow.estimated:
+                raise
+            log.info("documents placed again within the window the upstream stated",
+                     extra={"request_id": ctx.request_id, "window": overflow.limit})  # fmt: skip
+            turn = await self._plan(request, ctx, earlier, documents, demanded,
+                                    stated=overflow.limit)  # fmt: skip
+            turn.steps.insert(0, f"replaced={overflow.limit}")
         await self._fit(turn, ctx)
         return await call_next(await self._finish(turn, ctx), ctx)
+
+    async def _shadow(
+        self,
+        request: ChatRequest,
+        ctx: RequestContext,
+        earlier: list[Batch],
+        documents: Sequence[Document],
+    ) -> ChatRequest:
+        """Shadow mode: report the plan; send every document whole, in the order sent, as one
+        plain batch (nothing ranked, compacted, condensed or stored)."""
+        try:
+            turn = await self._plan(request, ctx, earlier, documents, frozenset())
+        except DocumentsBudgetExceeded as refused:
+            would(ctx, self.name, "would-refuse", refused.message[:200])
+        else:
+            plan, steps = turn.plan, list(turn.steps)
+            if plan.tokens > self.settings.condense_share * plan.budget:
+                steps.append(f"condense={len(plan.placed)}")
+            if not plan.fits:
+                steps.append("compact-context")
+            detail = f"{len(plan.placed)}/{plan.received} {'+'.join(steps) or 'raw'}"
+            would(ctx, self.name, "would-append", f"{detail} tokens={plan.tokens}")
+        plain = [place(doc, doc.language or "text", "none", "raw", doc.text, _uncounted)
+                 for doc in documents]  # fmt: skip
+        batch = new_batch(request.messages, render_batch(plain, self.settings.divider))
+        woven = weave(request.messages, earlier)
+        return request.with_messages(insert_before_last_user(woven, batch.message))
 
     async def _earlier(self, ctx: RequestContext) -> tuple[Batch, ...]:
         """The conversation's earlier batches from the store (none when it fails: logged)."""
@@ -141,22 +202,26 @@ class Documents:
     async def _plan(
         self,
         request: ChatRequest,
-        entry: ModelEntry,
+        ctx: RequestContext,
         batches: list[Batch],
         documents: Sequence[Document],
         demanded: frozenset[str],
+        stated: int | None = None,
     ) -> _Turn:
-        """Weave in earlier batches, size the budget, plan the batch (may raise the 400)."""
+        """Weave in earlier batches, size the budget, plan the batch (may raise the 400);
+        `stated`: the window an upstream's overflow stated."""
+        entry = ctx.model
+        assert entry is not None
         messages = weave(request.messages, batches)
         scale = await self.estimator.scale(entry)
-        budget, window, derived = await self._budget(request, entry, messages, scale)
+        budget, window, derived = await self._budget(request, entry, messages, scale, stated)
         plan = plan_batch(
             documents,
             self.settings,
             budget=budget,
             context_tokens=self._context_tokens(entry, messages, scale),
             demanded=demanded,
-            count=self._counter(entry, scale),
+            count=self._counter(entry, scale, ctx),
             question=latest_question(request.messages),
         )
         steps = [f"top_k={plan.top_k}"] if plan.top_k else []
@@ -167,14 +232,19 @@ class Documents:
         )
 
     async def _budget(
-        self, request: ChatRequest, entry: ModelEntry, messages: Sequence[Message], scale: float
+        self,
+        request: ChatRequest,
+        entry: ModelEntry,
+        messages: Sequence[Message],
+        scale: float,
+        stated: int | None = None,
     ) -> tuple[int, int, int]:
         """B (conversation + documents), the window, and the window's own budget (for an
-        Ollama target, seed 003's `num_ctx x 0.75 - reserve`: see condensing/budget.py)."""
+        Ollama target, `num_ctx x 0.75 - reserve`: see condensing/budget.py)."""
         counts = self.estimator.counts(entry, messages)
         system = int(sum(c for c, m in zip(counts, messages, strict=True) if _is_system(m)) * scale)
         configured = self.settings.max_context_tokens
-        known = await self.condenser.window(entry)
+        known = await self.condenser.window(entry, stated)
         if known is None and configured is None:
             return UNBUDGETED, UNBUDGETED, UNBUDGETED
         reserve = requested_output(request.body) or DEFAULT_OUTPUT_RESERVE
@@ -189,12 +259,12 @@ class Documents:
         return int(raw * scale)
 
     async def _fit(self, turn: _Turn, ctx: RequestContext) -> None:
-        """Seed 001's 85% rule, then compact the existing context, then drop what still
-        does not fit."""
+        """Condense documents past `condense_share` of the budget, then compact the existing
+        context, then drop what still does not fit."""
         plan = turn.plan
         if plan.tokens > self.settings.condense_share * plan.budget:
-            turn.plan = await self._condense_documents(turn)
-            turn.steps.append("condensed")
+            turn.plan, how = await self._condense_documents(turn, ctx)
+            turn.steps.append(how)
         while not turn.plan.fits and turn.passes < self.settings.max_passes:
             before = turn.plan.context_tokens
             await self._compact_context(turn, ctx)
@@ -212,30 +282,58 @@ class Documents:
             turn.steps.append(f"dropped={len(turn.plan.placed) - len(kept.placed)}")
             turn.plan = kept
 
-    async def _condense_documents(self, turn: _Turn) -> BatchPlan:
-        """Each document condensed to its share by an internal call focused on the question."""
+    async def _condense_documents(self, turn: _Turn, ctx: RequestContext) -> tuple[BatchPlan, str]:
+        """Each document condensed to its share by an internal call focused on the question;
+        their chunks most relevant to it instead when those calls would pass what the request
+        may still spend (`excerpted`). Returns the plan and the step's name."""
         plan = turn.plan
         room = plan.budget - plan.context_tokens
         target = min(int(self.settings.condense_share * plan.budget), max(room, plan.budget // 2))
-        rungs = await self._rungs(turn)
+        spend = ctx.spending()
+        rungs = await self._rungs(turn, spend)
         focus = latest_question(turn.request.messages)
         model = turn.entry.litellm_params.upstream_model
-        count = self._counter(turn.entry, turn.scale)
+        count = self._counter(turn.entry, turn.scale, ctx)
+        refused = self._unaffordable(plan, target, spend, focus, model)
+        if refused is not None:
+            spend.took("documents:excerpts", refused)
+            chosen = excerpts(
+                plan.placed, focus, budget=plan.budget, target=target, limit=target, count=count
+            )
+            return replace(plan, placed=chosen), "excerpted"
         placed = []
         for p in plan.placed:
             share = max(32, p.tokens_after * target // max(1, plan.tokens))
             done = await condense_message(
                 p.text, share_tokens=share, rungs=rungs, focus=focus, model=model
             )
+            if done.bound is not None:
+                spend.took("documents:cut", done.bound)
             condensed = place(p.doc, p.language, p.policy, "condensed", done.text, count)
             placed.append(replace(condensed, tokens_before=p.tokens_before))
-        return replace(plan, placed=tuple(placed))
+        return replace(plan, placed=tuple(placed)), "condensed"
+
+    def _unaffordable(
+        self, plan: BatchPlan, target: int, spend: Spend, focus: str | None, model: str
+    ) -> BoundName | None:
+        """Which bound condensing every document over its share would pass (one call each,
+        its text and the prompt around it), or None when the request may spend that."""
+        overhead = count_messages(condense_prompt("", max_words=9, focus=focus), model)
+        calls = tokens = 0
+        for p in plan.placed:
+            if p.tokens_after > max(32, p.tokens_after * target // max(1, plan.tokens)):
+                calls += 1
+                tokens += p.tokens_after + overhead
+        if calls > spend.calls_left():
+            return "calls"
+        return spend.why_not(tokens) if calls else None
 
     async def _compact_context(self, turn: _Turn, ctx: RequestContext) -> None:
         """One pass: earlier batches condensed if any are raw, else the history extracted."""
         raw = [b for b in turn.batches if not b.condensed]
         if raw:
-            turn.batches = [await self._condense_batch(turn, b) if not b.condensed else b
+            spend = ctx.spending()
+            turn.batches = [await self._condense_batch(turn, b, spend) if not b.condensed else b
                             for b in turn.batches]  # fmt: skip
             turn.messages = weave(turn.request.messages, turn.batches)
             return
@@ -247,30 +345,54 @@ class Documents:
         stand_in = await self.condenser.stand_in(request, ctx, turn.entry, plan)
         turn.messages = assemble(turn.messages, plan.split, stand_in.message)
 
-    async def _condense_batch(self, turn: _Turn, batch: Batch) -> Batch:
-        """An earlier batch condensed to half its size, focused on the latest question."""
+    async def _condense_batch(self, turn: _Turn, batch: Batch, spend: Spend) -> Batch:
+        """An earlier batch condensed to half its size, focused on the latest question (cut
+        in the middle, no model, when the request may not spend the call)."""
         text = str(batch.message.get("content", ""))
         model = turn.entry.litellm_params.upstream_model
-        done = await condense_message(
-            text,
-            share_tokens=max(32, self.estimator.count_text(turn.entry, text) // 2),
-            rungs=await self._rungs(turn),
-            focus=latest_question(turn.request.messages),
-            model=model,
-        )
-        content = f"{self.settings.divider}\n[overspill: earlier documents, condensed]\n{done.text}"
+        share = max(32, self.estimator.count_text(turn.entry, text) // 2)
+        refused = spend.why_not(self.estimator.count_text(turn.entry, text))
+        if refused is not None:
+            spend.took("documents:cut", refused)
+            done_text = cut_middle(text, share, model)
+        else:
+            done = await condense_message(
+                text,
+                share_tokens=share,
+                rungs=await self._rungs(turn, spend),
+                focus=latest_question(turn.request.messages),
+                model=model,
+            )
+            if done.bound is not None:
+                spend.took("documents:cut", done.bound)
+            done_text = done.text
+        content = f"{self.settings.divider}\n[overspill: earlier documents, condensed]\n{done_text}"
         message = {"role": "user", "content": content}
         return batch.model_copy(update={"message": message, "condensed": True})
 
-    async def _rungs(self, turn: _Turn) -> list[Rung]:
+    async def _rungs(self, turn: _Turn, spend: Spend) -> list[Rung]:
         """The shared ladder: the extraction model, then the user's own model."""
         return await ladder_for(
-            self.services, turn.entry, scale=turn.scale, fallback_window=turn.window
-        )
+            self.services, turn.entry, scale=turn.scale, fallback_window=turn.window,
+            spend=spend,
+        )  # fmt: skip
 
-    def _counter(self, entry: ModelEntry, scale: float) -> Count:
-        """A text's estimated tokens for this model (calibrated, rounded up)."""
-        return lambda text: int(self.estimator.count_text(entry, text) * scale) + 1
+    def _counter(self, entry: ModelEntry, scale: float, ctx: RequestContext | None = None) -> Count:
+        """A text's estimated tokens for this model (calibrated, rounded up); with `ctx`,
+        each text is tokenized once per request (a plan counts a document several times,
+        and a request with megabytes of them spent seconds counting them again)."""
+        raw: dict[str, int] = {}
+        if ctx is not None:
+            found = ctx.derived.setdefault("documents-counts", raw)
+            raw = found if isinstance(found, dict) else raw
+
+        def count(text: str) -> int:
+            known = raw.get(text)
+            if known is None:
+                known = raw[text] = self.estimator.count_text(entry, text)
+            return int(known * scale) + 1
+
+        return count
 
     async def _finish(self, turn: _Turn, ctx: RequestContext) -> ChatRequest:
         """Render and insert the batch, remember it, and report: one event, some headers."""
@@ -318,6 +440,11 @@ class Documents:
                 "documents": [p.trace() for p in plan.placed],
             },
         )
+
+
+def _uncounted(text: str) -> int:
+    """No count (shadow mode's plain batch is never budgeted)."""
+    return 0
 
 
 def _is_system(message: Message) -> bool:

@@ -8,18 +8,33 @@ turn after turn, so the upstream's prompt cache keeps serving it.
 With a known window (config, litellm's model map, Ollama discovery) the layer keeps the
 conversation under the wall itself, with hysteresis (shares of the prompt budget, per model):
 
-- past `context.compact_at` (0.7), the extraction grows AFTER the response was sent, as a
-  background job of the system (single flight per conversation through the store, across
-  replicas; the entry is written whole or not at all), and the next turn splices from it;
-- past `context.grow_at` (0.85) the request is not sent as it is: it waits for a running
-  growth (bounded by `context.max_wait_seconds`), else grows its own extraction first. Such a
-  turn is counted (`overspill_compaction_waited_turns_total`, note `waited`). This also covers
-  a conversation's FIRST compaction, so a known window never costs a failed upstream call;
+- past `context.compact_at` (0.7), once the conversation is within `LEAD_TURNS` turn of its
+  own size from `grow_at`, the extraction grows AFTER the response was sent, as a background
+  job of the system (single flight per conversation through the store, across replicas; the
+  entry is written whole or not at all), and the next turn splices from it;
+- past `context.grow_at` (0.85) the request is not sent as it is: while a growth is running
+  it goes as it is if it still fits the budget (note `growth: running`), else waits for it
+  (bounded by `context.max_wait_seconds`); with none running it grows its own extraction
+  first. A turn that waited is counted (`overspill_compaction_waited_turns_total`, note
+  `waited`). This also covers a conversation's FIRST compaction, so a known window never
+  costs a failed upstream call;
 - a growth plans its intact tail so the spliced request lands near `context.compact_to` (0.5),
-  leaving room for several turns before the next one;
+  and at least `context.turns_per_growth` turns of the conversation's own size below
+  `grow_at`, leaving room for several turns before the next one;
 - after a background growth, the new spliced prompt is sent once for one token
   (`context.warm_cache`, self-hosted models by default), so the turn after a growth finds the
   new prefix in the upstream's cache like any other turn.
+
+Between growths the spliced prefix is the same bytes, so the number of growths is the number
+of times the upstream's prompt cache loses the prefix: growing late (within a turn of
+`grow_at`) and landing low (`turns_per_growth` turns below) keeps them rare: on an 80-turn
+conversation at a 2,500-token window, 9 prefix changes where there were 16
+(tests/proxy/test_bounded.py).
+
+Each turn says whether its spliced prefix is the one the conversation's previous turn sent
+(`prefix: kept`) or why not (`prefix: changed-growth`, `changed-first`, `changed-edited`,
+`changed-other`), counted in `overspill_prefix_changes_total`; this process remembers the
+last prefix of `PREFIXES_KEPT` conversations.
 
 With an unknown window a cached extraction is still spliced, and overflow_recovery's fail-first
 stays the way in (and the safety net either way). The upstream's reported prompt size
@@ -30,21 +45,28 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine
+from collections import OrderedDict
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from kernel import metrics
 from kernel.config import ModelEntry
 from kernel.services import Services
+from kernel.spending import Spend
 from kernel.store import HistoryEntry
 from kernel.tokens import REPLY_PRIMING_TOKENS
 from kernel.types import ChatRequest, ChatResponse, Message, Next, RequestContext
 from middleware.condensing.condenser import Condenser, Plan, report
 from middleware.condensing.split import Split, assemble, context_message, partition, pinned_of
-from middleware.layers.hysteresis import tail_share
+from middleware.layers.hysteresis import landing_share, tail_share, turn_tokens
+from middleware.layers.shadow import would
 
 log = logging.getLogger("overspill.history_splice")
+
+
+PREFIXES_KEPT = 4096
+"""Conversations whose last spliced prefix this process remembers (least recent out)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +81,11 @@ class Fit:
     scale: float
     whole: int
     """The raw count of the request's whole conversation (before any splice)."""
+    prefix: tuple[int, int] = (0, 0)
+    """Which stand-in it splices: (historical end, a hash of its text); (0, 0): none."""
+    turn: int = 0
+    """The conversation's largest recent turn in raw tokens, or what this request added to
+    the previous one when that is more (what the next request may well add)."""
 
     @property
     def estimate(self) -> int:
@@ -71,11 +98,11 @@ class Fit:
 
 
 def _compacts(fit: Fit, ctx: RequestContext, entry: ModelEntry) -> bool:
-    """Whether the conversation is past the point where background compaction starts: the
-    client's own threshold (in tokens) when it gave one, else `context.compact_at`."""
+    """Whether background compaction starts now: past the client's own threshold (in tokens)
+    when it gave one, else past `context.compact_at` and due (`_due`)."""
     if ctx.compact_threshold is not None:
         return fit.limit is not None and fit.estimate > ctx.compact_threshold
-    return fit.past(entry.context.compact_at)
+    return fit.past(entry.context.compact_at) and _due(fit, entry)
 
 
 class HistorySplice:
@@ -88,6 +115,7 @@ class HistorySplice:
         self.estimator = services.estimator
         self.store = services.store
         self.warm = services.warm
+        self._prefixes: OrderedDict[tuple[str, str], tuple[int, int]] = OrderedDict()
 
     async def handle(
         self, request: ChatRequest, ctx: RequestContext, call_next: Next
@@ -103,6 +131,9 @@ class HistorySplice:
         if cached is None and window is None:
             return await call_next(request, ctx)
         fit = await self._fit(request, ctx, entry, cached, window)
+        if ctx.shadow:
+            await self._shadow(request, ctx, entry, fit, cached, window)
+            return await call_next(request, ctx)
         grown = False
         if fit.past(entry.context.grow_at):
             fit, cached, grown = await self._make_room(request, ctx, entry, fit, cached, window)
@@ -111,9 +142,37 @@ class HistorySplice:
         if cached is None and not grown:
             return await call_next(request, ctx)  # fits whole: the client's own bytes go
         self._note(request, ctx, entry, fit, grown)
+        self._prefix_kept(ctx, entry, fit)
         response = await call_next(request.spliced(fit.messages), ctx)
         await self.estimator.observe(entry, fit.counted, response.prompt_tokens())
         return response
+
+    async def _shadow(
+        self,
+        request: ChatRequest,
+        ctx: RequestContext,
+        entry: ModelEntry,
+        fit: Fit,
+        cached: HistoryEntry | None,
+        window: int | None,
+    ) -> None:
+        """Shadow mode: what this turn would do (no growth, no store write, no call)."""
+        before = int(fit.whole * fit.scale)
+        if fit.past(entry.context.grow_at) and window is not None:
+            plan = await self._plan(request, ctx, entry, window, cached, fit)
+            if plan is not None:
+                after = (
+                    plan.tokens(range(len(request.messages)))
+                    - plan.tokens(plan.split.historical)
+                    + plan.budget.share(1 - entry.context.intact_share)
+                )
+                detail = f"messages={len(plan.split.historical)} tokens={before}->{after}"
+                would(ctx, self.name, "would-grow-now", detail)
+                return
+        if fit.past(entry.context.compact_at) and entry.context.background and _due(fit, entry):
+            would(ctx, self.name, "would-grow-after", f"tokens={before}")
+        elif cached is not None:
+            would(ctx, self.name, "would-splice", f"tokens={before}->{fit.estimate}")
 
     async def _valid(self, request: ChatRequest, ctx: RequestContext) -> HistoryEntry | None:
         """The cached extraction when it is valid for this request (a miss is logged)."""
@@ -122,6 +181,7 @@ class HistorySplice:
             return None
         reason = self.condenser.miss_reason(cached, ctx, request, len(request.messages))
         if reason is not None:
+            ctx.derived["splice-miss"] = reason
             log.info(
                 "history cache miss",
                 extra={
@@ -148,7 +208,9 @@ class HistorySplice:
         whole = counted = REPLY_PRIMING_TOKENS + sum(counts) + tools
         replaced = 0
         messages = request.messages
+        prefix = (0, 0)
         if cached is not None:
+            prefix = (cached.historical_end_index, hash(cached.extraction))
             split = split_at(request.messages, cached.historical_end_index)
             stand_in = context_message(cached.extraction, len(split.historical))
             messages = tuple(assemble(request.messages, split, stand_in))
@@ -160,7 +222,18 @@ class HistorySplice:
         if window is not None:
             plan = self.condenser.plan(request, entry, window=window, scale=scale, counts=counts)
             limit = plan.budget.prompt_limit
-        return Fit(messages, counted, replaced, limit, scale, whole)
+        turn = max(turn_tokens(request.messages, counts), self._added(ctx, request, entry, counts))
+        return Fit(messages, counted, replaced, limit, scale, whole, prefix, turn)
+
+    def _added(
+        self, ctx: RequestContext, request: ChatRequest, entry: ModelEntry, counts: Sequence[int]
+    ) -> int:
+        """The raw tokens this request added to the conversation's previous one this process
+        saw (0 when none): a client that sends several turns at a time grows by that much."""
+        known = self.condenser.history(ctx, request).known
+        if known is None or known.length >= len(counts):
+            return 0
+        return sum(counts[known.length :])
 
     async def _make_room(
         self,
@@ -171,10 +244,14 @@ class HistorySplice:
         cached: HistoryEntry | None,
         window: int | None,
     ) -> tuple[Fit, HistoryEntry | None, bool]:
-        """Past `grow_at`: wait for a running growth, else grow now (the turn waits either
-        way and is counted). Returns the new fit, the entry it uses, and whether it grew."""
+        """Past `grow_at`: with a growth running, go as it is while it still fits the budget,
+        else wait for it; with none, grow now (the turn waits and is counted). Returns the new
+        fit, the entry it uses, and whether it grew."""
         assert window is not None
         if await self.store.flight_busy(ctx.tenant, ctx.conversation_id):
+            if not fit.past(1.0):
+                ctx.note("growth", "running")  # the next turn splices what it makes
+                return fit, cached, False
             metrics.compaction_waited(entry.model_name, "job")
             ctx.note("waited", "job")
             await self._wait_for_flight(ctx, entry)
@@ -182,7 +259,7 @@ class HistorySplice:
             fit = await self._fit(request, ctx, entry, cached, window)
             if not fit.past(entry.context.grow_at):
                 return fit, cached, False
-        plan = await self._plan(request, ctx, entry, window, cached)
+        plan = await self._plan(request, ctx, entry, window, cached, fit)
         if plan is None:
             return fit, cached, False  # nothing left to condense: overflow_recovery's turn
         if "waited" not in ctx.notes:
@@ -192,8 +269,12 @@ class HistorySplice:
         report(ctx, made, len(plan.split.historical))
         messages = tuple(assemble(request.messages, plan.split, made.message))
         counted = self.estimator.count(entry, messages, request.body.get("tools"))
-        grown = Fit(messages, counted, len(plan.split.historical), fit.limit, fit.scale, fit.whole)
-        return grown, await self._valid(request, ctx), True
+        stored = await self._valid(request, ctx)
+        text = stored.extraction if stored else str(made.message.get("content"))
+        prefix = (plan.split.historical_end, hash(text))
+        grown = Fit(messages, counted, len(plan.split.historical), fit.limit, fit.scale,
+                    fit.whole, prefix, fit.turn)  # fmt: skip
+        return grown, stored, True
 
     async def _wait_for_flight(self, ctx: RequestContext, entry: ModelEntry) -> None:
         """Wait (bounded) until the conversation's running growth lets go of its flight."""
@@ -215,13 +296,16 @@ class HistorySplice:
         entry: ModelEntry,
         window: int,
         cached: HistoryEntry | None,
+        fit: Fit,
     ) -> Plan | None:
-        """The growth's plan: its tail sized so the spliced request lands near `compact_to`;
-        None when it would condense nothing beyond what `cached` already covers."""
+        """The growth's plan: its tail sized so the spliced request lands near `compact_to`
+        and `turns_per_growth` turns (of `fit.turn` tokens) below `grow_at`; None when it
+        would condense nothing beyond what `cached` already covers."""
         scale = await self.estimator.scale(entry)
         counts = self.condenser.counts(ctx, request, entry)
         first = self.condenser.plan(request, entry, window=window, scale=scale, counts=counts)
-        share = tail_share(entry, first, cached)
+        landing = landing_share(entry, first, fit.turn)
+        share = tail_share(entry, first, cached, landing)
         plan = self.condenser.plan(
             request, entry, window=window, scale=scale, counts=counts, intact_share=share
         )
@@ -238,6 +322,7 @@ class HistorySplice:
             model=entry,
             conversation_hint=ctx.conversation_id,
         )
+        job_ctx.spend = Spend(ctx.tenant, job_ctx.notes)  # bounded like a request of its own
         whole = request.whole()
         ctx.note("compaction", "scheduled")
         ctx.after_response(f"compaction {ctx.conversation_id}", self.job(whole, job_ctx, entry))
@@ -270,7 +355,8 @@ class HistorySplice:
         if window is None:
             return "unneeded"
         cached = await self._valid(request, ctx)
-        plan = await self._plan(request, ctx, entry, window, cached)
+        fit = await self._fit(request, ctx, entry, cached, window)
+        plan = await self._plan(request, ctx, entry, window, cached, fit)
         if plan is None:
             return "unneeded"
         made = await self.condenser.stand_in(request, ctx, entry, plan, store_fallback=False)
@@ -281,6 +367,7 @@ class HistorySplice:
                 "conversation": ctx.conversation_id,
                 "action": made.action,
                 "messages_condensed": len(plan.split.historical),
+                "notes": ctx.notes,
             },
         )
         made_by = made.extraction.strategy if made.extraction is not None else None
@@ -303,7 +390,27 @@ class HistorySplice:
         if cached is None:
             return  # stored nothing this request can use (the store is down): nothing to warm
         fit = await self._fit(request, ctx, entry, cached, window)
-        await self.warm(request.spliced(fit.messages), entry)
+        await self.warm(request.spliced(fit.messages), entry, ctx.spend)
+
+    def _prefix_kept(self, ctx: RequestContext, entry: ModelEntry, fit: Fit) -> None:
+        """Note whether the spliced prefix is the one the conversation's last turn sent, or
+        why it changed (counted)."""
+        key = (ctx.tenant, ctx.conversation_id)
+        last = self._prefixes.pop(key, None)
+        self._prefixes[key] = fit.prefix
+        while len(self._prefixes) > PREFIXES_KEPT:
+            self._prefixes.popitem(last=False)
+        if last == fit.prefix:
+            ctx.note("prefix", "kept")
+            return
+        if "splice-miss" in ctx.derived:
+            why = "edited" if "edited" in str(ctx.derived["splice-miss"]) else "other"
+        elif last is None or last == (0, 0):
+            why = "first"
+        else:
+            why = "growth" if fit.prefix[0] > last[0] else "other"
+        ctx.note("prefix", f"changed-{why}")
+        metrics.prefix_changed(entry.model_name, why)
 
     def _note(
         self, request: ChatRequest, ctx: RequestContext, entry: ModelEntry, fit: Fit, grown: bool
@@ -323,6 +430,23 @@ class HistorySplice:
 def _agent(request: ChatRequest) -> bool:
     """Whether the conversation holds tool results (an agent's: few messages can be large)."""
     return any(message.get("role") == "tool" for message in request.messages)
+
+
+LEAD_TURNS = 1
+"""A background growth starts when this many more turns would reach `grow_at`: late enough
+that few turns pile up behind the growth's intact tail before its prefix is spliced (each
+one shortens the next prefix's life by a turn), early enough that it is usually done by then
+(it runs after the response, while the user reads); a turn that comes first goes with the
+prefix it has while that fits the budget, and waits only when it does not."""
+
+
+def _due(fit: Fit, entry: ModelEntry) -> bool:
+    """Whether a background growth should start now (past `compact_at`, checked before):
+    the conversation is within `LEAD_TURNS` turns of `grow_at`."""
+    if fit.limit is None:
+        return True
+    ahead = (fit.counted + LEAD_TURNS * fit.turn) * fit.scale
+    return ahead > fit.limit * entry.context.grow_at
 
 
 def split_at(messages: tuple[Message, ...], end: int) -> Split:

@@ -52,6 +52,7 @@ from middleware.condensing.observations import (
 )
 from middleware.condensing.prompt import content_text
 from middleware.condensing.split import system_indices
+from middleware.layers.shadow import would
 
 MAX_RECALLS = 3
 """Rounds of recall calls answered in one request; a recall call after them is dropped."""
@@ -83,6 +84,10 @@ class ObservationMasking:
             return await call_next(request, ctx)
         masked, limit, scale = planned
         saved = int(masked.saved * scale)
+        if ctx.shadow:  # docs/budgets.md: report, send the request unchanged
+            detail = f"results={len(masked.masked)} tokens-saved={saved}"
+            would(ctx, self.name, "would-mask", detail)
+            return await call_next(request, ctx)
         ctx.cleared = Cleared(len(masked.masked), saved)
         ctx.note("tool-results-masked", len(masked.masked))
         ctx.note("tool-results-masked-tokens", saved)

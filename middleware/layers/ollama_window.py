@@ -39,6 +39,7 @@ from kernel.errors import ContextWindowExceeded
 from kernel.services import Services, Window
 from kernel.types import ChatRequest, ChatResponse, Next, RequestContext, prompt_tokens_of
 from middleware.condensing.budget import Budget, budget_for
+from middleware.layers.shadow import would
 
 log = logging.getLogger("overspill.ollama_window")
 
@@ -111,6 +112,10 @@ class OllamaWindow:
         counted = self.estimator.count(entry, request.messages, request.body.get("tools"))
         budget = budget_for(entry, window.tokens, request.body)
         fit = plan_fit(budget, counted, await self.estimator.scale(entry))
+        if ctx.shadow:
+            decision = "would-set-num-ctx" if fit.fits else "would-refuse"
+            would(ctx, self.name, decision, f"num_ctx={window.tokens} tokens-used={fit.used}")
+            return await call_next(request, ctx)
         ctx.note("num-ctx", window.tokens)
         ctx.note("num-ctx-source", _source(window))
         ctx.note("tokens-available", fit.available)

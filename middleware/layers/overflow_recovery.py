@@ -11,6 +11,10 @@ the turn after a recovery does not grow the extraction again at once.
 
 With a known window, history_splice compacts before the upstream can refuse; this layer is
 then the safety net (an estimate that was off), and the way in when the window is unknown.
+When an outer layer placed content without knowing the window and will place it again within
+the one the overflow states (`RequestContext.outer_replaces`: the documents layer), that first
+overflow is passed through untouched: condensing a history full of documents would spend
+model calls on what the documents layer can place without any.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from middleware.condensing.budget import correction
 from middleware.condensing.condenser import Condenser, report
 from middleware.condensing.split import assemble
 from middleware.layers.hysteresis import tail_share
+from middleware.layers.shadow import would
 
 log = logging.getLogger("overspill.overflow_recovery")
 
@@ -48,12 +53,20 @@ class OverflowRecovery:
         entry = ctx.model
         if entry is None:
             return await call_next(request, ctx)
+        if ctx.shadow:
+            try:
+                return await call_next(request, ctx)
+            except ContextWindowExceeded:
+                would(ctx, self.name, "would-recover", "(condense the history, retry once)")
+                raise
         try:
             return await call_next(request, ctx)
         except ContextWindowExceeded as overflow:
             if not overflow.estimated:
                 counted = self.estimator.count(entry, request.messages, request.body.get("tools"))
                 await self.estimator.observe(entry, counted, overflow.requested)
+                if ctx.outer_replaces is not None and overflow.limit:
+                    raise  # the outer layer places its content again within the stated window
             retry, before, after = await self._recover(request.whole(), ctx, entry, overflow)
         ctx.note("attempts", 2)
         try:
@@ -159,7 +172,7 @@ class OverflowRecovery:
         if compact.split.historical:  # land near compact_to: the next turns do not grow at once
             plan = dataclasses.replace(compact, tail_budget=plan.tail_budget)  # same "oversized"
         messages = list(request.messages)
-        shrunk = await condenser.shrink_oversized(messages, plan, entry)
+        shrunk = await condenser.shrink_oversized(messages, plan, entry, ctx.spending())
         if not plan.split.historical and not shrunk:
             raise overflow
         made = (

@@ -25,7 +25,7 @@ import binascii
 import logging
 import re
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +37,13 @@ from kernel.errors import InvalidChatRequest, OverspillError, too_deep
 from kernel.records import StoreError
 from kernel.response_chains import NO_CHAIN, Chain, ResponseChains
 from kernel.types import ChatRequest, ChatResponse, Message, RequestContext
-from proxy.http import CONVERSATION_HEADER, SKIP_HEADER, check_forbidden, skip_history_header
+from proxy.http import (
+    CONVERSATION_HEADER,
+    SKIP_HEADER,
+    check_forbidden,
+    json_object,
+    skip_history_header,
+)
 from proxy.responses import error_response
 from proxy.surfaces.responses_wire import (
     EventWriter,
@@ -78,6 +84,8 @@ class ResponsesNative:
     items: tuple[Mapping[str, Any], ...]
     """The chain's earlier items and this turn's input: the whole conversation."""
     messages: tuple[Message, ...]
+    origins: tuple[int, ...]
+    """The index of the item each message starts at (-1: the instructions')."""
     chat_body: Mapping[str, Any]
     wire: str = RESPONSES_WIRE
     headers: Mapping[str, str] = field(default_factory=dict)
@@ -90,12 +98,28 @@ class ResponsesNative:
         if request.body is not self.chat_body:
             return None
         if request.messages is not self.messages:
-            return self._render(model, to_items(request.messages), keep_instructions=False)
+            return self._render(model, self._rewritten(request.messages), keep_instructions=False)
         if self.raw is None:  # a chain was expanded: the whole conversation goes
             return self._render(model, list(self.items), keep_instructions=True)
         if model == self.body.get("model"):
             return self.raw
         return self._render(model, None, keep_instructions=True)
+
+    def _rewritten(self, messages: Sequence[Message]) -> list[Any]:
+        """The items of messages a layer changed: what it wrote (the stand-in) as items, then
+        the untouched tail as the client's own items, reasoning items and all (an upstream that
+        reasons wants its reasoning back before the calls it made)."""
+        kept = 0
+        for mine, theirs in zip(reversed(messages), reversed(self.messages), strict=False):
+            if mine is not theirs:
+                break
+            kept += 1
+        if not kept or self.origins[len(self.messages) - kept] < 0:
+            return to_items(messages)
+        start = self.origins[len(self.messages) - kept]
+        while start > 0 and self.items[start - 1].get("type") == "reasoning":
+            start -= 1
+        return [*to_items(messages[: len(messages) - kept]), *self.items[start:]]
 
     def _render(self, model: str, items: list[Any] | None, *, keep_instructions: bool) -> bytes:
         """The body with the upstream's model name and, unless None, these input items."""
@@ -266,7 +290,7 @@ class ResponsesSurface:
         self, raw: bytes, headers: Mapping[str, str], ctx: RequestContext, system: System
     ) -> tuple[ResponsesTurn, RequestContext]:
         """Validate the body, load the chain it continues, build the conversation."""
-        body = _object(raw)
+        body = json_object(raw)
         model = body.get("model")
         if not isinstance(model, str) or not model:
             raise InvalidChatRequest(
@@ -300,11 +324,18 @@ class ResponsesSurface:
         chains = chains_of(system)
         chain = await chains.load(ctx.tenant, previous) if previous else NO_CHAIN
         items = (*chain.items, *turn_input)
-        messages = tuple(to_messages(items, instructions, read_compaction=read_compaction))
-        chat_body = {"model": model, **chat_params(body)}
-        native = ResponsesNative(
-            body, raw if previous is None else None, items, messages, chat_body
+        entry = system.entries.get(model) or system.expand(model)
+        native_road = entry is not None and entry.speaks_responses()
+        seen, positions = _chat_view(items) if native_road else (items, None)
+        origins: list[int] = []
+        messages = tuple(
+            to_messages(seen, instructions, read_compaction=read_compaction, origins=origins)
         )
+        if positions is not None:
+            origins = [positions[at] if at >= 0 else -1 for at in origins]
+        chat_body = {"model": model, **chat_params(_function_tools(body) if native_road else body)}
+        whole = raw if previous is None else None
+        native = ResponsesNative(body, whole, items, messages, tuple(origins), chat_body)
         chat = ChatRequest(model, messages, stream, chat_body, native=native)
         resolved = RequestContext(
             request_id=ctx.request_id,
@@ -328,8 +359,7 @@ class ResponsesSurface:
 def chains_of(system: System) -> ResponseChains:
     """The system's stored responses (a system built by hand without them gets its own)."""
     if system.chains is None:
-        ttl = system.settings.general_settings.store.responses_ttl_seconds
-        system.chains = ResponseChains(system.store, ttl)
+        system.chains = ResponseChains(system.store)
     return system.chains
 
 
@@ -356,15 +386,38 @@ def read_compaction(item: Mapping[str, Any]) -> str | None:
     return text if isinstance(text, str) else None
 
 
-def _object(raw: bytes) -> dict[str, Any]:
-    """The body as a JSON object, else a 400 saying what is wrong."""
-    try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise InvalidChatRequest(f"request body is not valid JSON: {exc}") from None
-    if not isinstance(body, dict):
-        raise InvalidChatRequest("request body must be a JSON object")
-    return body
+CHAT_ITEMS = frozenset({"message", "function_call", "function_call_output", "reasoning"})
+"""The item types that have a chat form (a reasoning item's is none: it is dropped)."""
+
+
+def _chat_view(
+    items: Sequence[Mapping[str, Any]],
+) -> tuple[list[Mapping[str, Any]], list[int]]:
+    """For a deployment that runs the Responses API itself: the items the layers can read
+    (built-in tool calls and another server's compaction items have no chat form; the native
+    request still carries them), and each one's position among all the items."""
+    positions = [
+        index
+        for index, item in enumerate(items)
+        if item.get("type") in CHAT_ITEMS
+        or (item.get("type") == "compaction" and read_compaction(item) is not None)
+    ]
+    return [items[index] for index in positions], positions
+
+
+def _function_tools(body: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The body as the layers see it on the native road: function tools only (the built-in
+    ones, and a tool_choice naming one, go to the upstream untouched in the native form)."""
+    tools = body.get("tools")
+    choice = body.get("tool_choice")
+    if not isinstance(tools, list) and not isinstance(choice, dict):
+        return body
+    seen = dict(body)
+    if isinstance(tools, list):
+        seen["tools"] = [t for t in tools if not isinstance(t, dict) or t.get("type") == "function"]
+    if isinstance(choice, dict) and choice.get("type") != "function":
+        seen.pop("tool_choice")
+    return seen
 
 
 def _compact_threshold(value: Any) -> int | None:

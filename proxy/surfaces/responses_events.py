@@ -147,7 +147,7 @@ class EventWriter:
         upstream's own error event."""
         if self._response is not None:
             return b""
-        out = [self.start()]
+        out = [] if self._started else [self.start()]
         for payload in payloads(data):
             self._chunk(parse_chunk(payload), out)
         return b"".join(out)
@@ -240,7 +240,8 @@ class EventWriter:
         if part == "output_text":
             item.logprobs.extend(logprobs)
             delta = {"type": "response.output_text.delta", "delta": text, "logprobs": logprobs}
-        out.append(self._emit(_at(item, _place(item, part), delta)))
+        place = 0 if next(iter(item.parts)) == part else 1  # a message has two parts at most
+        out.append(self._emit(_at(item, place, delta)))
 
     def _call(self, call: dict[str, Any], position: int, out: list[bytes]) -> None:
         self._end_reasoning(out)
@@ -350,9 +351,13 @@ def payloads(data: bytes) -> list[bytes]:
         data = data.replace(b"\r\n", b"\n")
     found = []
     for event in data.split(b"\n\n"):
-        lines = [line[5:].strip() for line in event.split(b"\n") if line.startswith(b"data:")]
-        if lines and lines != [b"[DONE]"]:
-            found.append(b"\n".join(lines))
+        if event.startswith(b"data:") and b"\n" not in event:  # the usual one-line event
+            payload = event[5:].strip()
+        else:
+            lines = [line[5:].strip() for line in event.split(b"\n") if line.startswith(b"data:")]
+            payload = b"\n".join(lines)
+        if payload and payload != b"[DONE]":
+            found.append(payload)
     return found
 
 

@@ -84,6 +84,20 @@ reasoning item is dropped: chat has no place for it)."""
 
 IMAGE_DETAILS = ("low", "high", "auto", "original")
 
+TEXT_PARTS = {
+    "user": ("input_text",),
+    "system": ("input_text",),
+    "developer": ("input_text",),
+    "assistant": ("output_text", "input_text"),
+}
+"""The text part types of a message, by its role (the quick check's)."""
+
+QUICK_STRINGS = {
+    "function_call": ("call_id", "name", "arguments"),
+    "function_call_output": ("call_id", "output"),
+}
+"""The string fields of the items the quick check knows besides messages."""
+
 
 def check_input(value: Any, where: str = "input") -> tuple[dict[str, Any], ...]:
     """A Responses `input` (a string, or an array of items) validated and normalised: a string
@@ -93,7 +107,36 @@ def check_input(value: Any, where: str = "input") -> tuple[dict[str, Any], ...]:
         return ({"type": "message", "role": "user", "content": value},)
     if not isinstance(value, list):
         raise wrong(where, value, "a string or an array of input items")
-    return tuple(_check_item(item, f"{where}[{index}]") for index, item in enumerate(value))
+    return tuple(
+        _quick(item) or _check_item(item, f"{where}[{index}]") for index, item in enumerate(value)
+    )
+
+
+def _quick(item: Any) -> dict[str, Any] | None:
+    """The usual item, checked without building its path: a message whose content is a string
+    or text parts, a function call, a string output (None: the full check decides)."""
+    if type(item) is not dict:
+        return None
+    kind = item.get("type")
+    if kind is None or kind == "message":
+        role = item.get("role")
+        texts = TEXT_PARTS.get(role) if type(role) is str else None
+        if texts is None or not _text_content(item.get("content"), texts):
+            return None
+        return item if kind else {**item, "type": "message"}
+    names = QUICK_STRINGS.get(kind) if type(kind) is str else None
+    if names is None or not all(type(item.get(name)) is str for name in names):
+        return None
+    return item
+
+
+def _text_content(content: Any, texts: tuple[str, ...]) -> bool:
+    if type(content) is str:
+        return True
+    return type(content) is list and all(
+        type(part) is dict and part.get("type") in texts and type(part.get("text")) is str
+        for part in content
+    )
 
 
 def _check_item(value: Any, where: str) -> dict[str, Any]:
@@ -172,53 +215,71 @@ def to_messages(
     instructions: str | None = None,
     *,
     read_compaction: Callable[[Mapping[str, Any]], str | None] = lambda item: None,
+    origins: list[int] | None = None,
 ) -> list[dict[str, Any]]:
-    """Normalised items → chat messages: `instructions` first as a system message, then each
-    item (see the module's docstring; reasoning items dropped, OpenAI-only ones refused)."""
+    """Normalised items (check_input's) → chat messages (with `origins`, the index of the
+    item each message starts at is appended to it, -1 for the instructions'). `instructions`
+    first as a system message; a message item as a chat message (developer as system: many
+    chat servers refuse it; input_text, input_image and input_file as text, image_url and
+    file parts, one text part as plain text; an assistant's output_text and refusal parts as
+    its text); function calls join the assistant message before them as its tool_calls (or
+    start one with content None); a function_call_output is a tool message (its parts as
+    text), answering an earlier call or refused; a compaction item is a system message of
+    the text `read_compaction` finds for it, refused when it finds none (another server's);
+    reasoning items are dropped (chat has no place for them); an item only OpenAI runs is
+    refused (UnsupportedItem naming its type)."""
     messages: list[dict[str, Any]] = []
     if instructions:
         messages.append({"role": "system", "content": instructions})
+    if origins is not None:
+        origins += [-1] * len(messages)
     calls: set[str] = set()
-    for index, item in enumerate(items):
-        kind, where = item.get("type"), f"input[{index}]"
+    for index, item in enumerate(items):  # an item's path is written only for an error
+        if origins is not None and len(origins) < len(messages):
+            origins.append(index - 1)  # the message the previous item started
+        kind = item.get("type")
         if kind == "message":
-            messages.append(_message(item, where))
+            messages.append(_message(item, index))
         elif kind == "function_call":
             _join_call(messages, item)
             calls.add(item["call_id"])
         elif kind == "function_call_output":
-            messages.append(_tool_message(item, calls, where))
+            messages.append(_tool_message(item, calls, index))
         elif kind == "compaction":
-            messages.append(_compaction(item, read_compaction, where))
+            messages.append(_compaction(item, read_compaction, index))
         elif kind != "reasoning":
+            where = f"input[{index}]"
             raise UnsupportedItem(
                 f"{where!r} is a {kind!r} item, which needs an upstream that runs it (OpenAI's "
                 "Responses API); this model is reached through chat completions: remove the "
                 "item, or send it to a model served by OpenAI's Responses API",
                 param=where,
             )
+    if origins is not None and len(origins) < len(messages):
+        origins.append(len(items) - 1)
     return messages
 
 
-def _message(item: Mapping[str, Any], where: str) -> dict[str, Any]:
+def _message(item: Mapping[str, Any], index: int) -> dict[str, Any]:
     role, content = item["role"], item["content"]
     if role == "assistant":
         return {"role": "assistant", "content": _assistant_content(content)}
     role = "system" if role == "developer" else role  # many chat servers refuse `developer`
     if isinstance(content, str):
         return {"role": role, "content": content}
-    parts = [_chat_part(part, f"{where}.content[{index}]") for index, part in enumerate(content)]
+    parts = [_chat_part(part, index, place) for place, part in enumerate(content)]
     return {"role": role, "content": _plain(parts)}
 
 
-def _chat_part(part: Mapping[str, Any], where: str) -> dict[str, Any]:
+def _chat_part(part: Mapping[str, Any], index: int, place: int) -> dict[str, Any]:
     kind = part["type"]
     if kind == "input_text":
         return {"type": "text", "text": part["text"]}
     if kind == "input_image" and part.get("image_url") is not None:
         image = {"url": part["image_url"], "detail": part.get("detail") or "auto"}
         return {"type": "image_url", "image_url": image}
-    if part.get("file_url") is not None:
+    if part.get("file_id") is None and part.get("file_data") is None:  # only a file_url
+        where = f"input[{index}].content[{place}]"
         raise UnsupportedItem(
             f"{where}.file_url: a file by URL needs an upstream that fetches it (OpenAI's "
             "Responses API); send its content as file_data, or its file_id",
@@ -241,6 +302,9 @@ def _plain(parts: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
 def _assistant_content(content: str | list[Mapping[str, Any]]) -> str | list[dict[str, Any]]:
     if isinstance(content, str):
         return content
+    if len(content) == 1 and content[0]["type"] != "refusal":  # the usual: one output_text
+        text: str = content[0]["text"]
+        return text
     return _plain(
         [{"type": "text", "text": part.get("text", part.get("refusal"))} for part in content]
     )
@@ -256,9 +320,10 @@ def _join_call(messages: list[dict[str, Any]], item: Mapping[str, Any]) -> None:
         messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
 
 
-def _tool_message(item: Mapping[str, Any], calls: set[str], where: str) -> dict[str, Any]:
+def _tool_message(item: Mapping[str, Any], calls: set[str], index: int) -> dict[str, Any]:
     call_id, output = item["call_id"], item["output"]
     if call_id not in calls:
+        where = f"input[{index}]"
         raise InvalidChatRequest(
             f"{where!r} answers call_id {call_id!r}, but no function_call before it has that "
             "call_id: send the function_call item before its output (or continue the response "
@@ -277,15 +342,16 @@ def _part_text(part: Mapping[str, Any]) -> str:
     if part["type"] == "input_image":
         url = part.get("image_url") or part.get("file_id") or ""
         return "[image]" if url.startswith("data:") else f"[image: {url}]"
-    name = part.get("filename") or part.get("file_id") or part.get("file_url") or ""
-    return f"[file: {name}]"
+    name = part.get("filename") or part.get("file_id") or part.get("file_url")
+    return f"[file: {name}]" if name else "[file]"
 
 
 def _compaction(
-    item: Mapping[str, Any], read: Callable[[Mapping[str, Any]], str | None], where: str
+    item: Mapping[str, Any], read: Callable[[Mapping[str, Any]], str | None], index: int
 ) -> dict[str, Any]:
     text = read(item)
     if text is None:
+        where = f"input[{index}]"
         raise InvalidChatRequest(
             f"{where!r} is a compaction item overspill did not make (another server's "
             "encrypted summary), which it cannot read: send the conversation's items instead",

@@ -97,16 +97,25 @@ def local_model() -> tuple[str, str]:
     return found["LLAMA_SERVER"], found["LLAMA_MODEL"]
 
 
+EMBED_WINDOW = 512
+"""The embeddings server's window: its longest input, in tokens (as `make run` starts it)."""
+EMBEDDINGS = ("--embeddings", "--pooling", "mean")
+"""What makes a llama-server answer /v1/embeddings (OpenAI's shape needs a pooling)."""
+
+
 @contextlib.contextmanager
-def running_llama_server(workdir: Path, window: int = WINDOW) -> Iterator[str]:
-    """A real llama-server with SmolLM2-135M and `window` tokens; yields its /v1 URL."""
+def running_llama_server(
+    workdir: Path, window: int = WINDOW, *flags: str, alias: str = "smollm2-135m"
+) -> Iterator[str]:
+    """A real llama-server with SmolLM2-135M, `window` tokens and `flags`; yields its /v1 URL."""
     binary, model = local_model()
     port = free_port()
     log = workdir / "llama-server.log"
     with log.open("wb") as sink:
         process = subprocess.Popen(
-            [binary, "-m", model, "-a", "smollm2-135m", "-c", str(window), "-np", "1",
-             "-t", str(os.cpu_count() or 2), "--host", "127.0.0.1", "--port", str(port), "--no-webui"],
+            [binary, "-m", model, "-a", alias, "-c", str(window), "-np", "1",
+             "-t", str(os.cpu_count() or 2), "--host", "127.0.0.1", "--port", str(port),
+             "--no-webui", *flags],
             stdout=sink, stderr=subprocess.STDOUT,
         )  # fmt: skip
     try:
@@ -121,6 +130,19 @@ def running_llama_server(workdir: Path, window: int = WINDOW) -> Iterator[str]:
 def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The session's llama-server (2048-token window); yields its /v1 URL."""
     with running_llama_server(tmp_path_factory.mktemp("llama")) as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def llama_embed_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The session's embeddings llama-server (the same weights, --embeddings, mean pooling,
+    512-token inputs), started by the first test that needs it; yields its /v1 URL. Its own
+    process, as `make run` starts it: an embeddings call on the chat server's one slot would
+    evict the cached prompt the other tests' conversations reuse."""
+    workdir = tmp_path_factory.mktemp("llama-embed")
+    with running_llama_server(
+        workdir, EMBED_WINDOW, *EMBEDDINGS, alias="smollm2-135m-embed"
+    ) as url:
         yield url
 
 
@@ -188,15 +210,15 @@ def serve(config: str, tmp: Path, upstream: str) -> Iterator[Served]:
         stop(process)
 
 
-def run_mock(script: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A provider mock of `scripts/` (`mock_anthropic.py`, `mock_gemini.py`) on a free
-    port: its base URL while it runs."""
+def run_mock(name: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A provider mock of `tests/mocks/` (`anthropic`, `gemini`) on a free port: its base URL
+    while it runs."""
     port = free_port()
     log = tmp_path_factory.mktemp("mock") / "mock.log"
     with log.open("wb") as sink:
         process = subprocess.Popen(
-            [sys.executable, str(ROOT / "scripts" / script), "--port", str(port)],
-            stdout=sink, stderr=subprocess.STDOUT,
+            [sys.executable, "-m", f"tests.mocks.{name}", "--port", str(port)],
+            stdout=sink, stderr=subprocess.STDOUT, cwd=ROOT,
         )  # fmt: skip
     try:
         deadline = time.monotonic() + 30

@@ -74,10 +74,14 @@ def test_prompt_larger_than_the_window(overspill: Served, stream: bool) -> None:
 
 
 def test_models_lists_local_with_its_window(overspill: Served) -> None:
-    """The SDK's models.list shows the configured model and its context window."""
+    """The SDK's models.list shows the configured model, its context window and its routes
+    (every route: its mode is not configured, the upstream decides)."""
     (model,) = overspill.client().models.list().data
     assert model.id == "local"
-    assert model.model_extra == {"context_window": WINDOW}
+    assert model.model_extra == {
+        "context_window": WINDOW,
+        "routes": ["/v1/chat/completions", "/v1/responses", "/v1/completions", "/v1/embeddings"],
+    }
 
 
 def test_wrong_key_is_401(overspill: Served) -> None:

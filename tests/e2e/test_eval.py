@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from proxy.evaluation.conditions import CONDITIONS
+from evaluation.conditions import CONDITIONS
 from tests.e2e.conftest import local_config
 
 pytestmark = pytest.mark.e2e

@@ -1,5 +1,5 @@
 """`anthropic/...` and `gemini/...` models through a real `overspill serve`, each before its
-wire's mock (scripts/mock_anthropic.py, scripts/mock_gemini.py), with the real OpenAI SDK as
+wire's mock (tests/mocks/anthropic.py, tests/mocks/gemini.py), with the real OpenAI SDK as
 the client: JSON, a stream, the overflow error, a request only litellm writes."""
 
 from __future__ import annotations
@@ -34,10 +34,10 @@ class Wire:
 
 WIRES = {
     "anthropic": Wire(
-        "mock_anthropic.py", "anthropic", "mock-model", "", "sk-mock", "prompt is too long"
+        "anthropic", "anthropic", "mock-model", "", "sk-mock", "prompt is too long"
     ),
     "gemini": Wire(
-        "mock_gemini.py", "gemini", "gemini-2.5-flash", "/v1beta", "AIza-mock",
+        "gemini", "gemini", "gemini-2.5-flash", "/v1beta", "AIza-mock",
         "exceeds the maximum number of tokens",
     ),
 }  # fmt: skip

@@ -1,4 +1,4 @@
-"""A faithful fake Ollama server (see /work/shared/notes/ollama.md for the behaviour it copies).
+"""A faithful fake Ollama server: the behaviour below was measured on a real Ollama.
 
 Routes: `POST /api/show`, `GET /api/ps`, `GET /api/tags`, `POST /api/chat` (non-stream JSON, or
 NDJSON: `done: false` chunks then a final `done: true` object carrying the counts; `stream`

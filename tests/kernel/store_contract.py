@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from kernel.spending import Tally
 from kernel.store import (
     CALIBRATION_SAMPLES,
     DocumentBatches,
@@ -283,6 +284,38 @@ async def identical_openings_keep_their_own_extraction(store: HistoryStore) -> N
     await two_conversations_in_one_bucket(store)
 
 
+async def usage_adds_up_per_tenant_day_and_model(store: HistoryStore) -> None:
+    """Own-call counts add up per (tenant, day, model), concurrent adds included, and a
+    tenant's usage is read back for the days asked only."""
+    one = Tally(calls=1, failed=0, prompt_tokens=100, completion_tokens=10)
+    await asyncio.gather(*(store.add_usage("acme", "2026-01-02", "m", one, 3600) for _ in range(8)))
+    await store.add_usage("acme", "2026-01-02", "other:model", Tally(1, 1, 50, 0), 3600)
+    await store.add_usage("acme", "2026-01-03", "m", one, 3600)
+    rows = await store.usage("acme", ["2026-01-02"])
+    found = {(row.day, row.model): row.tally for row in rows}
+    assert found == {
+        ("2026-01-02", "m"): Tally(8, 0, 800, 80),
+        ("2026-01-02", "other:model"): Tally(1, 1, 50, 0),
+    }
+    assert {row.day for row in await store.usage("acme", ["2026-01-02", "2026-01-03"])} == {
+        "2026-01-02",
+        "2026-01-03",
+    }
+
+
+async def usage_belongs_to_its_tenant(store: HistoryStore) -> None:
+    """A tenant reads only its own usage; every tenant's is listed with its name; clearing
+    conversations keeps usage (it is accounting)."""
+    await store.add_usage("a:b", "2026-01-02", "m", Tally(1, 0, 10, 1), 3600)
+    await store.add_usage("a", "2026-01-02", "m", Tally(2, 0, 20, 2), 3600)
+    assert [row.tally.calls for row in await store.usage("a", ["2026-01-02"])] == [2]
+    every = await store.usage(None, ["2026-01-02"])
+    assert sorted((row.tenant, row.tally.calls) for row in every) == [("a", 2), ("a:b", 1)]
+    await store.clear()
+    assert len(await store.usage(None, ["2026-01-02"])) == 2
+    assert await store.usage("nobody", ["2026-01-02"]) == []
+
+
 def make_response(**changes: Any) -> StoredResponse:
     """A valid Responses API record with some fields changed."""
     fields: dict[str, Any] = {
@@ -300,7 +333,7 @@ def make_response(**changes: Any) -> StoredResponse:
 
 async def responses_round_trip_per_tenant(store: HistoryStore) -> None:
     """A response record is read back equal by its tenant only, and deleted once."""
-    await store.put_response(make_response(tenant="a:b", id="c"), 3600)
+    await store.put_response(make_response(tenant="a:b", id="c"))
     assert await store.get_response("a:b", "c") == make_response(tenant="a:b", id="c")
     assert await store.get_response("a", "b:c") is None
     assert await store.get_response("other", "c") is None
@@ -312,8 +345,8 @@ async def responses_round_trip_per_tenant(store: HistoryStore) -> None:
 async def responses_read_in_one_batch_in_order(store: HistoryStore) -> None:
     """Several responses are read in the order asked, a miss or another tenant's as None."""
     for name in ("r1", "r2", "r3"):
-        await store.put_response(make_response(id=name, ancestors=("r0",)), 3600)
-    await store.put_response(make_response(tenant="beta", id="r4"), 3600)
+        await store.put_response(make_response(id=name, ancestors=("r0",)))
+    await store.put_response(make_response(tenant="beta", id="r4"))
     found = await store.get_responses("acme", ["r3", "nope", "r1", "r4"])
     assert [r.id if r else None for r in found] == ["r3", None, "r1", None]
     assert found[0] is not None
@@ -322,14 +355,16 @@ async def responses_read_in_one_batch_in_order(store: HistoryStore) -> None:
 
 async def clear_removes_a_tenants_responses(store: HistoryStore) -> None:
     """Clearing a tenant removes its response records too, and no other tenant's."""
-    await store.put_response(make_response(tenant="acme", id="r1"), 3600)
-    await store.put_response(make_response(tenant="beta", id="r1"), 3600)
+    await store.put_response(make_response(tenant="acme", id="r1"))
+    await store.put_response(make_response(tenant="beta", id="r1"))
     assert await store.clear("acme") == 1
     assert await store.get_response("acme", "r1") is None
     assert await store.get_response("beta", "r1") is not None
 
 
 CONTRACT: list[Check] = [
+    usage_adds_up_per_tenant_day_and_model,
+    usage_belongs_to_its_tenant,
     responses_round_trip_per_tenant,
     responses_read_in_one_batch_in_order,
     clear_removes_a_tenants_responses,

@@ -30,8 +30,8 @@ async def grow(chains: ResponseChains, turns: int, tenant: str = "acme") -> Chai
 
 async def test_a_long_chain_is_walked_from_the_store_in_batches(store: DiskHistoryStore) -> None:
     """A process that never saw the chain reads it whole, oldest first, past 64 links."""
-    await grow(ResponseChains(store, 3600), 150)
-    fresh = ResponseChains(store, 3600)
+    await grow(ResponseChains(store), 150)
+    fresh = ResponseChains(store)
     chain = await fresh.load("acme", "resp_149")
     assert [link.id for link in chain.links] == [f"resp_{n}" for n in range(150)]
     items = chain.items
@@ -43,7 +43,7 @@ async def test_a_long_chain_is_walked_from_the_store_in_batches(store: DiskHisto
 
 async def test_a_remembered_chain_costs_one_read(store: DiskHistoryStore) -> None:
     """Continuing a chain this process stored reads only the named link."""
-    chains = ResponseChains(store, 3600)
+    chains = ResponseChains(store)
     await grow(chains, 5)
     reads: list[str] = []
     original = store.get_response
@@ -60,7 +60,7 @@ async def test_a_remembered_chain_costs_one_read(store: DiskHistoryStore) -> Non
 
 async def test_another_tenant_cannot_load_or_delete(store: DiskHistoryStore) -> None:
     """Another tenant's response id is not found, whether remembered or not."""
-    chains = ResponseChains(store, 3600)
+    chains = ResponseChains(store)
     await grow(chains, 2, tenant="alice")
     with pytest.raises(ResponseNotFound):
         await chains.load("bob", "resp_1")
@@ -72,10 +72,10 @@ async def test_another_tenant_cannot_load_or_delete(store: DiskHistoryStore) -> 
 async def test_a_deleted_link_breaks_the_chain_through_it(store: DiskHistoryStore) -> None:
     """Once a middle link is deleted, the chain after it can no longer be continued here or
     on a process that walks it from the store."""
-    chains = ResponseChains(store, 3600)
+    chains = ResponseChains(store)
     await grow(chains, 4)
     await chains.delete("acme", "resp_1")
-    for process in (chains, ResponseChains(store, 3600)):
+    for process in (chains, ResponseChains(store)):
         with pytest.raises(ResponseNotFound, match="resp_1"):
             await process.load("acme", "resp_3")
     with pytest.raises(ResponseNotFound):
@@ -84,7 +84,7 @@ async def test_a_deleted_link_breaks_the_chain_through_it(store: DiskHistoryStor
 
 async def test_memory_is_bounded(store: DiskHistoryStore) -> None:
     """A process remembers at most its bound of chains, the most recent ones."""
-    chains = ResponseChains(store, 3600, remembered=3)
+    chains = ResponseChains(store, remembered=3)
     for name in ("a", "b", "c", "d", "e"):
         await grow(chains, 1, tenant=name)
     assert len(chains._chains) == 3

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sqlite3
 import time
@@ -15,11 +16,18 @@ import orjson
 import pytest
 from pydantic import ValidationError
 
-from kernel.config import StoreSettings, parse_config
+from kernel.config import ConfigError, StoreSettings, parse_config
 from kernel.estimator import Estimator
 from kernel.store import SQLITE_CACHE_PAGES, DiskHistoryStore, HistoryEntry, StoreError
 from proxy.stores import open_store
-from tests.kernel.store_contract import CONTRACT, Check, contract_id, make_batches, make_entry
+from tests.kernel.store_contract import (
+    CONTRACT,
+    Check,
+    contract_id,
+    make_batches,
+    make_entry,
+    make_response,
+)
 
 TTL = 3600.0
 
@@ -229,6 +237,36 @@ async def test_entry_expires_after_ttl_by_injected_clock(
     assert await store.entries() == []
 
 
+async def test_each_kind_expires_after_its_own_ttl(tmp_path: Path, clock: Clock) -> None:
+    """ttl_by_kind gives document batches and calibration their own TTL; extractions keep
+    ttl_seconds."""
+    ttls = {"documents": 60.0, "calibration": 30.0}
+    store = DiskHistoryStore(tmp_path / "s", ttl_seconds=TTL, ttl_by_kind=ttls, clock=clock)
+    try:
+        await store.put(make_entry())
+        await store.put_batches(make_batches())
+        await store.add_calibration("local", 1.1)
+        _, samples_expire = store._cache.get("c:local", expire_time=True)
+        assert samples_expire is not None
+        assert samples_expire - time.time() <= 30
+        clock.advance(61)
+        assert await store.get_batches("acme", "conv-1") is None
+        assert await store.get("acme", "conv-1") == make_entry()
+    finally:
+        await store.aclose()
+
+
+def test_store_settings_name_an_unknown_kind() -> None:
+    """A TTL for a kind the store does not keep is a config error naming the setting and the
+    kinds there are."""
+    text = "model_list: []\ngeneral_settings:\n  store: {ttl_seconds_by_kind: {chats: 5}}\n"
+    with pytest.raises(ConfigError) as caught:
+        parse_config(text, "config.yaml", {})
+    found = " ".join(caught.value.problems)
+    assert "general_settings.store.ttl_seconds_by_kind" in found
+    assert "unknown kind chats; kinds: extractions, documents, responses, calibration" in found
+
+
 async def test_diskcache_expires_and_removes_entries(tmp_path: Path, disk_clock: Clock) -> None:
     """The TTL is diskcache's `expire=`: past it, the entry is gone and culled from disk."""
     store = DiskHistoryStore(tmp_path / "s", ttl_seconds=60, clock=disk_clock)
@@ -339,3 +377,37 @@ def test_entry_is_frozen() -> None:
 async def test_disk_store_keeps_the_store_contract(store: DiskHistoryStore, check: Check) -> None:
     """The disk store passes the same behaviour checks as every other backend."""
     await check(store)
+
+
+async def test_response_writes_of_one_loop_iteration_share_one_transaction(
+    store: DiskHistoryStore,
+) -> None:
+    """Concurrent response writes go to the writer thread together and all land."""
+    groups: list[int] = []
+    write = store._write_group
+
+    def counted(writes: list[tuple[str, bytes, float]]) -> None:
+        groups.append(len(writes))
+        write(writes)
+
+    store._grouped._write = counted
+    records = [make_response(id=f"r{n}") for n in range(8)]
+    await asyncio.gather(*(store.put_response(record) for record in records))
+    assert groups == [8]
+    found = await store.get_responses("acme", [f"r{n}" for n in range(8)])
+    assert found == records
+
+
+async def test_a_failed_group_write_fails_every_writer(store: DiskHistoryStore) -> None:
+    """When the group's transaction fails, each of its writers gets the StoreError."""
+
+    def broken(writes: list[tuple[str, bytes, float]]) -> None:
+        raise OSError("disk full")
+
+    store._grouped._write = broken
+    outcomes = await asyncio.gather(
+        *(store.put_response(make_response(id=f"r{n}")) for n in range(3)),
+        return_exceptions=True,
+    )
+    assert all(isinstance(outcome, StoreError) for outcome in outcomes)
+    assert "disk full" in str(outcomes[0])

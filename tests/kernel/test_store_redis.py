@@ -174,10 +174,11 @@ async def test_entry_expires_after_ttl(make_store: StoreFactory, raw: redis.Redi
     assert await store.entries() == []
 
 
-async def test_entries_drops_index_members_of_expired_keys(
+async def test_a_put_drops_index_members_of_expired_records(
     make_store: StoreFactory, raw: redis.Redis
 ) -> None:
-    """entries() lists the live entries and removes index members whose key has expired."""
+    """entries() lists only live entries; the next put removes the index members whose
+    record has expired, so they no longer count against the bound."""
     short, long = make_store(ttl_seconds=SHORT_SECONDS), make_store()
     await short.put(make_entry(conversation_id="gone"))
     await long.put(make_entry(conversation_id="kept"))
@@ -189,7 +190,9 @@ async def test_entries_drops_index_members_of_expired_keys(
     await eventually(gone)
     assert await raw.zcard(index) == 2
     assert [e.conversation_id for e in await long.entries()] == ["kept"]
-    assert await raw.zrange(index, 0, -1) == [f"{long.key_prefix}h:4:acme:kept".encode()]
+    await long.put(make_entry(conversation_id="new"))
+    members = {f"{long.key_prefix}h:4:acme:{name}".encode() for name in ("kept", "new")}
+    assert set(await raw.zrange(index, 0, -1)) == members
 
 
 async def test_oldest_stored_entries_are_evicted_beyond_max_entries(
@@ -306,7 +309,7 @@ async def test_unreachable_redis_does_not_block_the_flight(
     store = make_store(url=closed_port_url())
     with caplog.at_level(logging.ERROR, logger="overspill.store"):
         async with asyncio.timeout(POLL_LIMIT_SECONDS), store.single_flight("acme", "c"):
-            assert len(store.flights) == 1
+            assert len(store.flights.local) == 1
     assert "lock unavailable" in caplog.text
     assert "s3cret" not in caplog.text
 

@@ -5,9 +5,14 @@ from __future__ import annotations
 import pytest
 
 from kernel.errors import ContextWindowExceeded, ModelNotFound, UpstreamError, UpstreamRateLimited
+from kernel.services import Window
+from kernel.spending import Spend
 from kernel.types import ChatRequest, RequestContext
 from providers.fake import ScriptedProvider, json_response
+from providers.ollama import OllamaWindows
 from providers.router import Router
+from providers.windows import ModelWindows
+from tests.conftest import settings_from
 
 USER = {"role": "user", "content": "hi"}
 REQUEST = ChatRequest("m", (USER,), False, {"model": "m", "messages": [USER]})
@@ -88,3 +93,36 @@ async def test_an_alias_shares_its_targets_deployments_and_closes_them_once() ->
     await router.complete(alias, RequestContext("r", "t"))
     assert len(provider.requests) == 1
     await router.aclose()
+
+
+async def test_an_overflow_that_states_the_window_teaches_it() -> None:
+    """A model whose window nobody knew: the first overflow's numbers are its window from then
+    on; a larger stated window never raises a known one; Ollama's is the num_ctx it is sent."""
+    settings = settings_from(
+        "model_list:\n"
+        "  - model_name: open\n    litellm_params: {model: openai/unknown-x, api_base: 'http://h/v1'}\n"
+        "  - model_name: local\n    litellm_params: {model: ollama_chat/llama3.2}\n"
+    )
+    windows = ModelWindows(settings, OllamaWindows())
+    overflow = ContextWindowExceeded("too long", requested=9000, limit=8192, provider="openai")
+    router = Router({"open": [ScriptedProvider([overflow])]}, learn=windows.learn)
+    open_entry = settings.model_list[0]
+    assert await windows.of(open_entry) is None
+    request = ChatRequest("open", (USER,), False, {"model": "open", "messages": [USER]})
+    with pytest.raises(ContextWindowExceeded):
+        await router.complete(request, RequestContext("r", "t"))
+    assert await windows.of(open_entry) == Window(8192, "overflow")
+    windows.learn("open", 16384)
+    assert await windows.of(open_entry) == Window(8192, "overflow")
+    windows.learn("local", 100)
+    assert "local" not in windows._learned
+
+
+async def test_every_call_counts_in_the_requests_spend() -> None:
+    """The router counts each upstream call, failovers included, into the request's Spend."""
+    bad, good = ScriptedProvider([UpstreamError("down")]), ScriptedProvider([json_response("ok")])
+    ctx = RequestContext("r", "t")
+    ctx.spend = Spend("t", ctx.notes)
+    await Router({"m": [bad, good]}).complete(REQUEST, ctx)
+    assert ctx.spend.upstream_calls == 2
+    assert ctx.notes["upstream-calls"] == "2"

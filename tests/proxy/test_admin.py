@@ -3,17 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+import secrets
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
+from kernel.records import EXTRACTIONS
 from kernel.store import DiskHistoryStore, HistoryEntry
+from kernel.store_redis import RedisHistoryStore
 from providers.fake import ScriptedProvider, json_response
+from proxy.app import create_app
 from proxy.cli import main
 from proxy.stores import open_store
+from proxy.system import build_system
 from tests.conftest import AppClient, settings_from
 from tests.kernel.store_contract import make_batches
+from tests.redis_ha import ClusterSet
 
 
 def entry(
@@ -125,3 +132,41 @@ async def test_a_conversation_shows_and_forgets_its_document_batches(
     assert await seeded.get_batches("tenant-a", "conv-1") is None
     missing = await client.get("/overspill/conversations/conv-1")
     assert missing.status_code == 404
+
+
+async def test_admin_lists_and_forgets_across_a_clusters_slots(
+    redis_cluster: ClusterSet, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """On a Redis Cluster the admin API lists the conversations of every primary, forgets one
+    and clears a tenant's; `overspill conversations ls --config` sees the same."""
+    prefix = f"admin-{secrets.token_hex(3)}:"
+    store = RedisHistoryStore(redis_cluster.url, key_prefix=prefix, timeout_seconds=10)
+    names = [(tenant, f"conv-{i}") for tenant in ("tenant-a", "tenant-b") for i in range(12)]
+    for tenant, conversation in names:
+        await store.put(entry(tenant, conversation))
+    assert {redis_cluster.primary_of(store.layout.record(EXTRACTIONS, *n)) for n in names} == set(
+        redis_cluster.primaries()
+    )
+    system = build_system(settings_from(), providers={"local": []}, store=store)
+    transport = httpx.ASGITransport(app=create_app(system))
+    async with httpx.AsyncClient(
+        transport=transport, base_url="http://o.test", headers={"authorization": "Bearer sk-master"}
+    ) as admin:
+        listing = (await admin.get("/overspill/conversations")).json()["data"]
+        assert {(row["tenant"], row["conversation_id"]) for row in listing} == set(names)
+        gone = await admin.delete("/overspill/conversations/conv-3", params={"tenant": "tenant-a"})
+        assert gone.json() == {"deleted": 1}
+        cleared = await admin.delete("/overspill/conversations", params={"tenant": "tenant-b"})
+        assert cleared.json() == {"deleted": 12}
+    await system.aclose(0)
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "model_list:\n  - {model_name: local, litellm_params: {model: openai/a}}\n"
+        f"general_settings: {{store: {{backend: redis, url: '{redis_cluster.url}', "
+        f"key_prefix: '{prefix}', timeout_seconds: 10}}}}\n"
+    )
+    assert await asyncio.to_thread(main, ["conversations", "ls", "--config", str(config)]) == 0
+    rows = [line.split()[:2] for line in capsys.readouterr().out.splitlines()[1:]]
+    assert sorted(rows) == sorted(
+        [c, "tenant-a"] for c in (f"conv-{i}" for i in range(12)) if c != "conv-3"
+    )

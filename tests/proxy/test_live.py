@@ -15,6 +15,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from kernel.config import load_config
 from kernel.errors import InvalidConfig
 from proxy.app import create_app
+from proxy.exposure import HOST_ENV
 from proxy.live import LiveApp, build_from
 from proxy.system import System
 
@@ -186,3 +187,18 @@ async def test_the_reload_endpoint_needs_the_master_key_and_swaps_the_routes(pat
         assert refused.status_code == 400
         assert refused.json()["error"]["code"] == "invalid_config"
     await live.aclose()
+
+
+async def test_a_reload_that_would_open_a_networked_gateway_is_refused(
+    held: tuple[LiveApp, Held], path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Served on 0.0.0.0, a new file without a master key or client keys is refused (the
+    running config is kept), as `serve` would refuse to start with it."""
+    live, _ = held
+    first = live.current
+    monkeypatch.setenv(HOST_ENV, "0.0.0.0")
+    write(path, config("first").replace("master_key: sk-master, ", ""))
+    with pytest.raises(InvalidConfig) as refused:
+        await live.reload()
+    assert "refusing to serve on 0.0.0.0 without authentication" in refused.value.message
+    assert live.current is first

@@ -14,6 +14,7 @@ import orjson
 import pytest
 
 from kernel.services import Services
+from kernel.spending import Spend
 from kernel.store import DiskHistoryStore
 from middleware.condensing.ladder import ladder_for
 from middleware.layers.overflow_recovery import OverflowRecovery
@@ -255,7 +256,7 @@ async def test_condensing_can_call_a_name_a_wildcard_serves(store: DiskHistorySt
     entry = built.expand("qwen2.5")
     assert entry is not None
     (services,) = captured
-    rungs = await ladder_for(services, entry, scale=1.0, fallback_window=4096)
+    rungs = await ladder_for(services, entry, scale=1.0, fallback_window=4096, spend=Spend("t"))
     assert [rung.name for rung in rungs] == ["qwen2.5"]
     result = await rungs[0].complete([{"role": "user", "content": "condense"}], max_tokens=8)
     assert result.text == "hi"

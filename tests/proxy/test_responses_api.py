@@ -17,6 +17,8 @@ from kernel.store import DiskHistoryStore
 from kernel.types import ChatRequest, ChatResponse, RequestContext
 from providers.fake import ScriptedProvider, completion, json_response, sse_events, stream_response
 from proxy.app import create_app
+from proxy.surfaces.responses import ResponsesNative
+from proxy.surfaces.responses_wire import check_input, to_messages
 from proxy.system import build_system
 from tests.conftest import AppClient, settings_from
 
@@ -355,3 +357,143 @@ async def stream_of(events: list[bytes]) -> AsyncIterator[bytes]:
     """An async iterator over prepared events."""
     for event in events:
         yield event
+
+
+def test_a_spliced_native_request_keeps_the_tails_own_items() -> None:
+    """When a layer stood an extraction in for the older turns, a native request carries the
+    stand-in as an item, then the untouched turns as the client's items, reasoning included."""
+    items = check_input(
+        [
+            {"role": "user", "content": "old question"},
+            {"role": "assistant", "content": "old answer"},
+            {"role": "user", "content": "second question"},
+            {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "opaque"},
+            {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c1", "output": "done"},
+            {"role": "user", "content": "new question"},
+        ]
+    )
+    origins: list[int] = []
+    messages = tuple(to_messages(items, None, origins=origins))
+    body = {"model": "local", "input": list(items)}
+    chat_body = {"model": "local"}
+    native = ResponsesNative(body, None, items, messages, tuple(origins), chat_body)
+    whole = ChatRequest("local", messages, False, chat_body, native=native)
+    stand_in = {"role": "system", "content": "[condensed] the old turns"}
+    assert [m["role"] for m in messages] == [
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "tool",
+        "user",
+    ]
+    spliced = whole.spliced([stand_in, *messages[3:]])  # the call and its output stay together
+    sent = orjson.loads(native.body_for(spliced, "up") or b"")
+    assert sent["model"] == "up"
+    assert sent["input"][0] == {"type": "message", "role": "system", "content": stand_in["content"]}
+    assert sent["input"][1:] == [dict(item) for item in items[3:]]  # the reasoning item first
+    assert native.body_for(whole.with_params(max_tokens=1), "up") is None
+
+
+async def test_tools_only_openai_runs_go_native_and_are_refused_otherwise(
+    store: DiskHistoryStore,
+) -> None:
+    """A web_search tool and a web_search_call item reach a deployment that serves the
+    Responses API as the client sent them; a model reached through chat completions refuses
+    them with a 400 naming the tool."""
+    answer = {
+        "id": "resp_up2",
+        "object": "response",
+        "created_at": 1,
+        "model": "smollm2",
+        "status": "completed",
+        "output": [],
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+    }
+    body = {
+        "model": "local",
+        "tools": [{"type": "web_search"}],
+        "tool_choice": {"type": "web_search"},
+        "input": [
+            {"type": "web_search_call", "id": "ws_1", "status": "completed", "action": {}},
+            {"role": "user", "content": "What did you find?"},
+        ],
+    }
+    sent: list[bytes] = []
+    async with httpx.AsyncClient() as upstream:
+        native = create_app(build_system(settings_from(NATIVE), client=upstream, store=store))
+        http = httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=native), base_url="http://overspill.test"
+        )
+        with respx.mock(assert_all_called=False) as mock:
+
+            def respond(request: httpx.Request) -> httpx.Response:
+                sent.append(request.content)
+                return httpx.Response(200, content=orjson.dumps(answer))
+
+            mock.post("http://upstream.test/v1/responses").mock(side_effect=respond)
+            made = await http.post(
+                "/v1/responses", json=body, headers={"authorization": "Bearer sk-master"}
+            )
+        assert made.status_code == 200, made.text
+        forwarded = orjson.loads(sent[0])
+        assert forwarded["tools"] == body["tools"]
+        assert forwarded["input"][0]["type"] == "web_search_call"
+        await http.aclose()
+    provider = ScriptedProvider([json_response("x")])
+    app = create_app(build_system(settings_from(), providers={"local": [provider]}, store=store))
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://overspill.test"
+    ) as other:
+        refused = await other.post(
+            "/v1/responses", json=body, headers={"authorization": "Bearer sk-master"}
+        )
+    assert refused.status_code == 400
+    assert refused.json()["error"]["code"] in ("unsupported_tool", "unsupported_item")
+    assert provider.requests == []
+
+
+async def test_compact_returns_a_window_overspill_reads_back(app_client: AppClient) -> None:
+    """POST /v1/responses/compact condenses the older turns into one compaction item before
+    the newest turns; sent back as input, it reaches the model as the condensed history."""
+
+    def answer(request: ChatRequest) -> ChatResponse:
+        first = str(request.messages[0].get("content"))
+        if "condense" in first.lower() or "notes" in first.lower():
+            return json_response("- The user's vault code is 4471.")
+        return json_response("ok")
+
+    provider = ScriptedProvider([answer])
+    client = app_client({"local": [provider]})
+    items: list[dict[str, Any]] = []
+    for turn in range(40):
+        fact = "the vault code is 4471" if turn == 2 else f"nothing happened on day {turn}"
+        items.append({"role": "user", "content": f"Day {turn}: {fact}. " + "More words. " * 12})
+        items.append({"role": "assistant", "content": f"Noted day {turn}."})
+    items.append({"role": "user", "content": "What is the vault code?"})
+    compacted = await client.post(
+        "/v1/responses/compact",
+        json={"model": "local", "input": items, "instructions": "Be brief."},
+    )
+    assert compacted.status_code == 200, compacted.text
+    made = compacted.json()
+    assert made["object"] == "response.compaction"
+    kinds = [item["type"] for item in made["output"]]
+    assert kinds.count("compaction") == 1
+    assert kinds[0] == "compaction"
+    assert 1 < len(made["output"]) < len(items)
+    assert made["output"][-1]["content"] == "What is the vault code?"
+    assert made["usage"]["output_tokens"] < made["usage"]["input_tokens"]
+    provider.requests.clear()
+    again = await client.post(
+        "/v1/responses",
+        json={"model": "local", "input": made["output"], "instructions": "Be brief."},
+    )
+    assert again.status_code == 200, again.text
+    sent = provider.requests[-1].messages
+    assert [m["role"] for m in sent[:2]] == ["system", "system"]
+    assert "4471" in str(sent[1]["content"])
+    assert len(sent) == len(made["output"]) + 1

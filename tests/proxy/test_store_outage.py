@@ -172,6 +172,10 @@ class Shared:
     extractions: int = 0
     """Extraction calls (one extraction of a long history makes several)."""
     everyone_overflowed: asyncio.Event = field(default_factory=asyncio.Event)
+    arrived: int = 0
+    everyone_arrived: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set once every request's first call is at the upstream: none of them can have seen the
+    window an overflow states (the router learns it) before it overflowed itself."""
 
 
 class Upstream:
@@ -190,6 +194,10 @@ class Upstream:
             await self.shared.everyone_overflowed.wait()
             return json_response("- The user planned a trip.")
         if len(request.messages) >= self.whole:
+            self.shared.arrived += 1
+            if self.shared.arrived == self.shared.expected:
+                self.shared.everyone_arrived.set()
+            await self.shared.everyone_arrived.wait()
             self.shared.overflows += 1
             if self.shared.overflows == self.shared.expected:
                 self.shared.everyone_overflowed.set()

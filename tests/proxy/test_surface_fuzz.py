@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kernel.config import load_config
-from providers.fake import completion, sse_events
+from providers.fake import completion, embeddings, sse_events, text_completion
 from proxy.app import create_app
 from proxy.live import LiveApp, build_from
 from tests.conftest import running
@@ -47,6 +47,11 @@ general_settings:
   max_body_bytes: 200000
   store: {{path: store}}
 """
+FUZZ = settings(
+    max_examples=examples(60, 2500),
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+"""Each generated test's examples: few in `make test`, many in `make reliability`."""
 DEADLINE_SECONDS = 30.0
 """Longer than any example takes on a loaded 2-core box: reaching it is a hang."""
 
@@ -57,7 +62,11 @@ ROUTES = [
     "/health/liveness",
     "/health/readiness", "/overspill/conversations", "/overspill/conversations/conv-1",
     "/overspill/ollama/refresh", "/overspill/config/reload", "/metrics",
+    "/v1/embeddings", "/embeddings", "/v1/completions", "/completions",
+    "/v1/images/generations", "/v1/audio/transcriptions", "/v1/files", "/v1/batches",
 ]  # fmt: skip
+ROUTE_PATHS = ROUTES[-8:-4]
+"""Embeddings and legacy completions, with and without /v1."""
 METHODS = ["GET", "POST", "DELETE", "PUT", "PATCH", "HEAD", "OPTIONS", "TRACE", "CONNECT"]
 
 latin1 = st.binary(max_size=80).map(lambda b: bytes(c for c in b if c not in b"\r\n\0"))
@@ -310,10 +319,50 @@ messages_bodies = st.fixed_dictionaries(
     },
     optional=messages_fields,
 ).map(encode)
+token_ids = st.integers(-5, 2**64 - 1)
+texts = st.one_of(
+    st.text(max_size=100),
+    st.lists(st.text(max_size=40), max_size=6),
+    st.lists(token_ids, max_size=8),
+    st.lists(st.lists(token_ids, max_size=5), max_size=4),
+    st.lists(st.text(max_size=10) | token_ids | json_values, max_size=4),
+    json_values,
+    deep,
+)
+route_fields: dict[str, Any] = {
+    "encoding_format": st.sampled_from(["float", "base64", "hex"]) | json_values,
+    "dimensions": st.integers(-1, 2**64 - 1) | json_values,
+    "user": json_values,
+    "max_tokens": st.integers(-1, 2**64 - 1) | json_values,
+    "stream": st.booleans() | json_values,
+    "stream_options": st.fixed_dictionaries({}, optional={"include_usage": json_values})
+    | json_values,
+    "suffix": json_values,
+    "echo": json_values,
+    "logprobs": json_values,
+    "n": json_values,
+    "stop": st.lists(st.text(max_size=5), max_size=3) | json_values,
+    "temperature": json_values,
+    "logit_bias": json_values | deep,
+    "seed": json_values,
+    "extra_body": json_values,
+    "metadata": json_values | deep,
+    "api_base": st.just("http://evil.example"),
+    "num_retries": st.just(3),
+}
+route_bodies = st.one_of(
+    st.fixed_dictionaries(
+        {"model": st.one_of(models, models, st.sampled_from(["nope", ""]), json_values)},
+        optional={"input": texts, "prompt": texts, **route_fields},
+    ),
+    st.fixed_dictionaries({"model": models, "input": texts}, optional=route_fields),
+    st.fixed_dictionaries({"model": models, "prompt": texts}, optional=route_fields),
+).map(encode)
 bodies = st.one_of(
     chat_bodies,
     response_bodies,
     messages_bodies,
+    route_bodies,
     chat_bodies.map(lambda raw: raw[: len(raw) // 2]),
     json_values.map(orjson.dumps),
     st.binary(max_size=300),
@@ -323,14 +372,20 @@ bodies = st.one_of(
 
 
 def answer(request: UpstreamRequest) -> UpstreamResponse:
-    """The upstream: a completion, or an SSE stream when asked for one."""
+    """The upstream: a completion (chat, legacy text) or embeddings, as its route answers; an
+    SSE stream when asked for one."""
     try:
         streamed = bool(orjson.loads(request.content).get("stream"))
     except (orjson.JSONDecodeError, AttributeError):
         streamed = False
+    route = request.url.path.rpartition("/")[2]
+    if route == "embeddings":
+        return UpstreamResponse(200, json=embeddings([[0.5, -1.0]]))
     if streamed:
         events = b"".join(sse_events(["one ", "two"]))
         return UpstreamResponse(200, content=events, headers={"content-type": "text/event-stream"})
+    if route == "completions" and request.url.path.endswith("/v1/completions"):
+        return UpstreamResponse(200, json=text_completion("hello"))
     return UpstreamResponse(200, json=completion("hello", prompt_tokens=12))
 
 
@@ -401,8 +456,9 @@ def surface() -> Iterator[Surface]:
     previous = litellm.disable_aiohttp_transport
     litellm.disable_aiohttp_transport = True
     with tempfile.TemporaryDirectory() as directory, respx.mock(assert_all_called=False) as mock:
-        mock.post("http://upstream.test/v1/chat/completions").mock(side_effect=answer)
-        mock.post("http://litellm.test/v1/chat/completions").mock(side_effect=answer)
+        for host in ("upstream.test", "litellm.test"):
+            for route in ("chat/completions", "embeddings", "completions"):
+                mock.post(f"http://{host}/v1/{route}").mock(side_effect=answer)
         made = Surface(Path(directory))
         try:
             yield made
@@ -442,10 +498,7 @@ def check(messages: list[dict[str, Any]], method: str, path: str = "") -> int:
 
 
 @pytest.mark.reliability("fuzz")
-@settings(
-    max_examples=examples(60, 2500),
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+@FUZZ
 @given(
     method=st.sampled_from(METHODS) | token.map(str.upper), path=paths, headers=headers, body=bodies
 )
@@ -457,10 +510,7 @@ def test_any_request_on_any_route_is_answered_below_500(
 
 
 @pytest.mark.reliability("fuzz")
-@settings(
-    max_examples=examples(60, 2500),
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+@FUZZ
 @given(body=chat_bodies, headers=headers, route=st.sampled_from(ROUTES[:2]))
 def test_generated_chat_requests_are_answered_below_500(
     surface: Surface, body: bytes, headers: list[tuple[bytes, bytes]], route: str
@@ -471,10 +521,7 @@ def test_generated_chat_requests_are_answered_below_500(
 
 
 @pytest.mark.reliability("fuzz")
-@settings(
-    max_examples=examples(60, 2500),
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+@FUZZ
 @given(body=response_bodies, headers=headers, route=st.sampled_from(ROUTES[2:4]))
 def test_generated_responses_requests_are_answered_below_500(
     surface: Surface, body: bytes, headers: list[tuple[bytes, bytes]], route: str
@@ -497,6 +544,17 @@ def test_generated_messages_requests_are_answered_below_500(
     x-api-key: Anthropic-shaped errors, never a 500."""
     authorised = [(b"x-api-key", MASTER.encode()), *headers]
     check(surface.call("POST", route, authorised, body), "POST", route)
+
+
+@FUZZ
+@given(body=route_bodies, headers=headers, route=st.sampled_from(ROUTE_PATHS))
+def test_generated_embeddings_and_completions_are_answered_below_500(
+    surface: Surface, body: bytes, headers: list[tuple[bytes, bytes]], route: str
+) -> None:
+    """Embeddings and completions bodies with every field generated (texts, token ids, deep,
+    ill-typed, forbidden, litellm settings), on both roads, with the right key."""
+    authorised = [(b"authorization", f"Bearer {MASTER}".encode()), *headers]
+    check(surface.call("POST", route, authorised, body), "POST")
 
 
 def test_the_fuzzed_app_is_the_served_one() -> None:

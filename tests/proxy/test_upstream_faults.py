@@ -86,6 +86,7 @@ STREAM_CASES: dict[str, Expect] = {
     "reset-mid-stream": Expect(200, "upstream_error", in_stream=True, words="broke the stream"),
     "cut-stream": Expect(200, "upstream_bad_response", in_stream=True, words="ended the stream"),
     "cut-event": Expect(200, "upstream_bad_response", in_stream=True, words="ended the stream"),
+    "empty-stream": Expect(502, "upstream_bad_response", words="without sending any event"),
     "malformed": BAD,
     "html": BAD,
     "empty": BAD,
@@ -98,7 +99,7 @@ AREAS = {
     "hang": "timeouts", "hang-body": "timeouts", "drip": "timeouts", "slow-events": "timeouts",
     "stall": "timeouts", "trickle": "timeouts", "rate-limited": "timeouts", "huge": "memory",
     "reset-mid-stream": "streams", "cut-stream": "streams", "cut-event": "streams",
-    "error-event": "streams",
+    "error-event": "streams", "empty-stream": "streams",
 }  # fmt: skip
 
 
@@ -125,6 +126,9 @@ model_list:
       model: anthropic/claude-faulty
       api_base: "{upstream.base_url}"
       api_key: sk-fake
+  - model_name: lite
+    litellm_params: {{model: openai/faulty, api_base: "{upstream.base_url}/v1", api_key: sk-fake}}
+    passthrough: false
 general_settings:
   master_key: sk-master
   request_timeout: {TIMEOUT}
@@ -256,6 +260,27 @@ async def test_fault(
         assert conn.written < conn.planned, conn
 
 
+@pytest.mark.reliability("streams")
+@pytest.mark.parametrize("fault", ["ok", "empty-stream", "cut-stream"])
+async def test_litellms_own_openai_path_streams_like_the_fast_path(
+    client: openai.AsyncOpenAI, upstream: FaultyUpstream, fault: str
+) -> None:
+    """An OpenAI-wire model with `passthrough: false` (litellm.acompletion): a stream that
+    ends before any event is an error, as on the fast path, never an empty success."""
+    upstream.fault = fault
+    seen = await _ask(client, "lite", stream=True)
+    expect = STREAM_CASES[fault]
+    assert seen.status == expect.status, seen
+    if expect.code is None:
+        assert seen.error is None, seen
+        assert seen.text == "Hello there"
+    else:
+        assert seen.error is not None, seen
+        assert seen.error["code"] == expect.code, seen
+        assert expect.words in str(seen.error["message"]), seen
+    assert upstream.calls == 1, "no hidden retries"
+
+
 @pytest.mark.reliability("timeouts")
 @pytest.mark.parametrize("path", list(PATHS))
 @pytest.mark.parametrize("fault", ["hang", "drip"])
@@ -273,4 +298,5 @@ async def test_overspills_own_calls_keep_the_same_deadline(
     finally:
         await system.aclose()
     assert time.monotonic() - started < BOUND
-    assert upstream.calls == 1
+    chat = [c for c in upstream.connections if c.path != "/props"]  # the slots probe: its own
+    assert len(chat) == 1

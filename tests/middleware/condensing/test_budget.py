@@ -52,14 +52,14 @@ def test_output_reserve_prefers_the_requests_own_cap() -> None:
 
 
 def test_ollama_keeps_a_quarter_and_its_generation_buffer() -> None:
-    """Seed 003: num_ctx x 0.75, less the 512-token generation buffer."""
+    """Ollama: num_ctx x 0.75, less the 512-token generation buffer."""
     budget = budget_for(LLAMA, 4096, {})
     assert budget.prompt_limit == 3072 - 512
     assert budget.safety_margin == 1024
 
 
 def test_seed_003_numbers() -> None:
-    """Seed 003: 8192 x 0.75 - 512 = 5632 usable; 2048 leaves 1024."""
+    """Ollama: 8192 x 0.75 - 512 = 5632 usable; 2048 leaves 1024."""
     assert budget_for(LLAMA, 8192, {}).prompt_limit == 5632
     assert budget_for(LLAMA, 2048, {}).prompt_limit == 1024
 

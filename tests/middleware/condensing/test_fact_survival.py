@@ -1,4 +1,4 @@
-"""Planted facts survive long conversations through repeated compaction (issue 13's scenario).
+"""Planted facts survive long conversations through repeated compaction (growths ahead of the window, many times over).
 
 A scripted upstream overflows past its window by token count; a scripted perfect summariser
 keeps every fact it sees (as short note lines, within its output budget). Whatever is lost

@@ -1,4 +1,4 @@
-"""Documents over the whole budget go as their most relevant chunks (seed 002), within budget."""
+"""Documents over the whole budget go as their most relevant chunks, within budget."""
 
 from __future__ import annotations
 
@@ -186,7 +186,7 @@ def test_refusal_is_a_threshold_on_the_budget() -> None:
 
 
 def test_chunks_are_seed_002_windows_at_most() -> None:
-    """Seed 002's 900/100 for a large budget; smaller at the same ratio, never under the floor."""
+    """The chunker's 900/100 for a large budget; smaller at the same ratio, never under the floor."""
     assert window(10_000) == (CHUNK_TOKENS, 100)
     assert window(450) == (450, 50)
     assert window(3) == (MIN_CHUNK_TOKENS, 1)

@@ -1,4 +1,4 @@
-"""Language detection: code that embeds SQL is its host language (seed 004: DOTNET_WITH_SQL)."""
+"""Language detection: code that embeds SQL is its host language (C# with SQL in its strings is C#)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Seed 003's top_k: how many retrieved chunks the room left in a prompt can take."""
+"""top_k: how many retrieved chunks the room left in a prompt can take."""
 
 from __future__ import annotations
 
@@ -22,5 +22,5 @@ def test_top_k_refuses_a_non_positive_chunk_size() -> None:
 
 
 def test_seed_example() -> None:
-    """Seed 003's example: 4932 tokens available / 200 per chunk = 24, clamped to 10."""
+    """4932 tokens available / 200 per chunk = 24, clamped to 10."""
     assert top_k(4932, 200) == 10

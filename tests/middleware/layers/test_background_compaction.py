@@ -18,6 +18,7 @@ from kernel.errors import ContextWindowExceeded, UpstreamError
 from kernel.estimator import Estimator
 from kernel.jobs import Jobs
 from kernel.services import Services
+from kernel.spending import Spend
 from kernel.store import DiskHistoryStore, HistoryStore
 from kernel.store_redis import RedisHistoryStore
 from kernel.tokens import count_messages
@@ -40,6 +41,8 @@ from tests.middleware.layers.test_overflow_recovery import (
 OUTPUT_RESERVE = 128  # CONFIG's context.max_output_tokens
 SAFETY = 0.1  # context.safety_margin's default
 DEADLINE = 30  # seconds: only a broken layer takes this long (no test waits it out)
+DUE = 0.84
+"""A share past compact_at (0.7) and within one turn of grow_at (0.85): a growth is due."""
 
 
 def window_at(messages: Sequence[Message], share: float) -> int:
@@ -106,7 +109,7 @@ async def test_growth_runs_after_the_response_and_the_next_turn_splices_from_it(
     the next turn is spliced from what it stored, with no wait and no new extraction."""
     extractor, upstream = Extractor(), Upstream()
     messages = conversation(30)
-    layer = HistorySplice(services(store, extractor, window_at(messages, 0.75)))
+    layer = HistorySplice(services(store, extractor, window_at(messages, DUE)))
     request, ctx = chat(messages), ctx_for()
     await layer.handle(request, ctx, upstream)
     assert upstream.sent == [request]
@@ -124,11 +127,23 @@ async def test_growth_runs_after_the_response_and_the_next_turn_splices_from_it(
     assert len(extractor.calls) == calls
 
 
+async def test_no_growth_while_the_conversation_is_turns_away_from_grow_at(
+    store: DiskHistoryStore,
+) -> None:
+    """Past compact_at but several turns from grow_at, nothing grows yet: a growth made this
+    early would be spliced only turns later, with those turns piled up behind its tail."""
+    messages = conversation(30)
+    layer = HistorySplice(services(store, Extractor(), window_at(messages, 0.72)))
+    await layer.handle(chat(messages), ctx := ctx_for(), Upstream())
+    assert "compaction" not in ctx.notes
+    assert ctx.after == []
+
+
 async def test_a_growth_lands_near_compact_to(store: DiskHistoryStore) -> None:
     """A grown extraction leaves the spliced request at or under compact_to of the budget."""
     extractor = Extractor()
     messages = conversation(30)
-    window = window_at(messages, 0.8)
+    window = window_at(messages, DUE)
     layer = HistorySplice(services(store, extractor, window))
     await layer.handle(chat(messages), ctx := ctx_for(), Upstream())
     await job_of(ctx)()
@@ -145,7 +160,7 @@ async def test_a_turn_that_fits_does_not_wait_for_a_running_growth(
     gate = asyncio.Event()
     extractor = Extractor(gate=gate)
     messages = conversation(30)
-    layer = HistorySplice(services(store, extractor, window_at(messages, 0.75)))
+    layer = HistorySplice(services(store, extractor, window_at(messages, DUE)))
     await layer.handle(chat(messages), ctx := ctx_for(), Upstream())
     running = asyncio.create_task(job_of(ctx)())
     await extractor.started.wait()
@@ -170,7 +185,7 @@ async def test_a_turn_that_cannot_fit_waits_for_the_running_growth(
     gate = asyncio.Event()
     extractor = Extractor(gate=gate)
     messages = conversation(30)
-    layer = HistorySplice(services(watched, extractor, window_at(messages, 0.75)))
+    layer = HistorySplice(services(watched, extractor, window_at(messages, DUE)))
     await layer.handle(chat(messages), ctx := ctx_for(), Upstream())
     running = asyncio.create_task(job_of(ctx)())
     await extractor.started.wait()
@@ -263,7 +278,7 @@ async def test_the_spliced_prefix_is_the_same_bytes_between_growths(
     turn to turn, so the upstream's prefix cache keeps serving them."""
     extractor = Extractor()
     messages = conversation(30)
-    layer = HistorySplice(services(store, extractor, window_at(messages, 0.75)))
+    layer = HistorySplice(services(store, extractor, window_at(messages, DUE)))
     await layer.handle(chat(messages), ctx := ctx_for(), Upstream())
     await job_of(ctx)()
     upstream = Upstream()
@@ -285,7 +300,9 @@ class Primer:
     def __init__(self) -> None:
         self.sent: list[ChatRequest] = []
 
-    async def __call__(self, request: ChatRequest, entry: ModelEntry) -> str:
+    async def __call__(
+        self, request: ChatRequest, entry: ModelEntry, spend: Spend | None = None
+    ) -> str:
         self.sent.append(request)
         return "warmed"
 
@@ -299,7 +316,7 @@ async def test_a_growth_warms_the_prefix_the_next_turn_sends(store: DiskHistoryS
     the next turn's body begins with exactly those messages' bytes."""
     primer = Primer()
     messages = conversation(30)
-    layer = warming(store, Extractor(), window_at(messages, 0.75), primer)
+    layer = warming(store, Extractor(), window_at(messages, DUE), primer)
     await layer.handle(chat(messages), ctx := ctx_for(), Upstream())
     assert primer.sent == []
     await job_of(ctx)()
@@ -318,7 +335,7 @@ async def test_a_growth_that_changes_nothing_warms_nothing(store: DiskHistorySto
     leaves the upstream's cache alone."""
     primer = Primer()
     messages = conversation(30)
-    window = window_at(messages, 0.75)
+    window = window_at(messages, DUE)
     layer = warming(store, Extractor(), window, primer)
     await layer.handle(chat(messages), ctx := ctx_for(), Upstream())
     await job_of(ctx)()
@@ -337,7 +354,7 @@ async def test_a_failed_growth_leaves_the_previous_entry(store: DiskHistoryStore
     """A growth whose extraction model fails stores nothing (the ladder's cut is for one
     request only): the previous entry stays, whole."""
     messages = conversation(30)
-    window = window_at(messages, 0.75)
+    window = window_at(messages, DUE)
     layer = HistorySplice(services(store, Extractor(), window))
     await layer.handle(chat(messages), ctx := ctx_for(), Upstream())
     await job_of(ctx)()
@@ -360,7 +377,7 @@ async def test_a_cancelled_growth_leaves_the_previous_entry_and_no_lock(
     """A growth cancelled mid-extraction (a crash, a shutdown) writes nothing and frees
     the conversation's flight for the next one."""
     messages = conversation(30)
-    window = window_at(messages, 0.75)
+    window = window_at(messages, DUE)
     await HistorySplice(services(store, Extractor(), window)).handle(
         chat(messages), ctx := ctx_for(), Upstream()
     )
@@ -389,7 +406,7 @@ async def test_closing_the_system_cancels_a_growth_cleanly(store: DiskHistorySto
     gate = asyncio.Event()
     extractor = Extractor(gate=gate)
     messages = conversation(30)
-    layer = HistorySplice(services(store, extractor, window_at(messages, 0.75)))
+    layer = HistorySplice(services(store, extractor, window_at(messages, DUE)))
     await layer.handle(chat(messages), ctx := ctx_for(), Upstream())
     jobs = Jobs()
     assert jobs.start_after(ctx) == 1
@@ -419,7 +436,7 @@ async def test_two_replicas_on_one_redis_grow_once(redis_url: str) -> None:
     gate = asyncio.Event()
     extractor = Extractor(gate=gate)
     messages = conversation(30)
-    window = window_at(messages, 0.75)
+    window = window_at(messages, DUE)
     async with replicas(redis_url) as (first, second):
         one = HistorySplice(services(first, extractor, window))
         two = HistorySplice(services(second, extractor, window))

@@ -470,7 +470,7 @@ async def test_documents_over_the_whole_budget_go_as_their_chunks_about_the_ques
 
 
 async def test_documents_over_the_share_are_condensed_one_by_one(store: DiskHistoryStore) -> None:
-    """Seed 001: above 85% of the budget each document is condensed by an internal call."""
+    """Above 85% of the budget each document is condensed by an internal call."""
     extractor = Extractor("Orders over 10 are listed in the orders table.")
     ctx = ctx_for()
     upstream = Upstream()
@@ -584,7 +584,7 @@ model_list:
 async def test_an_ollama_targets_budget_comes_from_the_window_it_runs_with(
     store: DiskHistoryStore,
 ) -> None:
-    """Seed 003: the documents budget for Ollama is num_ctx x 0.75 - reserve - system, from
+    """The documents budget for Ollama is num_ctx x 0.75 - reserve - system, from
     the discovered window, not litellm's trained maximum (128k for llama3.2)."""
     settings = settings_from(OLLAMA_CONFIG)
     windows = StaticWindows({"local": 4096}, source="ps")

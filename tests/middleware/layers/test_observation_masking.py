@@ -162,6 +162,20 @@ async def test_past_mask_at_old_results_are_masked_and_recall_is_offered(
     assert after - before == len(masked)
 
 
+async def test_in_shadow_mode_the_request_goes_unchanged_and_the_masking_is_reported(
+    store: DiskHistoryStore,
+) -> None:
+    """Shadow mode: past mask_at the same request object goes on, no recall tool, and the
+    layer's note says how many results it would have masked."""
+    upstream = Upstream(completion("done"))
+    ctx = context(shadow=True)
+    sent = request(agent(12))
+    await layer(store).handle(sent, ctx, upstream)
+    assert upstream.sent == [sent]
+    assert ctx.cleared is None
+    assert ctx.notes["shadow-observation_masking"].startswith("would-mask results=")
+
+
 async def test_a_recall_call_is_answered_with_the_original(store: DiskHistoryStore) -> None:
     """The model calls the recall tool; overspill answers with the original result and asks
     again; the client gets only the second answer."""

@@ -1,0 +1,1 @@
+"""The in-process benchmarks (pytest-benchmark): `make bench-micro`, docs/benchmarks.md."""

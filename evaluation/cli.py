@@ -1,0 +1,318 @@
+"""`overspill eval`: how much of a long conversation survives compaction, on your own model.
+
+Generates conversations from seeds (no internet), plays them under each condition (overspill's
+compaction, the whole history, the usual baselines) at a chosen window, asks the probes, and
+writes one JSON line per probe and condition, then prints recall per probe kind and condition
+with the held-out seeds apart. In process by default (the system is built from `--config`, on a
+temporary store); `--url` evaluates a running overspill instead (its own config decides the
+window its layers plan for, so give the same `--window` for the baselines).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import IO, Any, TypeVar
+
+from evaluation.conditions import CONDITIONS, ConditionName
+from evaluation.conversations import DEFAULT_FILLERS, HELD_OUT_FROM, generate
+from evaluation.probes import PROBE_KINDS, ProbeKind
+from evaluation.report import CHART_HINT, chart, read_jsonl, table, write_jsonl
+from evaluation.runner import (
+    ANSWER_TOKENS,
+    SUMMARY_TOKENS,
+    Row,
+    Setup,
+    Target,
+    run_conversation,
+)
+from kernel.config import ConfigError, ModelEntry, Settings, load_config
+from kernel.store import DiskHistoryStore
+from kernel.tokens import count_messages
+from middleware.condensing.budget import budget_for
+
+_Name = TypeVar("_Name", bound=str)
+QUESTION_ROOM = 64
+"""Tokens a baseline leaves for the probe's question beside the answer's reserve."""
+EXIT_USAGE = 2
+
+
+def add_parser(commands: Any) -> None:
+    """Register the `eval` subcommand."""
+    parser = commands.add_parser(
+        "eval", help="measure what survives compaction (recall per probe kind and condition)"
+    )
+    parser.add_argument("--config", default=os.environ.get("OVERSPILL_CONFIG", "config.yaml"))
+    parser.add_argument("--model", help="a configured model name (default: the first)")
+    parser.add_argument("--window", type=int, help="plan for this window (default: the model's)")
+    chosen = parser.add_mutually_exclusive_group()
+    chosen.add_argument("--seeds", help="e.g. 1-4,1000-1001 (from 1000 on: held-out seeds)")
+    chosen.add_argument(
+        "--conversations", type=int, default=2, help="half tune seeds, half held-out (default 2)"
+    )
+    parser.add_argument(
+        "--fillers", type=int, default=DEFAULT_FILLERS,
+        help=f"filler episodes per conversation: its length (default {DEFAULT_FILLERS})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--answer-tokens", type=int, default=ANSWER_TOKENS,
+        help=f"max_tokens of each probe and replayed turn (default {ANSWER_TOKENS})",
+    )  # fmt: skip
+    parser.add_argument("--conditions", help="comma-separated (default: all)")
+    parser.add_argument("--kinds", help="probe kinds to ask (default: all)")
+    parser.add_argument("--out", default="eval-results.jsonl", help="JSON lines, one per probe")
+    parser.add_argument(
+        "--keep-shown", action="store_true",
+        help="each row also holds what the model was shown (to read why an answer missed)",
+    )  # fmt: skip
+    parser.add_argument("--chart", help="also draw recall to this PNG (needs overspill[eval])")
+    parser.add_argument("--url", help="evaluate a running overspill, e.g. http://127.0.0.1:4000")
+    parser.add_argument("--key", default=os.environ.get("OVERSPILL_MASTER_KEY"))
+    parser.add_argument(
+        "--report", nargs="+", metavar="ROWS",
+        help="run nothing: read saved --out files (a split run's parts), print the table "
+        "and draw --chart from all their rows",
+    )  # fmt: skip
+
+
+def parse_seeds(text: str) -> list[int]:
+    """`1-3,1000` → [1, 2, 3, 1000]; raises ValueError saying what is wrong."""
+    seeds: list[int] = []
+    for part in text.split(","):
+        low, _, high = part.strip().partition("-")
+        if not low.isdigit() or (high and not high.isdigit()):
+            raise ValueError(f"--seeds: {part.strip()!r} is not a seed or a range like 1-4")
+        seeds += range(int(low), int(high or low) + 1)
+    return list(dict.fromkeys(seeds))
+
+
+def default_seeds(conversations: int) -> list[int]:
+    """Half (rounded up) tune seeds from 1, the rest held-out seeds from HELD_OUT_FROM."""
+    tune = (conversations + 1) // 2
+    return [*range(1, tune + 1), *range(HELD_OUT_FROM, HELD_OUT_FROM + conversations - tune)]
+
+
+def _chosen(text: str, known: Sequence[_Name], flag: str) -> list[_Name]:
+    """The names in `text` (comma-separated), in `known`'s order; ValueError for an unknown."""
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in known]
+    if unknown or not names:
+        raise ValueError(
+            f"{flag}: unknown {', '.join(unknown) or '(none given)'} (known: {', '.join(known)})"
+        )
+    return [name for name in known if name in names]
+
+
+def parse_conditions(text: str) -> list[ConditionName]:
+    """The named conditions, in the report's order; raises ValueError for an unknown one."""
+    return _chosen(text, CONDITIONS, "--conditions")
+
+
+def parse_kinds(text: str) -> list[ProbeKind]:
+    """The named probe kinds, in the report's order; raises ValueError for an unknown one."""
+    return _chosen(text, PROBE_KINDS, "--kinds")
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """Which conversations, conditions and probe kinds a run covers."""
+
+    seeds: Sequence[int]
+    conditions: Sequence[ConditionName]
+    kinds: Sequence[ProbeKind]
+
+
+def run(args: argparse.Namespace) -> int:
+    """Carry the evaluation out (or, with --report, report saved rows); the exit status."""
+    try:
+        seeds = parse_seeds(args.seeds) if args.seeds else default_seeds(args.conversations)
+        conditions = parse_conditions(args.conditions or ",".join(CONDITIONS))
+        kinds = parse_kinds(args.kinds or ",".join(PROBE_KINDS))
+    except ValueError as exc:
+        print(f"eval: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.chart:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            print(f"eval: --chart: {CHART_HINT}", file=sys.stderr)
+            return EXIT_USAGE
+    if args.report:
+        return _report(args)
+    try:
+        sink = open(args.out, "wb")  # noqa: SIM115 - closed below, whatever the run does
+    except OSError as exc:
+        print(f"eval: --out: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        rows = asyncio.run(_evaluate(args, Plan(seeds, conditions, kinds), sink))
+    except ConfigError as exc:
+        for problem in exc.problems:
+            print(f"{exc.path}: {problem}", file=sys.stderr)
+        return EXIT_USAGE
+    except LookupError as exc:
+        print(f"eval: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    finally:
+        sink.close()
+    return _show(rows, conditions, f"written to {args.out}", args.chart)
+
+
+def _report(args: argparse.Namespace) -> int:
+    """The table (and --chart) of the rows in the --report files, as if one run wrote them;
+    --conditions and --kinds select among them. Status 2 for a file that cannot be read, a
+    line that is no row, or a probe two files both answer (it would count twice)."""
+    try:
+        rows = read_rows([Path(name) for name in args.report])
+    except (OSError, ValueError) as exc:
+        print(f"eval: --report: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    present = {row.condition for row in rows}
+    named = parse_conditions(args.conditions) if args.conditions else None
+    kinds = parse_kinds(args.kinds) if args.kinds else PROBE_KINDS
+    conditions = named or [c for c in CONDITIONS if c in present]
+    rows = [row for row in rows if row.condition in conditions and row.kind in kinds]
+    if not rows:
+        print("eval: --report: no rows of the chosen conditions and kinds", file=sys.stderr)
+        return EXIT_USAGE
+    return _show(rows, conditions, f"from {len(args.report)} file(s)", args.chart)
+
+
+def _show(rows: list[Row], conditions: Sequence[str], source: str, chart_path: str | None) -> int:
+    """Print the table and where the rows are; draw the chart when asked. Status 0."""
+    print(table(rows, conditions))
+    print(f"\n{len(rows)} rows {source}")
+    if chart_path:
+        chart(rows, conditions, Path(chart_path))
+        print(f"chart drawn to {chart_path}")
+    return 0
+
+
+def read_rows(paths: Sequence[Path]) -> list[Row]:
+    """The rows of every file, in order; ValueError when two lines answer the same probe
+    (the same seed, condition and question), naming where both are."""
+    rows: list[Row] = []
+    seen: dict[tuple[int, str, str, str], str] = {}
+    for path in paths:
+        with path.open("rb") as source:
+            found = read_jsonl(source, str(path))
+        for number, row in enumerate(found, 1):
+            key = (row.seed, row.condition, row.kind, row.question)
+            if key in seen:
+                raise ValueError(
+                    f"{path} (row {number}): seed {row.seed} {row.condition} {row.kind} "
+                    f"is also in {seen[key]}: give each part of a run once"
+                )
+            seen[key] = str(path)
+        rows += found
+    return rows
+
+
+async def _evaluate(args: argparse.Namespace, plan: Plan, sink: IO[bytes]) -> list[Row]:
+    if args.url:
+        return await _remote(args, plan, sink)
+    loaded = load_config(args.config)
+    settings = loaded.settings
+    model = args.model or (settings.model_list[0].model_name if settings.model_list else None)
+    if model is None or model not in settings.model_names():
+        raise LookupError(f"--model: {model!r} is not a model of {args.config}")
+    if args.window:
+        settings = with_window(settings, model, args.window)
+    from evaluation.targets import InProcess
+    from proxy.system import build_system
+
+    with tempfile.TemporaryDirectory(prefix="overspill-eval-") as scratch:
+        system = build_system(settings, store=DiskHistoryStore(Path(scratch) / "store"))
+        try:
+            target = InProcess(system, model)
+            found = await system.windows.of(target.entry)
+            if found is None:
+                raise LookupError(f"--window: the window of {model!r} is unknown; give it")
+            setup = _setup(
+                target.entry, found.tokens, run="eval",
+                answer_tokens=args.answer_tokens, keep_shown=args.keep_shown,
+            )  # fmt: skip
+            return await _play(target, plan, setup, args.fillers, sink)
+        finally:
+            await system.aclose()
+
+
+async def _remote(args: argparse.Namespace, plan: Plan, sink: IO[bytes]) -> list[Row]:
+    import httpx
+
+    from evaluation.targets import Remote
+
+    if not args.window or not args.model:
+        raise LookupError("--url needs --model and --window (the window the server plans for)")
+    entry = ModelEntry.model_validate(
+        {"model_name": args.model, "litellm_params": {"model": f"openai/{args.model}"}}
+    )
+    run = f"eval-{uuid.uuid4().hex[:8]}"
+    setup = _setup(
+        entry, args.window, run=run, answer_tokens=args.answer_tokens, keep_shown=args.keep_shown
+    )
+    async with httpx.AsyncClient(base_url=args.url.rstrip("/"), timeout=600) as client:
+        target = Remote(client, args.model, args.key)
+        return await _play(target, plan, setup, args.fillers, sink)
+
+
+def with_window(settings: Settings, model: str, window: int) -> Settings:
+    """The settings with `model`'s deployments planned for `window` tokens."""
+    entries = tuple(
+        entry.model_copy(update={"context": entry.context.model_copy(update={"window": window})})
+        if entry.model_name == model
+        else entry
+        for entry in settings.model_list
+    )
+    return settings.model_copy(update={"model_list": entries})
+
+
+def _setup(
+    entry: ModelEntry,
+    window: int,
+    *,
+    run: str,
+    answer_tokens: int = ANSWER_TOKENS,
+    keep_shown: bool = False,
+) -> Setup:
+    """The budgets the baselines keep to, from the model's window."""
+    probe = budget_for(entry, window, {"max_tokens": answer_tokens}).prompt_limit - QUESTION_ROOM
+    summary_tokens = min(SUMMARY_TOKENS, window // 4)
+    summary = budget_for(entry, window, {"max_tokens": summary_tokens}).prompt_limit
+    return Setup(
+        probe, summary, count_messages, run, answer_tokens, summary_tokens, keep_shown
+    )  # fmt: skip
+
+
+async def _play(
+    target: Target, plan: Plan, setup: Setup, fillers: int, sink: IO[bytes]
+) -> list[Row]:
+    """Every conversation in turn, its rows written to `sink` as they come."""
+    rows: list[Row] = []
+    for seed in plan.seeds:
+        conversation = generate(seed, fillers=fillers)
+        asked = tuple(probe for probe in conversation.probes if probe.kind in plan.kinds)
+        conversation = replace(conversation, probes=asked)
+        for condition in plan.conditions:
+            started = time.monotonic()
+            done = await run_conversation(target, conversation, [condition], setup)
+            write_jsonl(done, sink)
+            sink.flush()
+            rows += done
+            right = sum(bool(row.correct) for row in done)
+            asked_n = sum(row.status == "ok" for row in done)
+            print(
+                f"seed {seed} ({conversation.seed_set}, {len(conversation.messages)} messages) "
+                f"{condition}: {right}/{asked_n} right, {time.monotonic() - started:.0f} s",
+                file=sys.stderr,
+                flush=True,
+            )
+    return rows

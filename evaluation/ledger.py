@@ -1,0 +1,242 @@
+"""What the fact ledger alone keeps of `overspill eval`'s conversations: no model, in seconds.
+
+The notes an extraction holds come from a model; the quoted-facts ledger beside them does
+not. This replays the evaluation's generated conversations (evaluation/conversations.py)
+through the ledger's rules with empty notes (or `--notes N` tokens of notes holding no fact,
+the room a model's notes take) and reports, per probe kind, how often the right
+value is still in what the model would be shown (the ledger plus the intact tail), and how
+often it is in a quoted line while no line holds a stale value alone (a corrected value, a
+rejected option, a finished step): what a small model can answer from, since a bare term on
+the merged line has no sentence around it; the third figure also counts a merged term that
+holds the value with words around it (a setting's ``name = value``). Under the table, how
+often the user's line holding the value is quoted with the assistant's reply confirming it
+(``FactLine.confirmed``), for the kinds where a user's line is confirmed, and how often a
+line holding the value is quoted after the user's request it answered (``FactLine.asked``:
+an edit's call line after "Please fix …"), for the kinds where one is:
+
+    once    one extraction of everything before the tail
+    nested  a growth every `--step` messages, each carrying the previous ledger forward
+
+The tail is split off as the history splice does (`split_history`); the sizes and the
+cadence approximate a 2,048-token window (an extraction target of `--target` tokens, a tail
+of `--tail`); the real pipeline with a real model is `overspill eval`. Tune seeds (below
+1000) and held-out seeds are reported apart.
+
+    .venv/bin/python -m evaluation.ledger                 # fillers 24 and 60
+    .venv/bin/python -m evaluation.ledger --fillers 60 --seeds 1-8,1000-1007
+
+Compare a revision: run the same command in a worktree of it (`git worktree add /tmp/old
+REV`; before the evaluation left `proxy/`, this was `scripts/bench_ledger.py`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import random
+import re
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+
+from evaluation.cli import parse_seeds
+from evaluation.conversations import HELD_OUT_FROM, Conversation, generate
+from evaluation.probes import PROBE_KINDS, Probe, contains_any, normalise
+from kernel.tokens import count_messages, count_text
+from kernel.types import Message
+from middleware.condensing.ledger import assemble, dedupe_facts, fact_lines, parse_extraction
+from middleware.condensing.prompt import render_transcript
+from middleware.condensing.split import split_history
+
+
+def tail_start(messages: Sequence[Message], tail: int) -> int:
+    """Where the intact tail starts, as the history splice splits (whole tool units)."""
+    counts = [count_messages([message]) for message in messages]
+    return split_history(messages, counts, tail_budget=tail).historical_end
+
+
+def stand_in_notes(tokens: int) -> str:
+    """Notes of about `tokens` tokens holding no key term: the room a model's notes take
+    from the quoted facts (a small model's notes often hold nothing a probe asks)."""
+    line = "- the team discussed the services and the tests of the project"
+    lines: list[str] = []
+    while tokens > 0 and count_text("\n".join(lines)) < tokens:
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def varying_notes(seed: int, low: int, high: int) -> Callable[[int], str]:
+    """Stand-in notes whose size each growth draws between `low` and `high` tokens, the
+    same for a seed and growth on every run."""
+
+    def notes(growth: int) -> str:
+        return stand_in_notes(random.Random(seed * 1000 + growth).randint(low, high))
+
+    return notes
+
+
+def once(conversation: Conversation, target: int, tail: int, notes: str = "") -> str:
+    """One extraction's ledger of everything before the tail, then the tail."""
+    end = tail_start(conversation.messages, tail)
+    ledger = assemble(notes, fact_lines(conversation.messages[1:end]), target)
+    return f"{ledger}\n{render_transcript(conversation.messages[end:])}"
+
+
+def nested(
+    conversation: Conversation,
+    target: int,
+    tail: int,
+    step: int,
+    notes: str | Callable[[int], str] = "",
+    rebuild: bool = False,
+) -> tuple[str, int]:
+    """Growths every `step` messages as the conversation is played; the last ledger, the
+    tail after it, and how many growths there were. `notes`: the same at every growth, or
+    a growth's by its number; `rebuild`: each growth quotes every message it stands for
+    anew (the client resent them) instead of carrying the previous ledger forward."""
+    messages = conversation.messages
+    previous, done, growths = "", 1, 0
+    for point in conversation.request_points():
+        end = tail_start(messages[:point], tail)
+        first = not previous and end > done and count_messages(messages[:point]) > target + tail
+        if end - done >= step or first:
+            if rebuild:
+                facts = fact_lines(messages[1:end])
+            else:
+                carried = parse_extraction(previous)[1] if previous else []
+                facts = dedupe_facts([*carried, *fact_lines(messages[done:end])])
+            text = notes if isinstance(notes, str) else notes(growths)
+            previous, done, growths = assemble(text, facts, target), end, growths + 1
+    return f"{previous}\n{render_transcript(messages[done:])}", growths
+
+
+def quoted_text(shown: str) -> str:
+    """What is shown without the merged line (bare key terms, no sentence around them)."""
+    return "\n".join(line for line in shown.splitlines() if not line.startswith("- merged("))
+
+
+def labelled(shown: str, probe: Probe) -> bool:
+    """Whether the right value stands with words around it: in a quoted line, or in a merged
+    line's term that is more than the value (a setting's ``name = value``)."""
+    if probe.present(quoted_text(shown)):
+        return True
+    terms = [
+        term
+        for line in shown.splitlines()
+        if line.startswith("- merged(")
+        for term in re.findall(r"`([^`\n]+)`", line)
+    ]
+    return any(probe.present(term) and normalise(term) not in probe.accept for term in terms)
+
+
+def stale_alone(quoted: str, probe: Probe) -> bool:
+    """Whether a quoted line holds a stale value without a right one (a correction that
+    names the old value beside the new one is fine)."""
+    return any(
+        contains_any(line, probe.stale) and not probe.present(line) for line in quoted.splitlines()
+    )
+
+
+def confirmed(quoted: str, probe: Probe) -> bool:
+    """Whether a user's line holding the right value is quoted with the assistant's reply
+    that confirmed it (``FactLine.confirmed``, as the ledger parses its lines back: the
+    reply on the line after, or a decision's first on one ``- decided:`` line), holding the
+    value too."""
+    return any(
+        fact.confirmed and probe.present(fact.text) and probe.present(fact.confirmed)
+        for fact in parse_extraction(quoted)[1]
+    )
+
+
+def requested(quoted: str, probe: Probe) -> bool:
+    """Whether a line holding the right value is quoted after the user's request it answered
+    (``FactLine.asked``: an edit's call line after "Please fix …"): what ties the file
+    touched to the bug a question names."""
+    lines = quoted.splitlines()
+    return any(
+        line.startswith("- user: ") and not probe.present(line)
+        and after.startswith(("- assistant: ", "- tool: ")) and probe.present(after)
+        for line, after in itertools.pairwise(lines)
+    )  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", default="1-8,1000-1007")
+    parser.add_argument("--fillers", default="24,60")
+    parser.add_argument("--target", type=int, default=480)
+    parser.add_argument("--tail", type=int, default=1100)
+    parser.add_argument("--step", type=int, default=12)
+    parser.add_argument(
+        "--notes", default="0",
+        help="tokens of notes (holding no fact) beside the ledger, as a model's take room; "
+        "LOW-HIGH: each growth's drawn between them (a model's notes vary)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--rebuild", action="store_true",
+        help="each growth quotes every message it stands for anew (no ledger carried)",
+    )  # fmt: skip
+    args = parser.parse_args()
+    low, _, high = args.notes.partition("-")
+    notes = stand_in_notes(int(low))
+    for fillers in (int(f) for f in args.fillers.split(",")):
+        kept: dict[tuple[str, str, str], list[tuple[bool, bool, bool]]] = defaultdict(list)
+        confirming: dict[tuple[str, str, str], list[bool]] = defaultdict(list)
+        asking: dict[tuple[str, str, str], list[bool]] = defaultdict(list)
+        growths: list[int] = []
+        for seed in parse_seeds(args.seeds):
+            conversation = generate(seed, fillers=fillers)
+            seed_set = "held-out" if seed >= HELD_OUT_FROM else "tune"
+            varied = varying_notes(seed, int(low), int(high)) if high else notes
+            shown_nested, grown = nested(
+                conversation, args.target, args.tail, args.step, varied, args.rebuild
+            )
+            growths.append(grown)
+            for mode, shown in (("once", once(conversation, args.target, args.tail, notes)),
+                                ("nested", shown_nested)):  # fmt: skip
+                quoted = quoted_text(shown)
+                for probe in conversation.probes:
+                    right = probe.present(shown)
+                    clean = probe.present(quoted) and not stale_alone(quoted, probe)
+                    beside = labelled(shown, probe)
+                    kept[(seed_set, mode, probe.kind)].append((right, clean, beside))
+                    confirming[(seed_set, mode, probe.kind)].append(confirmed(quoted, probe))
+                    asking[(seed_set, mode, probe.kind)].append(requested(quoted, probe))
+        span = f"{min(growths)}-{max(growths)}"
+        rebuilt = ", rebuilt at each growth" if args.rebuild else ""
+        print(f"\nfillers {fillers}, notes {args.notes}{rebuilt}: right value present"
+              " (ledger + tail) / quoted in a line, no stale value alone in a line / quoted or"
+              f" with its name on the merged line; growths {span}")  # fmt: skip
+        sets = [s for s in ("tune", "held-out") if any(k[0] == s for k in kept)]
+        columns = [(s, m) for s in sets for m in ("once", "nested")]
+        print(f"{'':<16}" + "".join(f"{s + ' ' + m:>18}" for s, m in columns))
+        for kind in PROBE_KINDS:
+            cells = []
+            for seed_set, mode in columns:
+                found = kept[(seed_set, mode, kind)]
+                present = sum(right for right, _, _ in found)
+                answerable = sum(clean for _, clean, _ in found)
+                named = sum(beside for _, _, beside in found)
+                cells.append(
+                    f"{present}/{len(found)} {answerable}/{len(found)} {named}/{len(found)}"
+                )
+            print(f"{kind:<16}" + "".join(f"{cell:>18}" for cell in cells))
+        print_counts("with the assistant's confirmation:", confirming, columns)
+        print_counts("after the user's request it answered:", asking, columns)
+
+
+def print_counts(
+    title: str,
+    counted: dict[tuple[str, str, str], list[bool]],
+    columns: Sequence[tuple[str, str]],
+) -> None:
+    """One count per kind and column, for the kinds counted anywhere."""
+    print(title)
+    for kind in PROBE_KINDS:
+        counts = [counted[(seed_set, mode, kind)] for seed_set, mode in columns]
+        if any(any(found) for found in counts):
+            cells = [f"{sum(found)}/{len(found)}" for found in counts]
+            print(f"{kind:<16}" + "".join(f"{cell:>18}" for cell in cells))
+
+
+if __name__ == "__main__":
+    main()

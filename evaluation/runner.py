@@ -1,0 +1,278 @@
+"""Plays generated conversations under each condition, asks the probes, scores the answers.
+
+A `Target` is the model under test behind overspill: `InProcess` builds nothing itself but
+drives a built `System` (its real layers, store and providers); a running server is reached
+through `evaluation/targets.py`. Calls run one at a time, at temperature 0.
+
+- `short` asks the same seed's probes after its conversation without fillers (other values,
+  the same kinds): what the model gets right when nothing is long, the floor under every
+  other condition's figures.
+- The baselines (conditions.py) transform the conversation, then each probe is asked through
+  the model layers only (`Target.ask`): nothing of overspill's conversation layers touches it.
+- `overspill-once` sends the whole conversation once per probe as one conversation id: the
+  first probe makes overspill extract (when the conversation is past `grow_at`), the others
+  reuse that extraction.
+- `overspill-turns` first replays the conversation as a client would, one request per point
+  where the assistant answered (its scripted replies are the history, the model's answers are
+  discarded), each turn's background growth run before the next turn; then the probes.
+  A growth is seen as the count of replaced messages rising, so the same count works in
+  process and against a running server.
+
+A probe's own request never leaves a growth behind (in process its follow-ups are dropped),
+so every probe of a condition sees the same compacted history.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
+from typing import Any, Protocol
+
+from evaluation.conditions import (
+    TRANSFORMS,
+    ConditionName,
+    Count,
+    summary_prompt,
+    text_of,
+    with_summary,
+)
+from evaluation.conversations import Conversation, generate
+from evaluation.probes import Probe
+from kernel.errors import ContextWindowExceeded, OverspillError
+from kernel.types import Message
+
+log = logging.getLogger("overspill.eval")
+
+ANSWER_TOKENS = 48
+"""max_tokens of every probe and replayed turn by default (the same for both, so overspill
+plans them alike)."""
+SUMMARY_TOKENS = 384
+"""max_tokens of the naive summary's one call (at most a quarter of the window)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One probe asked under one condition: a line of the results file."""
+
+    seed: int
+    seed_set: str
+    condition: str
+    kind: str
+    question: str
+    status: str
+    """ok, overflow (the condition could not make it fit the window), or error."""
+    answer: str | None = None
+    correct: bool | None = None
+    present: bool | None = None
+    """Whether what the model was shown still held the right value (None: unknown)."""
+    growths: int | None = None
+    """Extractions grown for this conversation (the overspill conditions)."""
+    condensed: int | None = None
+    """Of those, the extractions that condensed the latest message holding the right value
+    (the overspill conditions; 0: that message was still sent as it was)."""
+    detail: str = ""
+    shown: str | None = None
+    """What the model was shown before the question (only when the run keeps it)."""
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row as a JSON object."""
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """The answer to a request sent through overspill's layers."""
+
+    text: str
+    replaced: int
+    """Messages an extraction stood in for (0: the conversation went whole)."""
+    shown: str | None = None
+    """What the model was shown, when the target can tell (in process)."""
+
+
+class Target(Protocol):
+    """The model under test, behind overspill."""
+
+    async def ask(self, messages: Sequence[Message], *, max_tokens: int) -> str:
+        """One call through the model layers only; the answer's text."""
+        ...
+
+    async def send(
+        self, messages: Sequence[Message], conversation: str, *, play: bool, max_tokens: int
+    ) -> Sent:
+        """One request through every layer as `conversation`; `play`: a turn of the
+        conversation (its background growth completes before the next call), else a probe
+        (it leaves no growth behind)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Setup:
+    """What every conversation of a run shares."""
+
+    budget: int
+    """Prompt tokens a baseline may send (the window less the answer and a margin)."""
+    summary_room: int
+    """Prompt tokens the naive summary's call may send."""
+    count: Count
+    run: str = "eval"
+    """Prefix of the conversation ids (a running server's store may hold earlier runs)."""
+    answer_tokens: int = ANSWER_TOKENS
+    """max_tokens of every probe and replayed turn."""
+    summary_tokens: int = SUMMARY_TOKENS
+    """max_tokens of the naive summary's call."""
+    keep_shown: bool = False
+    """Whether each row carries what the model was shown (to read why an answer missed)."""
+
+
+def _ask_user(probe: Probe) -> Message:
+    return {"role": "user", "content": probe.prompt}
+
+
+async def run_conversation(
+    target: Target, conversation: Conversation, conditions: Sequence[ConditionName], setup: Setup
+) -> list[Row]:
+    """Every condition's rows for one conversation, in the order of `conditions`."""
+    rows: list[Row] = []
+    for condition in conditions:
+        rows += await _condition(target, conversation, condition, setup)
+    return rows
+
+
+async def _condition(
+    target: Target, conversation: Conversation, condition: ConditionName, setup: Setup
+) -> list[Row]:
+    messages = conversation.messages
+    if condition == "short":  # the model's own floor: the same kinds, nothing to compact
+        short = generate(conversation.seed, fillers=0)
+        kinds = {probe.kind for probe in conversation.probes}
+        short = replace(short, probes=tuple(p for p in short.probes if p.kind in kinds))
+        return await _ask_each(target, short, condition, short.messages, setup)
+    if condition in TRANSFORMS:
+        shown = TRANSFORMS[condition](messages, setup.budget, setup.count)
+        return await _ask_each(target, conversation, condition, shown, setup)
+    if condition == "summary":
+        prompt = summary_prompt(messages, setup.summary_room, setup.count)
+        if prompt is None:
+            return _all(conversation, condition, "overflow", "the summary prompt cannot fit")
+        try:
+            summary = await target.ask(prompt, max_tokens=setup.summary_tokens)
+        except OverspillError as error:
+            return _all(conversation, condition, _status(error), error.message)
+        shown = with_summary(messages, summary)
+        return await _ask_each(target, conversation, condition, shown, setup)
+    return await _through_overspill(target, conversation, condition, setup)
+
+
+async def _ask_each(
+    target: Target,
+    conversation: Conversation,
+    condition: ConditionName,
+    shown: Sequence[Message] | None,
+    setup: Setup,
+) -> list[Row]:
+    """Each probe asked after `shown` (None: the condition could not fit the window)."""
+    if shown is None:
+        return _all(conversation, condition, "overflow", "does not fit the window")
+    text = text_of(shown)
+    kept = text if setup.keep_shown else None
+    rows = []
+    for probe in conversation.probes:
+        try:
+            answer = await target.ask([*shown, _ask_user(probe)], max_tokens=setup.answer_tokens)
+        except OverspillError as error:
+            rows.append(_row(conversation, condition, probe, _status(error), detail=error.message))
+            continue
+        rows.append(
+            _row(
+                conversation, condition, probe, "ok",
+                answer=answer, correct=probe.score(answer), present=probe.present(text),
+                shown=kept,
+            )
+        )  # fmt: skip
+    return rows
+
+
+async def _through_overspill(
+    target: Target, conversation: Conversation, condition: ConditionName, setup: Setup
+) -> list[Row]:
+    """The probes after overspill's layers saw the conversation (replayed first for turns)."""
+    messages = conversation.messages
+    name = f"{setup.run}-{conversation.seed}-{condition}"
+    replaced: set[int] = set()
+    if condition == "overspill-turns":
+        for point in conversation.request_points():
+            try:
+                sent = await target.send(
+                    messages[:point], name, play=True, max_tokens=setup.answer_tokens
+                )
+            except OverspillError as error:
+                detail = f"turn {point}: {error.message}"
+                return _all(conversation, condition, _status(error), detail)
+            replaced.add(sent.replaced)
+    asked: list[tuple[Probe, Sent | OverspillError]] = []
+    for probe in conversation.probes:
+        try:
+            sent = await target.send(
+                [*messages, _ask_user(probe)], name, play=False, max_tokens=setup.answer_tokens
+            )
+        except OverspillError as error:
+            asked.append((probe, error))
+            continue
+        replaced.add(sent.replaced)
+        asked.append((probe, sent))
+    grown = replaced - {0}
+    rows = []
+    for probe, outcome in asked:
+        counts = {"growths": len(grown), "condensed": condensed(messages, probe, grown)}
+        if isinstance(outcome, OverspillError):
+            status, detail = _status(outcome), outcome.message
+            rows.append(_row(conversation, condition, probe, status, detail=detail, **counts))
+            continue
+        present = probe.present(outcome.shown) if outcome.shown is not None else None
+        rows.append(
+            _row(
+                conversation, condition, probe, "ok", answer=outcome.text,
+                correct=probe.score(outcome.text), present=present,
+                shown=outcome.shown if setup.keep_shown else None, **counts,
+            )
+        )  # fmt: skip
+    return rows
+
+
+def condensed(messages: Sequence[Message], probe: Probe, grown: set[int]) -> int | None:
+    """How many growths condensed the latest message holding `probe`'s right value.
+
+    A growth is known by the messages its extraction stands in for (`Sent.replaced`): the
+    first that many messages after the system messages. Each growth folds the one before
+    it, so a message is condensed again by every growth that covers it. None: no message
+    holds the value."""
+    position, latest = 0, None
+    for message in messages:
+        if message.get("role") == "system":
+            continue
+        position += 1
+        if probe.present(text_of([message])):
+            latest = position
+    if latest is None:
+        return None
+    return sum(1 for size in grown if size >= latest)
+
+
+def _status(error: OverspillError) -> str:
+    return "overflow" if isinstance(error, ContextWindowExceeded) else "error"
+
+
+def _row(
+    conversation: Conversation, condition: str, probe: Probe, status: str, **fields: Any
+) -> Row:
+    return Row(
+        conversation.seed, conversation.seed_set, condition, probe.kind, probe.question, status,
+        **fields,
+    )  # fmt: skip
+
+
+def _all(conversation: Conversation, condition: str, status: str, detail: str) -> list[Row]:
+    """One unanswered row per probe."""
+    return [_row(conversation, condition, p, status, detail=detail) for p in conversation.probes]

@@ -1,0 +1,82 @@
+"""Closed by default: `overspill serve` refuses to run open on a network address."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from proxy.exposure import is_loopback, open_gateway_refusal
+from tests.conftest import settings_from
+from tests.e2e.conftest import free_port, wait_ready
+
+MODELS = "model_list:\n  - model_name: local\n    litellm_params: {model: openai/x, api_base: http://127.0.0.1:9/v1}\n"
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [("127.0.0.1", True), ("127.3.4.5", True), ("::1", True), ("[::1]", True),
+     ("localhost", True), ("LOCALHOST", True), ("0.0.0.0", False), ("::", False),
+     ("10.0.0.7", False), ("overspill.internal", False), ("", False)],
+)  # fmt: skip
+def test_only_this_machine_is_loopback(host: str, loopback: bool) -> None:
+    """Loopback addresses and localhost are this machine; anything else may be the network."""
+    assert is_loopback(host) is loopback
+
+
+def test_an_open_gateway_is_refused_off_loopback_only() -> None:
+    """No master key and no client keys: refused on 0.0.0.0, served on loopback, and served
+    anywhere with a key, with client keys, or with allow_unauthenticated."""
+    open_config = settings_from(MODELS)
+    refusal = open_gateway_refusal(open_config, "0.0.0.0")
+    assert refusal is not None
+    assert "refusing to serve on 0.0.0.0 without authentication" in refusal
+    assert "master_key: os.environ/OVERSPILL_MASTER_KEY" in refusal
+    assert "allow_unauthenticated: true" in refusal
+    assert open_gateway_refusal(open_config, "127.0.0.1") is None
+    for general in (
+        "general_settings: {master_key: sk-m}\n",
+        "general_settings: {client_keys: [{name: app, key: sk-app}]}\n",
+        "general_settings: {allow_unauthenticated: true}\n",
+    ):
+        assert open_gateway_refusal(settings_from(MODELS + general), "0.0.0.0") is None
+
+
+def _serve(config: Path, port: int, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    log = config.parent / "serve.log"
+    with log.open("wb") as sink:
+        return subprocess.Popen(
+            [sys.executable, "-m", "proxy", "serve", "--config", str(config),
+             "--host", "0.0.0.0", "--port", str(port)],
+            stdout=sink, stderr=subprocess.STDOUT, cwd=config.parent, env=env,
+        )  # fmt: skip
+
+
+def test_serve_refuses_an_unset_master_key_on_every_address(tmp_path: Path) -> None:
+    """A real `overspill serve --host 0.0.0.0` whose `master_key: os.environ/X` is unset exits
+    with status 2 and says how to set a key, naming X; with X set it serves."""
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        MODELS + "general_settings:\n  master_key: os.environ/OVERSPILL_TEST_MASTER_KEY\n"
+        "  store: {path: store}\nmiddleware: []\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OVERSPILL_TEST_MASTER_KEY"}
+    refused = _serve(config, free_port(), env)
+    assert refused.wait(timeout=60) == 2
+    said = (tmp_path / "serve.log").read_text()
+    assert "refusing to serve on 0.0.0.0 without authentication" in said
+    assert "OVERSPILL_TEST_MASTER_KEY, which is unset" in said
+    port = free_port()
+    served = _serve(config, port, {**env, "OVERSPILL_TEST_MASTER_KEY": "sk-test-master"})
+    try:
+        wait_ready(f"http://127.0.0.1:{port}/health/readiness", served, "overspill",
+                   tmp_path / "serve.log")  # fmt: skip
+        answer = httpx.get(f"http://127.0.0.1:{port}/v1/models")
+        assert answer.status_code == 401  # closed: the key is required
+    finally:
+        served.terminate()
+        served.wait(timeout=30)
