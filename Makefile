@@ -18,7 +18,7 @@ test: install model redis claude   ## lint, types, and every test (end-to-end ag
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(BIN)/mkdocs build --strict --quiet
-	$(BIN)/pytest -q -p no:cacheprovider
+	$(BIN)/pytest -q -p no:cacheprovider -n 2 --dist worksteal
 
 lint: install   ## ruff and the import contracts
 	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/lint-imports

@@ -3,7 +3,9 @@
 A test joins the suite with ``@pytest.mark.reliability("area")`` (areas: timeouts,
 upstream-bodies, streams, input, protocol, secrets, store, memory, tenants, crash, fuzz).
 ``make test`` runs the fast part; ``make reliability`` runs every reliability test with the
-full example counts (``OVERSPILL_RELIABILITY=full``) and prints the table at the end.
+full example counts (``OVERSPILL_RELIABILITY=full``) and prints the table at the end. Each
+report carries its area (``user_properties``), so the table adds up the same when pytest-xdist's
+workers run the tests and only the reports reach the process that prints it.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ class _Tally:
 
 
 _TALLIES: dict[str, _Tally] = defaultdict(_Tally)
+_AREA = "reliability-area"
 
 
 def _area(item: pytest.Item) -> str | None:
@@ -43,11 +46,18 @@ def _area(item: pytest.Item) -> str | None:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
-    """Count each reliability case once, by its outcome (a setup error counts as wrong)."""
+    """Mark each report of a reliability case with its area."""
     outcome = yield
     report: pytest.TestReport = outcome.get_result()
     area = _area(item)
-    if area is None or report.skipped:
+    if area is not None:
+        report.user_properties.append((_AREA, area))
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Count each reliability case once, by its outcome (a setup error counts as wrong)."""
+    area = next((value for name, value in report.user_properties if name == _AREA), None)
+    if not isinstance(area, str) or report.skipped:
         return
     if report.when == "call" or (report.when == "setup" and report.failed):
         tally = _TALLIES[area]

@@ -103,6 +103,13 @@ EMBEDDINGS = ("--embeddings", "--pooling", "mean")
 """What makes a llama-server answer /v1/embeddings (OpenAI's shape needs a pooling)."""
 
 
+def threads() -> int:
+    """A llama-server's threads: the cores shared among pytest-xdist's workers (each worker
+    runs its own servers; more threads than cores make llama.cpp's spinning barriers crawl)."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    return max(1, (os.cpu_count() or 2) // max(1, workers))
+
+
 @contextlib.contextmanager
 def running_llama_server(
     workdir: Path, window: int = WINDOW, *flags: str, alias: str = "smollm2-135m"
@@ -114,7 +121,7 @@ def running_llama_server(
     with log.open("wb") as sink:
         process = subprocess.Popen(
             [binary, "-m", model, "-a", alias, "-c", str(window), "-np", "1",
-             "-t", str(os.cpu_count() or 2), "--host", "127.0.0.1", "--port", str(port),
+             "-t", str(threads()), "--host", "127.0.0.1", "--port", str(port),
              "--no-webui", *flags],
             stdout=sink, stderr=subprocess.STDOUT,
         )  # fmt: skip
