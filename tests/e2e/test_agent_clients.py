@@ -13,7 +13,7 @@ from agents import Agent, ModelSettings, RunConfig, Runner, function_tool, set_t
 from agents.models.openai_provider import OpenAIProvider as AgentsProvider
 from langchain_openai import ChatOpenAI
 from pydantic_ai import Agent as PydanticAgent
-from pydantic_ai.models.openai import OpenAIResponsesModel
+from pydantic_ai.models.openai import OpenAIResponsesModel, OpenAIResponsesModelSettings
 from pydantic_ai.providers.openai import OpenAIProvider as PydanticProvider
 
 from tests.e2e.conftest import MASTER_KEY, Served
@@ -40,7 +40,9 @@ def test_the_agents_sdk_runs_an_agent(responding: Served) -> None:
         name="Assistant",
         instructions="Answer briefly.",
         tools=[get_weather],
-        model_settings=ModelSettings(max_tokens=48),  # a 135M model can ramble to its window
+        # the SDK takes a stream cut at max_tokens (`response.incomplete`) for a failure: room
+        # for a 135M model to finish, greedy so the run is the same each time
+        model_settings=ModelSettings(max_tokens=256, temperature=0),
     )
 
     async def run() -> tuple[object, object]:
@@ -87,10 +89,17 @@ def test_langchain_with_the_responses_api(responding: Served) -> None:
 
 def test_pydantic_ai_responses_model(responding: Served) -> None:
     """pydantic-ai's OpenAIResponsesModel runs an agent to a text answer."""
-    provider = PydanticProvider(base_url=responding.base_url + "/v1", api_key=MASTER_KEY)
-    agent = PydanticAgent(
-        OpenAIResponsesModel("local", provider=provider), instructions="Answer briefly."
-    )
-    result = agent.run_sync("What is the capital of France?")
-    assert isinstance(result.output, str)
-    assert result.output
+
+    async def run() -> object:
+        async with openai.AsyncOpenAI(
+            base_url=responding.base_url + "/v1", api_key=MASTER_KEY, max_retries=0
+        ) as client:
+            model = OpenAIResponsesModel("local", provider=PydanticProvider(openai_client=client))
+            agent = PydanticAgent(model, instructions="Answer briefly.")
+            settings = OpenAIResponsesModelSettings(max_tokens=48)  # a 135M model can ramble
+            result = await agent.run("What is the capital of France?", model_settings=settings)
+            return result.output
+
+    output = asyncio.run(run())
+    assert isinstance(output, str)
+    assert output
