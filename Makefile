@@ -7,12 +7,12 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 export NO_MKDOCS_2_WARNING := 1   # mkdocs-material's banner about its successor, on every build
 
-.PHONY: run test lint types unit reliability docs docs-build install model redis claude bench bench-litellm bench-micro clean
+.PHONY: run test lint types unit reliability docs docs-build install model redis claude codex bench bench-litellm bench-micro clean
 
 run: install model   ## start the local model and overspill on :4000 with config.yaml
 	scripts/run-local.sh
 
-test: install model redis claude   ## lint, types, and every test (end-to-end against the real local model)
+test: install model redis claude codex   ## lint, types, and every test (end-to-end against the real local model)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
@@ -52,6 +52,9 @@ redis:   ## Debian's redis-server, for the shared-store tests
 
 claude:   ## Claude Code (npm, pinned) in var/node, for its end-to-end tests (Node from Debian if missing)
 	scripts/claude-code.sh > /dev/null
+
+codex:   ## OpenAI's Codex CLI (npm, pinned) in var/codex, for its end-to-end tests (Node from Debian if missing)
+	scripts/codex.sh > /dev/null
 
 model:   ## build llama-server and fetch SmolLM2 (cached in ~/.cache/overspill)
 	PYTHON=$(BIN)/python scripts/local-model.sh > /dev/null
