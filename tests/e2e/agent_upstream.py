@@ -1,7 +1,11 @@
 """A scripted coding model behind an OpenAI-wire HTTP server, for driving a real agent (Claude
-Code) through overspill where the local 135M model cannot: it reads a list of files with the
-agent's `Read` tool, one call per turn, then says it is done.
+Code, Codex) through overspill where the local 135M model cannot: it reads a list of files,
+one tool call per turn, then says it is done.
 
+It reads with the tool the agent offers: the tool is picked from the request's `tools` by
+name (Claude Code's `Read`; Codex's `exec_command` or `shell`, which run `cat`) and its
+arguments are built from that tool's JSON schema (`file_path`; `cmd` as a string or
+`command` as an array or a string).
 It behaves as a real server with a `window`-token context would: a prompt (messages and tool
 definitions, counted with cl100k) over the window is refused with llama-server's own 400, so
 a session that outgrows the window fails unless overspill keeps it inside. Its next step
@@ -11,11 +15,11 @@ conversation drives it the same way.
 Requests without tools (overspill's extraction calls, the agent's side calls) get a short
 text. Every request is recorded with its prompt size and whether it was refused.
 """
-
 from __future__ import annotations
 
 import json
 import re
+import shlex
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,6 +31,8 @@ from kernel.tokens import count_messages, count_text
 
 DONE = "All files are read."
 _CALL = re.compile(r"call_read_(\d+)")
+READERS = ("Read", "exec_command", "shell")
+"""The tools the script reads a file with, by name, in order of preference."""
 
 
 @dataclass
@@ -76,9 +82,9 @@ class AgentUpstream:
             message = {"role": "assistant", "content": text}
             finish = "stop"
         else:
-            arguments = json.dumps({"file_path": self.files[step]})
+            name, arguments = read_call(tools, self.files[step])
             call = {"id": f"call_read_{step}", "type": "function",
-                    "function": {"name": "Read", "arguments": arguments}}  # fmt: skip
+                    "function": {"name": name, "arguments": json.dumps(arguments)}}  # fmt: skip
             message = {"role": "assistant", "content": None, "tool_calls": [call]}
             finish = "tool_calls"
         usage = {"prompt_tokens": tokens, "completion_tokens": 8, "total_tokens": tokens + 8}
@@ -96,6 +102,30 @@ class AgentUpstream:
             found = _CALL.search(str(last.get("tool_call_id")))
             return int(found.group(1)) + 1 if found else None
         return 0 if last.get("role") == "user" else None
+
+
+def read_call(tools: list[dict[str, Any]], path: str) -> tuple[str, dict[str, Any]]:
+    """The name and arguments of a call that reads `path` with one of the offered tools."""
+    offered = {
+        tool["function"]["name"]: tool["function"].get("parameters") or {}
+        for tool in tools
+        if tool.get("type") == "function"
+    }
+    for name in READERS:
+        if name in offered:
+            return name, _arguments(offered[name].get("properties") or {}, path)
+    raise LookupError(f"none of {READERS} among the offered tools {sorted(offered)}")
+
+
+def _arguments(properties: dict[str, Any], path: str) -> dict[str, Any]:
+    """A file reader's arguments as its schema names them: a path, or a `cat` command."""
+    if "file_path" in properties:
+        return {"file_path": path}
+    for key in ("cmd", "command"):
+        if key in properties:
+            array = properties[key].get("type") == "array"
+            return {key: ["cat", path] if array else f"cat {shlex.quote(path)}"}
+    raise LookupError(f"no path or command among the tool's parameters {sorted(properties)}")
 
 
 def _events(message: dict[str, Any], finish: str, usage: dict[str, Any]) -> list[bytes]:
