@@ -15,6 +15,7 @@ conversation drives it the same way.
 Requests without tools (overspill's extraction calls, the agent's side calls) get a short
 text. Every request is recorded with its prompt size and whether it was refused.
 """
+
 from __future__ import annotations
 
 import json

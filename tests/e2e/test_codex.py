@@ -137,9 +137,8 @@ def write_notes(work: Path, count: int, lines: int) -> list[str]:
     names = []
     for n in range(count):
         name = f"notes-{n}.txt"
-        (work / name).write_text(
-            "".join(f"note {n}.{k}: the value of item {k} is {n * 1000 + k}\n" for k in range(lines))
-        )
+        notes = (f"note {n}.{k}: the value of item {k} is {n * 1000 + k}\n" for k in range(lines))
+        (work / name).write_text("".join(notes))
         names.append(name)
     return names
 
