@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Claude Code, the npm package pinned below, in var/node (the project's own copy, cached):
-# Debian's nodejs and npm are installed with apt-get when npm is missing and this is root.
+# npm comes from scripts/ensure-npm.sh (Debian's, when missing and this is root).
 # Prints CLAUDE=<path of the claude binary> on stdout; says what it did on stderr.
 set -euo pipefail
 
@@ -12,15 +12,7 @@ STAMP="$PREFIX/.installed-claude-code-$VERSION"
 
 log() { echo "claude-code: $*" >&2; }
 
-if ! command -v npm >/dev/null 2>&1; then
-    if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
-        log "npm is missing; install Node.js and npm (Debian: sudo apt-get install nodejs npm)"
-        exit 1
-    fi
-    log "installing Debian's nodejs and npm"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null
-fi
+"$ROOT/scripts/ensure-npm.sh"
 if [ ! -x "$BIN" ] || [ ! -f "$STAMP" ]; then
     log "installing @anthropic-ai/claude-code@$VERSION into $PREFIX"
     mkdir -p "$PREFIX"

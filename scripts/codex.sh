@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # OpenAI's Codex CLI, the npm package pinned below, in var/codex (its own prefix: an
 # `npm install --no-save` into var/node would prune Claude Code, and the other way round).
-# Debian's nodejs and npm are installed with apt-get when npm is missing and this is root.
+# npm comes from scripts/ensure-npm.sh (Debian's, when missing and this is root).
 # The package is a launcher; the Rust binary comes as the optional dependency for this
 # platform (@openai/codex-linux-x64 on x86-64 Linux), checked by running `codex --version`.
 # Prints CODEX=<path of the codex launcher> on stdout; says what it did on stderr.
@@ -15,16 +15,10 @@ STAMP="$PREFIX/.installed-codex-$VERSION"
 
 log() { echo "codex: $*" >&2; }
 
-if ! command -v npm >/dev/null 2>&1; then
-    if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
-        log "npm is missing; install Node.js and npm (Debian: sudo apt-get install nodejs npm)"
-        exit 1
-    fi
-    log "installing Debian's nodejs and npm"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null
-fi
-if [ ! -x "$BIN" ] || [ ! -f "$STAMP" ]; then
+"$ROOT/scripts/ensure-npm.sh"
+runs() { [ "$("$BIN" --version 2>/dev/null || true)" = "codex-cli $VERSION" ]; }
+# a stamp with a launcher that no longer runs (its native binary pruned or deleted) reinstalls
+if [ ! -x "$BIN" ] || [ ! -f "$STAMP" ] || ! runs; then
     log "installing @openai/codex@$VERSION into $PREFIX"
     mkdir -p "$PREFIX"
     # --include=optional: the native binary is an optional dependency, which an npm

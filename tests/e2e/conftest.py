@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -60,6 +61,30 @@ class Served:
     def log_lines(self) -> list[str]:
         """overspill's structured log so far."""
         return self.log_path.read_text().splitlines()
+
+    def statuses(self, api: str) -> list[int]:
+        """The statuses overspill logged for requests to one API (`messages`, `responses`)."""
+        found = []
+        for line in self.log_lines():
+            compact = line.replace(" ", "")
+            if f'"api":"{api}"' in compact:
+                status = re.search(r'"status":(\d+)', compact)
+                if status:
+                    found.append(int(status.group(1)))
+        return found
+
+    def metric(self, name: str) -> float:
+        """The sum of a metric's samples on overspill's /metrics now."""
+        request = urllib.request.Request(
+            self.base_url + "/metrics", headers={"authorization": f"Bearer {MASTER_KEY}"}
+        )
+        with urllib.request.urlopen(request, timeout=30) as response:
+            text = response.read().decode()
+        total = 0.0
+        for line in text.splitlines():
+            if line.startswith(name + "{") or line.startswith(name + " "):
+                total += float(line.rsplit(" ", 1)[1])
+        return total
 
 
 def free_port() -> int:

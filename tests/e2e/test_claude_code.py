@@ -12,9 +12,7 @@ translation to chat completions, the upstream's streams.
 
 from __future__ import annotations
 
-import re
 import subprocess
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -139,7 +137,7 @@ def test_claude_p_runs_a_task_with_a_tool_call(
     assert len(turns) >= 2
     assert "compute(0, 0)" in turns[-1].last  # the file's content came back as the tool result
     assert not any(seen.refused for seen in script.seen)
-    statuses = requests_of(served)
+    statuses = served.statuses("messages")
     assert statuses
     assert all(status == 200 for status in statuses)
 
@@ -159,42 +157,12 @@ def test_a_session_past_the_window_completes_with_compaction(
     assert len(turns) >= len(files) + 1
     whole = turns[0].tokens + sum(count_text(Path(f).read_text()) for f in files)
     assert whole > 24_000 * 1.5  # sent whole, the session would be far past the window
-    statuses = requests_of(served)
+    statuses = served.statuses("messages")
     assert statuses
     assert all(status == 200 for status in statuses)
-    metrics = read_metrics(served)
-    assert metric(metrics, "overspill_masked_tool_results_total") > 0
-    compacted = metric(metrics, "overspill_splices_total") + metric(
-        metrics, "overspill_extractions_total"
+    assert served.metric("overspill_masked_tool_results_total") > 0
+    compacted = served.metric("overspill_splices_total") + served.metric(
+        "overspill_extractions_total"
     )
     assert compacted > 0
     assert any("tool-results-masked" in line for line in served.log_lines())
-
-
-def requests_of(served: Served) -> list[int]:
-    """The statuses overspill logged for /v1/messages requests."""
-    found = []
-    for line in served.log_lines():
-        compact = line.replace(" ", "")
-        if '"api":"messages"' in compact:
-            status = re.search(r'"status":(\d+)', compact)
-            if status:
-                found.append(int(status.group(1)))
-    return found
-
-
-def read_metrics(served: Served) -> str:
-    request = urllib.request.Request(
-        served.base_url + "/metrics", headers={"authorization": f"Bearer {MASTER_KEY}"}
-    )
-    with urllib.request.urlopen(request, timeout=30) as response:
-        return str(response.read().decode())
-
-
-def metric(text: str, name: str) -> float:
-    """The sum of a metric's samples."""
-    total = 0.0
-    for line in text.splitlines():
-        if line.startswith(name + "{") or line.startswith(name + " "):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
