@@ -64,8 +64,7 @@ general_settings:
 
 
 def codex_config(served: Served) -> str:
-    """Codex's config.toml: overspill as its one model provider, nothing else reached; the
-    commands it runs are sandboxed read-only (bubblewrap works here), no approvals asked."""
+    """Codex's config.toml: overspill its one provider, a read-only sandbox, no approvals."""
     return f"""
 model = "agent"
 model_provider = "overspill"
@@ -162,8 +161,7 @@ def long(tmp_path: Path, project: Path) -> Iterator[tuple[Served, AgentUpstream,
 def test_codex_exec_runs_a_task_with_a_tool_call(
     short: tuple[Served, AgentUpstream, list[str]], project: Path
 ) -> None:
-    """`codex exec` asks the model through overspill's Responses API, runs the shell command
-    it called, sends the output back as a function_call_output, and prints the last answer."""
+    """`codex exec` runs the model's shell call and sends its output back through overspill."""
     served, script, _ = short
     done = codex(served, project, "Read the notes and tell me when you are done.")
     assert done.returncode == 0, done.stderr[-3000:]
@@ -180,9 +178,7 @@ def test_codex_exec_runs_a_task_with_a_tool_call(
 def test_a_session_past_the_window_completes_with_compaction(
     long: tuple[Served, AgentUpstream, list[str]], project: Path
 ) -> None:
-    """Eight files whose contents together outgrow the model's window: every call succeeds,
-    old outputs are masked and the history compacted (metrics and log say so), and the
-    session ends with the model's answer."""
+    """Eight files past the window: no call refused, outputs masked, history spliced, done."""
     served, script, files = long
     done = codex(served, project, "Read every notes file, one by one, then say you are done.")
     assert done.returncode == 0, done.stderr[-3000:]
