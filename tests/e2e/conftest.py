@@ -128,25 +128,35 @@ EMBEDDINGS = ("--embeddings", "--pooling", "mean")
 """What makes a llama-server answer /v1/embeddings (OpenAI's shape needs a pooling)."""
 
 
+SHARED_LLAMA = "OVERSPILL_TEST_LLAMA_URL"
+"""Where pytest-xdist's controller tells its workers the session's shared llama-server is."""
+
+
 def threads() -> int:
-    """A llama-server's threads: the cores shared among pytest-xdist's workers (each worker
-    runs its own servers; more threads than cores make llama.cpp's spinning barriers crawl)."""
+    """A worker's own llama-server's threads: the cores shared among pytest-xdist's workers
+    (more threads than cores make llama.cpp's spinning barriers crawl)."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     return max(1, (os.cpu_count() or 2) // max(1, workers))
 
 
 @contextlib.contextmanager
 def running_llama_server(
-    workdir: Path, window: int = WINDOW, *flags: str, alias: str = "smollm2-135m"
+    workdir: Path,
+    window: int = WINDOW,
+    *flags: str,
+    alias: str = "smollm2-135m",
+    slots: int = 1,
+    cores: int | None = None,
 ) -> Iterator[str]:
-    """A real llama-server with SmolLM2-135M, `window` tokens and `flags`; yields its /v1 URL."""
+    """A real llama-server with SmolLM2-135M, `slots` slots of `window` tokens each, `cores`
+    threads (default `threads()`) and `flags`; yields its /v1 URL."""
     binary, model = local_model()
     port = free_port()
     log = workdir / "llama-server.log"
     with log.open("wb") as sink:
         process = subprocess.Popen(
-            [binary, "-m", model, "-a", alias, "-c", str(window), "-np", "1",
-             "-t", str(threads()), "--host", "127.0.0.1", "--port", str(port),
+            [binary, "-m", model, "-a", alias, "-c", str(window * slots), "-np", str(slots),
+             "-t", str(cores or threads()), "--host", "127.0.0.1", "--port", str(port),
              "--no-webui", *flags],
             stdout=sink, stderr=subprocess.STDOUT,
         )  # fmt: skip
@@ -160,7 +170,13 @@ def running_llama_server(
 
 @pytest.fixture(scope="session")
 def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The session's llama-server (2048-token window); yields its /v1 URL."""
+    """The session's llama-server (2048-token window per slot); yields its /v1 URL. Under
+    pytest-xdist every worker uses the one its controller started (tests/conftest.py): a slot
+    per worker, all the cores, so one worker's model work never halves the other's threads."""
+    shared = os.environ.get(SHARED_LLAMA)
+    if shared:
+        yield shared
+        return
     with running_llama_server(tmp_path_factory.mktemp("llama")) as url:
         yield url
 
@@ -205,9 +221,15 @@ def local_config(
     window: int | None = WINDOW,
 ) -> str:
     """A config whose model `local` is the real llama-server (`middleware=None`: no key, so
-    the recommended layers run; `window=None`: overspill does not know the window)."""
+    the recommended layers run; `window=None`: overspill does not know the window). A turn
+    may wait for another's growth as long as one upstream call may take (`timeout`): on a
+    loaded box an extraction outlasts the default 60 s, and a waiter would then grow its own."""
     layers = "" if middleware is None else f"middleware: {middleware}\n"
-    context = "" if window is None else f"    context:\n      window: {window}\n"
+    context = (
+        ""
+        if window is None
+        else f"    context:\n      window: {window}\n      max_wait_seconds: 300\n"
+    )
     return f"""
 model_list:
   - model_name: local

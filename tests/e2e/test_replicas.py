@@ -26,7 +26,8 @@ def replicas(
     llama_server: str, redis_url: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[Served, Served]]:
     """Two `overspill serve` processes with their default layers on one Redis."""
-    store = f"{{backend: redis, url: '{redis_url}', key_prefix: 'e2e-{secrets.token_hex(3)}:'}}"
+    store = f"{{backend: redis, url: '{redis_url}', key_prefix: 'e2e-{secrets.token_hex(3)}:', "
+    store += "lock_wait_seconds: 300}"  # a loaded box's extraction outlasts the default 60 s
     config = local_config(llama_server, None, store)
     started = [start_overspill(config, tmp_path_factory.mktemp(f"replica{i}")) for i in (1, 2)]
     try:

@@ -76,6 +76,7 @@ async def test_the_serving_process_freezes_what_the_first_request_imports(
     gc.freeze(); without it (tests, library use), nothing is frozen."""
     frozen: list[bool] = []
     monkeypatch.setattr(gc, "freeze", lambda: frozen.append(True))
+    monkeypatch.setattr(deferred, "FREEZE_AFTER_IMPORT", False)  # as an in-process serve leaves it
 
     def build() -> Provider:
         return ScriptedProvider([json_response("a"), json_response("b")])
