@@ -51,7 +51,7 @@ class ClientKey(BaseModel):
     model."""
     shadow: bool = False
     """Shadow mode for this key's requests: the layers report what they would do, and the
-    requests go upstream unchanged (docs/budgets.md)."""
+    requests go upstream unchanged (docs/operations/budgets.md)."""
     own_token_budget: int | None = Field(default=None, ge=0)
     """Own tokens overspill may spend for this key's tenant per `usage.period`; None: the
     `general_settings.usage.tenant_budget`."""

@@ -211,7 +211,7 @@ class LitellmParams(BaseModel):
     """For streams: seconds to the first event and between two events; else `timeout`."""
     max_parallel_requests: int | None = Field(default=None, gt=0)
     """How many calls the deployment serves at once (LiteLLM's setting): overspill's own calls
-    queue behind it. None: learned (llama-server's slots), else a default (docs/budgets.md)."""
+    queue behind it. None: learned (llama-server's slots), else a default (docs/operations/budgets.md)."""
 
     @property
     def provider(self) -> str:
@@ -268,7 +268,7 @@ class ContextSettings(_Frozen):
     quoted facts (`x-overspill-extraction-bounded` says how many)."""
     max_own_calls: int = Field(default=16, ge=0)
     """overspill's own upstream calls (extraction, condensing, warm-ups) one client request
-    may cause; past it the cheaper roads that need no model are taken (docs/budgets.md)."""
+    may cause; past it the cheaper roads that need no model are taken (docs/operations/budgets.md)."""
     max_own_input_tokens: int | None = Field(default=None, ge=0)
     """The input tokens those calls may send together, documents and history alike;
     None: four times the model's window (8,192 tokens while the window is unknown)."""
@@ -488,7 +488,7 @@ class StoreSettings(_Frozen):
 
 class UsageSettings(_Frozen):
     """`general_settings.usage`: overspill's own tokens, counted per tenant and optionally
-    capped per period (docs/budgets.md)."""
+    capped per period (docs/operations/budgets.md)."""
 
     period: Literal["day", "month"] = "day"
     """The budget's period, in UTC: a calendar day or a calendar month."""
@@ -577,7 +577,7 @@ class GeneralSettings(_Frozen):
     """Serve on an address other than loopback with neither a master key nor client keys
     (anyone who can reach it may spend its upstream keys). False: `serve` refuses to start."""
     usage: UsageSettings = Field(default_factory=UsageSettings)
-    """What overspill's own calls may spend per tenant and period (docs/budgets.md)."""
+    """What overspill's own calls may spend per tenant and period (docs/operations/budgets.md)."""
     max_background_jobs: int = Field(default=4, ge=1)
     """Background growths that run at once per worker; more wait in a queue."""
     max_waiting_jobs: int = Field(default=256, ge=0)

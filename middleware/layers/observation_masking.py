@@ -84,7 +84,7 @@ class ObservationMasking:
             return await call_next(request, ctx)
         masked, limit, scale = planned
         saved = int(masked.saved * scale)
-        if ctx.shadow:  # docs/budgets.md: report, send the request unchanged
+        if ctx.shadow:  # docs/operations/budgets.md: report, send the request unchanged
             detail = f"results={len(masked.masked)} tokens-saved={saved}"
             would(ctx, self.name, "would-mask", detail)
             return await call_next(request, ctx)
