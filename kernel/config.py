@@ -211,7 +211,8 @@ class LitellmParams(BaseModel):
     """For streams: seconds to the first event and between two events; else `timeout`."""
     max_parallel_requests: int | None = Field(default=None, gt=0)
     """How many calls the deployment serves at once (LiteLLM's setting): overspill's own calls
-    queue behind it. None: learned (llama-server's slots), else a default (docs/operations/budgets.md)."""
+    queue behind it. None: learned (llama-server's slots), else a default
+    (docs/operations/budgets.md)."""
 
     @property
     def provider(self) -> str:
@@ -268,7 +269,8 @@ class ContextSettings(_Frozen):
     quoted facts (`x-overspill-extraction-bounded` says how many)."""
     max_own_calls: int = Field(default=16, ge=0)
     """overspill's own upstream calls (extraction, condensing, warm-ups) one client request
-    may cause; past it the cheaper roads that need no model are taken (docs/operations/budgets.md)."""
+    may cause; past it the cheaper roads that need no model are taken
+    (docs/operations/budgets.md)."""
     max_own_input_tokens: int | None = Field(default=None, ge=0)
     """The input tokens those calls may send together, documents and history alike;
     None: four times the model's window (8,192 tokens while the window is unknown)."""

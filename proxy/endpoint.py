@@ -85,7 +85,9 @@ async def serve(
         turn, ctx = await surface.open(raw, request.headers, ctx, system)
         caller.check_model(turn.model)
         ctx.model = _resolve(system, turn.model)
-        ctx.shadow = caller.shadow or ctx.model.context.shadow  # docs/operations/budgets.md: shadow mode
+        ctx.shadow = (
+            caller.shadow or ctx.model.context.shadow
+        )  # shadow mode: docs/operations/budgets.md
         _check_route(system, ctx.model, surface.name, turn.model, caller.allows)
         watch = DisconnectWatch(request)
         try:
