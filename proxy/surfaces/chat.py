@@ -12,30 +12,17 @@ from kernel.errors import InvalidChatRequest, OverspillError
 from kernel.types import ChatRequest, ChatResponse, RequestContext
 from proxy.http import edge_context, parse_chat_request
 from proxy.responses import error_response, sse_error_event
+from proxy.surfaces.surface import Conversational
 
 if TYPE_CHECKING:
     from proxy.system import System
 
 
 @dataclass(frozen=True, slots=True)
-class ChatTurn:
+class ChatTurn(Conversational):
     """A chat completion request: the layers run it as it is."""
 
     chat: ChatRequest
-
-    @property
-    def model(self) -> str:
-        """The model the client asked for."""
-        return self.chat.model
-
-    @property
-    def stream(self) -> bool:
-        """Whether the client asked for a stream."""
-        return self.chat.stream
-
-    async def run(self, system: System, ctx: RequestContext) -> ChatResponse:
-        """The layers, then the model's deployment."""
-        return await system.pipeline.handle(self.chat, ctx)
 
     async def answer(self, response: ChatResponse, ctx: RequestContext) -> ChatResponse:
         """Already in the client's wire."""

@@ -29,24 +29,20 @@ from middleware.layers.hysteresis import tail_share
 from proxy.responses import error_response
 from proxy.surfaces.responses import RESPONSES_WIRE, ResponsesSurface, compaction_item
 from proxy.surfaces.responses_wire import new_id, sse_event, to_items
+from proxy.surfaces.surface import Conversational
 
 if TYPE_CHECKING:
     from proxy.system import System
 
 
 @dataclass(frozen=True, slots=True)
-class CompactTurn:
+class CompactTurn(Conversational):
     """One compaction request: the conversation to compact."""
 
     chat: ChatRequest
     instructed: bool
     """Whether the first message is the request's `instructions` (not part of the window:
     the client sends its instructions again)."""
-
-    @property
-    def model(self) -> str:
-        """The model whose window the compaction is for."""
-        return self.chat.model
 
     @property
     def stream(self) -> bool:

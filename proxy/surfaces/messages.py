@@ -70,6 +70,7 @@ from proxy.surfaces.messages_output import (
     usage_of,
 )
 from proxy.surfaces.messages_wire import Conversation, read_request
+from proxy.surfaces.surface import Conversational
 
 if TYPE_CHECKING:
     from kernel.config import ModelEntry
@@ -136,7 +137,7 @@ def stream_error(error: OverspillError) -> bytes:
 
 
 @dataclass(slots=True)
-class MessagesTurn:
+class MessagesTurn(Conversational):
     """One `POST /v1/messages`: the conversation the layers run, and its answer's way back."""
 
     chat: ChatRequest
@@ -149,16 +150,6 @@ class MessagesTurn:
     """A compaction block's summary the answer begins with (the compaction edit)."""
     applies_edits: bool = True
     """overspill applies the context edits (not the upstream: Anthropic applies its own)."""
-
-    @property
-    def model(self) -> str:
-        """The model the client asked for."""
-        return self.chat.model
-
-    @property
-    def stream(self) -> bool:
-        """Whether the client asked for a stream."""
-        return self.chat.stream
 
     @property
     def stops(self) -> tuple[str, ...]:
@@ -525,16 +516,11 @@ def _object(raw: bytes) -> dict[str, Any]:
 
 
 @dataclass(frozen=True, slots=True)
-class CountTurn:
+class CountTurn(Conversational):
     """One `POST /v1/messages/count_tokens`: the upstream's own count, else overspill's."""
 
     chat: ChatRequest
     native: bool
-
-    @property
-    def model(self) -> str:
-        """The model whose tokens are counted."""
-        return self.chat.model
 
     @property
     def stream(self) -> bool:

@@ -56,6 +56,7 @@ from proxy.surfaces.responses_wire import (
     to_items,
     to_messages,
 )
+from proxy.surfaces.surface import Conversational
 
 if TYPE_CHECKING:
     from proxy.system import System
@@ -136,7 +137,7 @@ class ResponsesNative:
 
 
 @dataclass(slots=True)
-class ResponsesTurn:
+class ResponsesTurn(Conversational):
     """One `POST /v1/responses`: the conversation the layers run, and its answer's way back."""
 
     chat: ChatRequest
@@ -148,20 +149,6 @@ class ResponsesTurn:
     writer: EventWriter | None = None
     sequence: list[int] = field(default_factory=lambda: [-1])
     """The last sequence number a passed-through native stream carried."""
-
-    @property
-    def model(self) -> str:
-        """The model the client asked for."""
-        return self.chat.model
-
-    @property
-    def stream(self) -> bool:
-        """Whether the client asked for a stream."""
-        return self.chat.stream
-
-    async def run(self, system: System, ctx: RequestContext) -> ChatResponse:
-        """The layers, then the model's deployment."""
-        return await system.pipeline.handle(self.chat, ctx)
 
     async def answer(self, response: ChatResponse, ctx: RequestContext) -> ChatResponse:
         """The answer as a response object or Responses events, stored as the chain's link."""

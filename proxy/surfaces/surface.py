@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Protocol
 from starlette.responses import Response
 
 from kernel.errors import OverspillError
-from kernel.types import ChatResponse, RequestContext
+from kernel.types import ChatRequest, ChatResponse, RequestContext
 
 if TYPE_CHECKING:
     from proxy.system import System
@@ -50,6 +50,28 @@ class Turn(Protocol):
     def stream_error(self, error: OverspillError) -> bytes:
         """An error after the stream's first byte, as this wire's last event(s)."""
         ...
+
+
+class Conversational:
+    """What a turn that carries a conversation (`chat`) shares: its model and stream are the
+    request's, and the layers run it. The surfaces' turns build on it."""
+
+    __slots__ = ()
+    chat: ChatRequest
+
+    @property
+    def model(self) -> str:
+        """The model the client asked for."""
+        return self.chat.model
+
+    @property
+    def stream(self) -> bool:
+        """Whether the client asked for a stream."""
+        return self.chat.stream
+
+    async def run(self, system: System, ctx: RequestContext) -> ChatResponse:
+        """The layers, then the model's deployment."""
+        return await system.pipeline.handle(self.chat, ctx)
 
 
 class Surface(Protocol):
