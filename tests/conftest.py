@@ -56,13 +56,6 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_SHARED] = stack
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The end-to-end tests first (in their own order): they are the long ones, so on
-    pytest-xdist's workers the short tests fill the gaps at the end instead of one long
-    model-bound test running alone after everything else."""
-    items.sort(key=lambda item: item.get_closest_marker("e2e") is None)
-
-
 def pytest_unconfigure(config: pytest.Config) -> None:
     """Stop the shared llama-server, if this process started one."""
     stack = config.stash.get(_SHARED, None)
