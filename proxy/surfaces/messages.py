@@ -56,7 +56,13 @@ from kernel.errors import (
 from kernel.types import MESSAGES_WIRE, ChatRequest, ChatResponse, RequestContext, ToolClearing
 from middleware.condensing.condenser import Condenser
 from providers import anthropic
-from proxy.http import CONVERSATION_HEADER, SKIP_HEADER, check_forbidden, skip_history_header
+from proxy.http import (
+    CONVERSATION_HEADER,
+    SKIP_HEADER,
+    check_forbidden,
+    json_object,
+    skip_history_header,
+)
 from proxy.responses import JSON_TYPE, context_headers
 from proxy.surfaces.compaction import compact, summary_text
 from proxy.surfaces.messages_edits import NO_EDITS, Edits, applied, read_edits
@@ -484,7 +490,7 @@ def _read(
 ) -> tuple[dict[str, Any], Conversation, ChatRequest, tuple[bool, bool]]:
     """The body, its conversation, the chat request the layers run, and how the deployment
     takes it (`native_of`). `counting`: a count_tokens body (no max_tokens, never streamed)."""
-    body = _object(raw)
+    body = json_object(raw)
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise InvalidChatRequest(
@@ -502,17 +508,6 @@ def _read(
         model, conversation.messages, bool(chat_body.get("stream")), chat_body, native=form
     )
     return body, conversation, chat, native
-
-
-def _object(raw: bytes) -> dict[str, Any]:
-    """The body as a JSON object, else a 400 saying what is wrong."""
-    try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise InvalidChatRequest(f"request body is not valid JSON: {exc}") from None
-    if not isinstance(body, dict):
-        raise InvalidChatRequest("request body must be a JSON object")
-    return body
 
 
 @dataclass(frozen=True, slots=True)
