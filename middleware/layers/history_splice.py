@@ -47,7 +47,7 @@ import asyncio
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from kernel import metrics
@@ -58,6 +58,8 @@ from kernel.store import HistoryEntry
 from kernel.tokens import REPLY_PRIMING_TOKENS
 from kernel.types import ChatRequest, ChatResponse, Message, Next, RequestContext
 from middleware.condensing.condenser import Condenser, Plan, report
+from middleware.condensing.prompt import content_text
+from middleware.condensing.relevance import passages, quoted, recall, with_preface
 from middleware.condensing.split import Split, assemble, context_message, partition, pinned_of
 from middleware.layers.hysteresis import landing_share, tail_share, turn_tokens
 from middleware.layers.shadow import would
@@ -143,6 +145,7 @@ class HistorySplice:
             return await call_next(request, ctx)  # fits whole: the client's own bytes go
         self._note(request, ctx, entry, fit, grown)
         self._prefix_kept(ctx, entry, fit)
+        fit = self._recall(request, ctx, entry, fit)
         response = await call_next(request.spliced(fit.messages), ctx)
         await self.estimator.observe(entry, fit.counted, response.prompt_tokens())
         return response
@@ -392,6 +395,36 @@ class HistorySplice:
         fit = await self._fit(request, ctx, entry, cached, window)
         await self.warm(request.spliced(fit.messages), entry, ctx.spend)
 
+    def _recall(
+        self, request: ChatRequest, ctx: RequestContext, entry: ModelEntry, fit: Fit
+    ) -> Fit:
+        """The spliced request with the condensed turns that bear on its latest user message
+        quoted before that message (relevance.py), in the room the splice leaves, at most
+        `context.recall_share` of the budget. The latest user message is the conversation's
+        newest, so the prefix the upstream cached from the last turn is kept."""
+        end = fit.prefix[0]
+        at = _latest_user(fit.messages)
+        if fit.limit is None or not end or at is None or entry.context.recall_share <= 0:
+            return fit
+        room = min(fit.limit * entry.context.recall_share, fit.limit - fit.estimate)
+        room = int(room / fit.scale)
+        question = content_text(fit.messages[at])
+        if room <= 0 or not question:
+            return fit
+        found = passages(request.messages, range(end))
+        counter = self.estimator.counter(entry)
+        stand_in = "\n".join(str(m.get("content")) for m in fit.messages[:at])
+        picked = recall(question, found, room, counter.count_text, shown=stand_in)
+        if not picked:
+            return fit
+        block = quoted(picked)
+        messages = list(fit.messages)
+        messages[at] = with_preface(messages[at], block)
+        added = counter.count_text(block) + 1
+        ctx.note("recalled", str(len(picked)))
+        ctx.derived["recalled"] = block
+        return replace(fit, messages=tuple(messages), counted=fit.counted + added)
+
     def _prefix_kept(self, ctx: RequestContext, entry: ModelEntry, fit: Fit) -> None:
         """Note whether the spliced prefix is the one the conversation's last turn sent, or
         why it changed (counted)."""
@@ -453,3 +486,15 @@ def split_at(messages: tuple[Message, ...], end: int) -> Split:
     """The split a cached entry made: system messages and the summarised rest before `end`."""
     system, historical = partition(messages, end)
     return Split(system, historical, tuple(range(end, len(messages))), pinned_of(messages, end))
+
+
+def _latest_user(messages: Sequence[Message]) -> int | None:
+    """Where the newest user message is, when nothing but tool traffic follows it (a later
+    assistant reply means the client is not asking anything new)."""
+    for index in range(len(messages) - 1, -1, -1):
+        role = messages[index].get("role")
+        if role == "user":
+            return index
+        if role == "system" or (role == "assistant" and not messages[index].get("tool_calls")):
+            return None
+    return None

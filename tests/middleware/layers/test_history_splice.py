@@ -13,6 +13,7 @@ from kernel.services import Services
 from kernel.store import DiskHistoryStore
 from kernel.types import ChatRequest, ChatResponse, RequestContext
 from middleware.condensing.extraction import PROMPT_VERSION
+from middleware.condensing.relevance import END, LABEL
 from middleware.condensing.split import CONTEXT_LABEL
 from middleware.layers.history_splice import HistorySplice
 from middleware.layers.overflow_recovery import OverflowRecovery
@@ -270,3 +271,56 @@ async def test_a_growth_quotes_the_condensed_messages_anew(store: DiskHistorySto
     assert grown is not None
     assert grown.historical_end_index > cached.historical_end_index
     assert "- user: For the record, our project code is ZX-4471." in grown.extraction
+
+
+def with_a_fact(turns: int) -> list[dict[str, Any]]:
+    """A conversation whose third user turn says something the extraction does not keep."""
+    messages = conversation(turns)
+    messages[5] = {
+        "role": "user",
+        "content": "my sister works as a nurse at the children's hospital downtown",
+    }
+    return messages
+
+
+async def test_the_condensed_turns_a_question_is_about_are_quoted_before_it(
+    store: DiskHistoryStore,
+) -> None:
+    """A spliced request's latest user message gets the condensed turns that share its rare
+    words, quoted and labelled before its own text; every message before it is as the
+    splice made it, so the prefix the upstream cached is kept."""
+    extractor = Extractor()
+    messages = with_a_fact(30)
+    await seed(store, extractor, messages)
+    asked = next_turn(messages, "Where does my sister work as a nurse?")
+    upstream, ctx = Upstream(fits=40), ctx_for()
+    await HistorySplice(services(store, extractor, window=8192)).handle(chat(asked), ctx, upstream)
+    (sent,) = upstream.sent
+    stand_in = str(sent.messages[1]["content"])
+    assert "children's hospital" not in stand_in
+    last = str(sent.messages[-1]["content"])
+    assert last.startswith(LABEL)
+    assert "- user: my sister works as a nurse at the children's hospital downtown" in last
+    assert last.endswith(f"{END}\n\nWhere does my sister work as a nurse?")
+    assert ctx.notes["recalled"] == "1"
+    plain = Upstream(fits=40)
+    await HistorySplice(services(store, extractor, window=8192)).handle(
+        chat(next_turn(messages)), ctx_for(), plain
+    )
+    assert sent.messages[:-1] == plain.sent[0].messages[:-1]
+
+
+async def test_recall_can_be_turned_off_and_needs_room(store: DiskHistoryStore) -> None:
+    """`context.recall_share: 0` quotes nothing; nor does a request with no room left."""
+    extractor = Extractor()
+    messages = with_a_fact(30)
+    await seed(store, extractor, messages)
+    asked = chat(next_turn(messages, "Where does my sister work as a nurse?"))
+    off = CONFIG.replace("max_output_tokens: 128}", "max_output_tokens: 128, recall_share: 0}")
+    quiet = make_services(settings_from(off), store, lambda name: extractor, {"local": 8192})
+    for shared in (quiet, services(store, extractor, window=8192)):
+        upstream, ctx = Upstream(fits=40), ctx_for(off if shared is quiet else CONFIG)
+        await HistorySplice(shared).handle(asked, ctx, upstream)
+        recalled = LABEL in str(upstream.sent[0].messages[-1]["content"])
+        assert recalled == (shared is not quiet)
+        assert ("recalled" in ctx.notes) == recalled

@@ -1,0 +1,174 @@
+"""Earlier turns that bear on the latest user message, quoted from a condensed history. Pure.
+
+An extraction is made once and spliced turn after turn, so it cannot know the questions to
+come: a fact it did not keep is gone for every later turn, however plainly the user asks
+about it. But the client resends the whole conversation with every request, so the turns the
+extraction stands in for are still at hand when a request is spliced. This module picks,
+from those turns, the passages that share the most *distinctive* words with the latest user
+message, and quotes them, verbatim and labelled with who said them, beside that message.
+
+The ranking is Okapi BM25 (Robertson and Zaragoza, 2009), the standard lexical retrieval
+score, over passages of the condensed turns (a turn, or a part of a long one): a word shared
+with the question counts by how rare it is among the passages (its inverse document
+frequency), saturating with repeats, normalised by the passage's length. Words are Unicode
+word runs, lower-cased; there is no stop-word list and no stemming, so no language is
+assumed: a word found in most passages ("the", "is", "der") weighs next to nothing by its
+frequency alone, and so does a word found in every turn of a transcript ("called"). A
+passage is quoted only when it shares a word rarer than in half of the passages.
+
+What is picked is measured by `overspill eval` on LoCoMo's dialogues (docs/eval/index.md).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from kernel.types import Message
+from middleware.condensing.prompt import content_text, speaker
+
+K1 = 1.2
+"""BM25's term-frequency saturation (the usual value)."""
+B = 0.75
+"""BM25's length normalisation (the usual value)."""
+PASSAGE_CHARS = 600
+"""A longer turn is quoted in parts of about this many characters, cut at line or sentence
+ends, so one long tool result cannot take the whole room."""
+MAX_QUESTION_CHARS = 2000
+"""Only the start of a longer user message is read as the question."""
+LABEL = (
+    "[overspill: turns from the condensed earlier part of this conversation that bear on the "
+    "message below, quoted verbatim]"
+)
+END = "[end of quoted turns]"
+
+_WORD = re.compile(r"\w+")
+_BREAK = re.compile(r"(?<=\n)|(?<=[.!?])\s+")
+
+
+@dataclass(frozen=True, slots=True)
+class Passage:
+    """A turn, or a part of a long one, as it may be quoted."""
+
+    index: int
+    """The message's position in the request."""
+    who: str
+    text: str
+
+    def render(self) -> str:
+        """``- user: text`` (a tool result names its tool)."""
+        return f"- {self.who}: {self.text}"
+
+
+def passages(messages: Sequence[Message], indices: Sequence[int]) -> list[Passage]:
+    """The passages of the messages at `indices` (system messages and empty turns none)."""
+    found: list[Passage] = []
+    for index in indices:
+        message = messages[index]
+        if message.get("role") in ("system", "developer"):
+            continue
+        who = speaker(message)
+        found += (Passage(index, who, part) for part in _parts(content_text(message)))
+    return found
+
+
+@functools.lru_cache(maxsize=16384)
+def _parts(text: str) -> tuple[str, ...]:
+    """`text` in parts of at most about `PASSAGE_CHARS`, cut at line or sentence ends (a
+    part with no such end is cut where it reaches the size). Cached: a conversation's turns
+    come back with every request."""
+    text = text.strip()
+    if len(text) <= PASSAGE_CHARS:
+        return (text,) if text else ()
+    parts: list[str] = []
+    current = ""
+    for piece in _BREAK.split(text):
+        while len(piece) > PASSAGE_CHARS:  # a run with no line or sentence end in it
+            if current.strip():
+                parts.append(current.strip())
+            current = ""
+            parts.append(piece[:PASSAGE_CHARS])
+            piece = piece[PASSAGE_CHARS:]
+        if current and len(current) + len(piece) > PASSAGE_CHARS:
+            parts.append(current.strip())
+            current = ""
+        glue = " " if current and not current.endswith("\n") else ""
+        current = f"{current}{glue}{piece}"
+    if current.strip():
+        parts.append(current.strip())
+    return tuple(p for p in parts if p)
+
+
+@functools.lru_cache(maxsize=16384)
+def words(text: str) -> tuple[str, ...]:
+    """`text`'s words, lower-cased (cached, as the parts are)."""
+    return tuple(_WORD.findall(text.lower()))
+
+
+def ranked(question: str, found: Sequence[Passage]) -> list[tuple[float, int]]:
+    """(BM25 score, position in `found`) of each passage sharing a distinctive word with
+    `question`, best first; ties in the conversation's order."""
+    asked = set(words(question[:MAX_QUESTION_CHARS]))
+    if not asked or not found:
+        return []
+    bags = [Counter(words(p.text)) for p in found]
+    total = len(bags)
+    average = sum(sum(bag.values()) for bag in bags) / total or 1.0
+    frequency = Counter(word for bag in bags for word in asked & bag.keys())
+    weight = {
+        word: math.log(1 + (total - n + 0.5) / (n + 0.5))
+        for word, n in frequency.items()
+        if n < total / 2
+    }
+    scored = []
+    for position, bag in enumerate(bags):
+        length = sum(bag.values())
+        score = 0.0
+        for word, idf in weight.items():
+            tf = bag.get(word, 0)
+            if tf:
+                score += idf * tf * (K1 + 1) / (tf + K1 * (1 - B + B * length / average))
+        if score > 0:
+            scored.append((score, position))
+    scored.sort(key=lambda pair: (-pair[0], pair[1]))
+    return scored
+
+
+def recall(
+    question: str,
+    found: Sequence[Passage],
+    room: int,
+    count: Callable[[str], int],
+    shown: str = "",
+) -> list[Passage]:
+    """The best-ranked passages that fit `room` tokens together (as `count` counts their
+    rendered lines), in the conversation's order; a passage `shown` already holds verbatim
+    (the extraction quoted it) is not quoted twice."""
+    picked: list[int] = []
+    left = room - count(f"{LABEL}\n{END}")
+    for _, position in ranked(question, found):
+        passage = found[position]
+        if passage.text in shown:
+            continue
+        cost = count(passage.render())
+        if cost <= left:
+            picked.append(position)
+            left -= cost
+    return [found[position] for position in sorted(picked)]
+
+
+def quoted(picked: Sequence[Passage]) -> str:
+    """The block put before the user's message: the label, one line per passage, the end."""
+    return "\n".join([LABEL, *(p.render() for p in picked), END])
+
+
+def with_preface(message: Message, block: str) -> Message:
+    """`message` with `block` before its text (a parts list gets a text part first)."""
+    content = message.get("content")
+    if isinstance(content, list):
+        return {**message, "content": [{"type": "text", "text": block}, *content]}
+    return {**message, "content": f"{block}\n\n{content or ''}"}

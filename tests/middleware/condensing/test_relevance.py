@@ -1,0 +1,103 @@
+"""Relevance: the condensed turns that bear on the latest user message, ranked by BM25."""
+
+from __future__ import annotations
+
+from kernel.tokens import count_text
+from kernel.types import Message
+from middleware.condensing.relevance import (
+    END,
+    LABEL,
+    PASSAGE_CHARS,
+    Passage,
+    passages,
+    quoted,
+    ranked,
+    recall,
+    with_preface,
+)
+
+TURNS: list[Message] = [
+    {"role": "system", "content": "Be helpful."},
+    {"role": "user", "content": "I went kayaking on the lake with my sister last weekend."},
+    {"role": "assistant", "content": "That sounds lovely. Was the water cold?"},
+    {"role": "user", "content": "Freezing! We rented the kayak from a shop called Paddle Hut."},
+    {"role": "assistant", "content": "Good to know. I'll remember Paddle Hut."},
+    {"role": "user", "content": "My sister is a nurse at the children's hospital."},
+    {"role": "tool", "name": "search", "content": "kayak rentals: Paddle Hut, Lake Shop"},
+]
+
+
+def test_system_messages_are_not_passages_and_tool_results_name_their_tool() -> None:
+    """Only the turns are candidates; a tool result is labelled with its tool's name."""
+    found = passages(TURNS, range(len(TURNS)))
+    assert [p.index for p in found] == [1, 2, 3, 4, 5, 6]
+    assert found[-1].render() == "- tool(search): kayak rentals: Paddle Hut, Lake Shop"
+
+
+def test_a_long_turn_is_quoted_in_parts_cut_at_sentence_ends() -> None:
+    """A turn longer than a passage is split at sentence ends, none longer than the limit,
+    and nothing of it is lost."""
+    sentence = "The migration moved the billing tables to the new cluster. "
+    long = {"role": "assistant", "content": sentence * 40}
+    found = passages([long], [0])
+    assert len(found) > 1
+    assert all(len(p.text) <= PASSAGE_CHARS for p in found)
+    assert " ".join(p.text for p in found).split() == (sentence * 40).split()
+
+
+def test_a_run_with_no_sentence_end_is_still_cut_to_size() -> None:
+    """A base64 blob or a minified line is cut where it reaches the size."""
+    found = passages([{"role": "tool", "content": "x" * (3 * PASSAGE_CHARS)}], [0])
+    assert [len(p.text) for p in found] == [PASSAGE_CHARS] * 3
+
+
+def test_the_passage_sharing_the_rarest_words_ranks_first() -> None:
+    """A word found in few passages outweighs a word found in many."""
+    found = passages(TURNS, range(len(TURNS)))
+    best = ranked("Where did we rent the kayak?", found)[0]
+    assert found[best[1]].index == 3  # "rented the kayak" beats "kayaking" and "kayak rentals"
+
+
+def test_words_found_in_half_the_passages_or_more_recall_nothing() -> None:
+    """A question sharing only words that half the turns or more hold ("the", "is", "der")
+    recalls no turn: their frequency says so, with no stop-word list, in any language."""
+    turns: list[Message] = [
+        {"role": "user", "content": f"The build {n} is green and the cache is warm."}
+        for n in range(6)
+    ] + [{"role": "user", "content": "Der Hund ist im Garten, und der Ball ist rot."}] * 2
+    found = passages(turns, range(len(turns)))
+    assert {found[p].index for _, p in ranked("Wo ist der Hund?", found)} == {6, 7}
+    assert ranked("What is the state of the build?", found) == []  # "build": 6 of 8
+    assert ranked("the is and", found) == []
+    assert recall("Is the cache the problem?", found, 500, count_text) == []  # "cache": 6 of 8
+
+
+def test_recall_keeps_to_its_room_and_the_conversations_order() -> None:
+    """The best passages that fit the room, rendered in the order they were said."""
+    found = passages(TURNS, range(len(TURNS)))
+    room = count_text(f"{LABEL}\n{END}") + count_text(found[2].render()) + 3
+    picked = recall("What does my sister do? Which hospital?", found, room, count_text)
+    assert [p.index for p in picked] == [5]
+    wide = recall("my sister and the kayak shop", found, 10_000, count_text)
+    assert [p.index for p in wide] == sorted(p.index for p in wide)
+    assert {1, 3, 5} <= {p.index for p in wide}
+
+
+def test_a_passage_the_extraction_already_quotes_is_not_quoted_again() -> None:
+    """What the stand-in holds verbatim is skipped, leaving the room to other turns."""
+    found = passages(TURNS, range(len(TURNS)))
+    shown = "Quoted facts:\n- user: My sister is a nurse at the children's hospital."
+    picked = recall("my sister the nurse", found, 10_000, count_text, shown=shown)
+    assert 5 not in {p.index for p in picked}
+    assert 1 in {p.index for p in picked}
+
+
+def test_the_quoted_block_is_labelled_and_goes_before_the_users_text() -> None:
+    """The block says what it is; a string message keeps its text after it, a parts list
+    gets a text part first."""
+    block = quoted([Passage(3, "user", "We rented the kayak from Paddle Hut.")])
+    assert block.splitlines() == [LABEL, "- user: We rented the kayak from Paddle Hut.", END]
+    text = with_preface({"role": "user", "content": "Where?"}, block)
+    assert text["content"] == f"{block}\n\nWhere?"
+    parts = with_preface({"role": "user", "content": [{"type": "text", "text": "Where?"}]}, block)
+    assert parts["content"] == [{"type": "text", "text": block}, {"type": "text", "text": "Where?"}]
