@@ -17,14 +17,16 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
+from evaluation import locomo
 from evaluation.conditions import CONDITIONS, ConditionName
-from evaluation.conversations import DEFAULT_FILLERS, HELD_OUT_FROM, generate
-from evaluation.probes import PROBE_KINDS, ProbeKind
+from evaluation.conversations import DEFAULT_FILLERS, HELD_OUT_FROM, Conversation, generate
+from evaluation.locomo import DEFAULT_DIALOGUES
+from evaluation.probes import PROBE_KINDS, Asked, ProbeKind
 from evaluation.report import CHART_HINT, chart, read_jsonl, table, write_jsonl
 from evaluation.runner import (
     ANSWER_TOKENS,
@@ -40,6 +42,11 @@ from kernel.tokens import count_messages
 from middleware.condensing.budget import budget_for
 
 _Name = TypeVar("_Name", bound=str)
+LOCOMO_CONDITIONS: tuple[ConditionName, ...] = tuple(
+    c for c in CONDITIONS if c not in ("short", "overspill-turns")
+)
+"""What a LoCoMo dialogue is played under: `short` needs a generated conversation, and
+replaying 300 turns one request at a time is left out by default (name it to run it)."""
 QUESTION_ROOM = 64
 """Tokens a baseline leaves for the probe's question beside the answer's reserve."""
 EXIT_USAGE = 2
@@ -65,6 +72,15 @@ def add_parser(commands: Any) -> None:
     parser.add_argument(
         "--answer-tokens", type=int, default=ANSWER_TOKENS,
         help=f"max_tokens of each probe and replayed turn (default {ANSWER_TOKENS})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--locomo", metavar="PATH",
+        help="play LoCoMo's dialogues instead of generated ones: its locomo10.json, or a "
+        "folder of its per-dialogue files (evaluation/locomo.py)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--dialogues", default=",".join(DEFAULT_DIALOGUES),
+        help="with --locomo: which dialogues (default: the eight developed on)",
     )  # fmt: skip
     parser.add_argument("--conditions", help="comma-separated (default: all)")
     parser.add_argument("--kinds", help="probe kinds to ask (default: all)")
@@ -127,15 +143,27 @@ class Plan:
 
     seeds: Sequence[int]
     conditions: Sequence[ConditionName]
-    kinds: Sequence[ProbeKind]
+    kinds: Sequence[str]
+    locomo: Path | None = None
+    """Play these LoCoMo dialogues instead of the seeds' generated conversations."""
+    dialogues: Sequence[str] = ()
 
 
 def run(args: argparse.Namespace) -> int:
     """Carry the evaluation out (or, with --report, report saved rows); the exit status."""
     try:
         seeds = parse_seeds(args.seeds) if args.seeds else default_seeds(args.conversations)
-        conditions = parse_conditions(args.conditions or ",".join(CONDITIONS))
-        kinds = parse_kinds(args.kinds or ",".join(PROBE_KINDS))
+        conditions: list[ConditionName]
+        if args.locomo:
+            playable = tuple(c for c in CONDITIONS if c != "short")
+            default = ",".join(LOCOMO_CONDITIONS)
+            conditions = _chosen(args.conditions or default, playable, "--conditions")
+            kinds: Sequence[str] = _chosen(
+                args.kinds or ",".join(locomo.DEFAULT_KINDS), locomo.LOCOMO_KINDS, "--kinds"
+            )
+        else:
+            conditions = parse_conditions(args.conditions or ",".join(CONDITIONS))
+            kinds = parse_kinds(args.kinds or ",".join(PROBE_KINDS))
     except ValueError as exc:
         print(f"eval: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -153,12 +181,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"eval: --out: {exc}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        rows = asyncio.run(_evaluate(args, Plan(seeds, conditions, kinds), sink))
+        plan = Plan(seeds, conditions, kinds, args.locomo and Path(args.locomo),
+                    [d.strip() for d in args.dialogues.split(",") if d.strip()])  # fmt: skip
+        rows = asyncio.run(_evaluate(args, plan, sink))
     except ConfigError as exc:
         for problem in exc.problems:
             print(f"{exc.path}: {problem}", file=sys.stderr)
         return EXIT_USAGE
-    except LookupError as exc:
+    except (LookupError, ValueError) as exc:
         print(f"eval: {exc}", file=sys.stderr)
         return EXIT_USAGE
     finally:
@@ -297,10 +327,8 @@ async def _play(
 ) -> list[Row]:
     """Every conversation in turn, its rows written to `sink` as they come."""
     rows: list[Row] = []
-    for seed in plan.seeds:
-        conversation = generate(seed, fillers=fillers)
-        asked = tuple(probe for probe in conversation.probes if probe.kind in plan.kinds)
-        conversation = replace(conversation, probes=asked)
+    for conversation in conversations(plan, fillers):
+        seed = conversation.seed
         for condition in plan.conditions:
             started = time.monotonic()
             done = await run_conversation(target, conversation, [condition], setup)
@@ -316,3 +344,18 @@ async def _play(
                 flush=True,
             )
     return rows
+
+
+def conversations(plan: Plan, fillers: int) -> Iterator[Conversation[Asked]]:
+    """The run's conversations with the probes of its kinds: LoCoMo's dialogues (loaded
+    first, so a bad file stops the run before any call), else the seeds' generated ones."""
+    if plan.locomo is not None:
+        dialogues = locomo.chosen(locomo.load(plan.locomo), plan.dialogues)
+        for dialogue in dialogues:
+            asked = locomo.asked(dialogue, plan.kinds)
+            yield Conversation(dialogue.number, dialogue.messages, asked, locomo.SOURCE)
+        return
+    for seed in plan.seeds:
+        conversation = generate(seed, fillers=fillers)
+        kept = tuple(probe for probe in conversation.probes if probe.kind in plan.kinds)
+        yield replace(conversation, probes=kept)

@@ -27,9 +27,9 @@ import json
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
-from evaluation.probes import PROBE_KINDS, Probe
+from evaluation.probes import PROBE_KINDS, Asked, Probe
 from kernel.types import Message
 
 SeedSet = Literal["tune", "held-out"]
@@ -44,18 +44,23 @@ def seed_set(seed: int) -> SeedSet:
     return "held-out" if seed >= HELD_OUT_FROM else "tune"
 
 
+Q = TypeVar("Q", bound=Asked, covariant=True)
+
+
 @dataclass(frozen=True, slots=True)
-class Conversation:
+class Conversation(Generic[Q]):
     """A generated conversation and the probes to ask after it."""
 
     seed: int
     messages: tuple[Message, ...]
-    probes: tuple[Probe, ...]
+    probes: tuple[Q, ...]
+    source: str | None = None
+    """Where a conversation nobody here wrote comes from (``locomo``); None: generated."""
 
     @property
-    def seed_set(self) -> SeedSet:
-        """tune or held-out."""
-        return seed_set(self.seed)
+    def seed_set(self) -> str:
+        """tune or held-out for a generated conversation, else its source."""
+        return self.source or seed_set(self.seed)
 
     def request_points(self) -> list[int]:
         """The prefix lengths a client sends as requests: each prefix whose next message is
@@ -432,7 +437,7 @@ def _search_filler(b: _Builder) -> list[Message]:
 FILLERS = (_chat_filler, _chat_filler, _tests_filler, _search_filler)
 
 
-def generate(seed: int, *, fillers: int = DEFAULT_FILLERS) -> Conversation:
+def generate(seed: int, *, fillers: int = DEFAULT_FILLERS) -> Conversation[Probe]:
     """The conversation of `seed`: the same seed and size give the same messages and probes."""
     rng = random.Random(f"overspill-eval:{seed}")
     b = _Builder(rng)

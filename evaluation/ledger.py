@@ -37,14 +37,19 @@ import random
 import re
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
+from evaluation import locomo
 from evaluation.cli import parse_seeds
+from evaluation.conditions import drop_oldest
 from evaluation.conversations import HELD_OUT_FROM, Conversation, generate
+from evaluation.locomo import Dialogue
 from evaluation.probes import PROBE_KINDS, Probe, contains_any, normalise
 from kernel.tokens import count_messages, count_text
 from kernel.types import Message
 from middleware.condensing.ledger import assemble, dedupe_facts, fact_lines, parse_extraction
 from middleware.condensing.prompt import render_transcript
+from middleware.condensing.relevance import passages, quoted, recall
 from middleware.condensing.split import split_history
 
 
@@ -74,7 +79,7 @@ def varying_notes(seed: int, low: int, high: int) -> Callable[[int], str]:
     return notes
 
 
-def once(conversation: Conversation, target: int, tail: int, notes: str = "") -> str:
+def once(conversation: Conversation[Probe], target: int, tail: int, notes: str = "") -> str:
     """One extraction's ledger of everything before the tail, then the tail."""
     end = tail_start(conversation.messages, tail)
     ledger = assemble(notes, fact_lines(conversation.messages[1:end]), target)
@@ -82,7 +87,7 @@ def once(conversation: Conversation, target: int, tail: int, notes: str = "") ->
 
 
 def nested(
-    conversation: Conversation,
+    conversation: Conversation[Probe],
     target: int,
     tail: int,
     step: int,
@@ -159,8 +164,85 @@ def requested(quoted: str, probe: Probe) -> bool:
     )  # fmt: skip
 
 
+EXTRACTION_SHARE = 0.3
+"""The extraction's share of the budget (1 - `context.intact_share`)."""
+LANDING_TAIL_SHARE = 0.2
+"""The tail's share when a growth lands the spliced request at `context.compact_to` (0.5)."""
+RECALL_SHARE = 0.15
+"""`context.recall_share`."""
+
+
+def locomo_shown(
+    dialogue: Dialogue,
+    questions: Sequence[str],
+    budget: int,
+    notes: str = "",
+    recall_share: float = RECALL_SHARE,
+) -> list[dict[str, str]]:
+    """What each condition shows before each of `questions` within `budget` prompt tokens,
+    with no model: the ledger of one extraction (the room `EXTRACTION_SHARE` gives it) and
+    the tail the splice lands with, that plus the condensed turns relevance.py recalls for
+    the question (in `recall_share` of the budget), and drop-oldest in the whole budget."""
+    messages = dialogue.messages
+    end = tail_start(messages, int(budget * LANDING_TAIL_SHARE))
+    history = render_transcript(messages[end:])
+    ledger = assemble(notes, fact_lines(messages[1:end]), int(budget * EXTRACTION_SHARE))
+    spliced = f"{ledger}\n{history}"
+    found = passages(messages, range(end))
+    dropped = render_transcript(drop_oldest(messages, budget, count_messages) or [])
+    room = int(budget * recall_share)
+    return [
+        {
+            "ledger+tail": spliced,
+            "ledger+tail+recall": f"{spliced}\n"
+            + quoted(recall(question, found, room, count_text, shown=ledger)),
+            "drop-oldest": dropped,
+        }
+        for question in questions
+    ]
+
+
+def locomo_main(path: Path, window: int, names: Sequence[str], recall_share: float) -> None:
+    """Per LoCoMo question kind: how often the annotated answer is in what each condition
+    shows, the dialogues developed on and the others apart."""
+    budget = int(window * 0.9) - 48 - 64  # the safety margin, the answer, the question
+    every = locomo.load(path)
+    chosen = locomo.chosen(every, names)
+    apart = [d for d in every if d.name not in names]
+    for label, dialogues in (("developed on", chosen), ("kept apart", apart)):
+        if not dialogues:
+            continue
+        found: dict[tuple[str, str], list[bool]] = defaultdict(list)
+        for dialogue in dialogues:
+            whole = render_transcript(dialogue.messages)
+            asked = locomo.asked(dialogue, locomo.DEFAULT_KINDS)
+            every_shown = locomo_shown(
+                dialogue, [q.question for q in asked], budget, recall_share=recall_share
+            )
+            for question, shown in zip(asked, every_shown, strict=True):
+                found[(question.kind, "whole")].append(question.present(whole))
+                for condition, text in shown.items():
+                    found[(question.kind, condition)].append(question.present(text))
+        names_of = ", ".join(d.name for d in dialogues)
+        print(f"\nLoCoMo {names_of} ({label}), window {window}: the answer in what is shown")
+        columns = ["whole", "ledger+tail", "ledger+tail+recall", "drop-oldest"]
+        print(f"{'':<12}" + "".join(f"{c:>20}" for c in columns))
+        for kind in locomo.DEFAULT_KINDS:
+            cells = [found[(kind, c)] for c in columns]
+            print(f"{kind:<12}" + "".join(f"{f'{sum(c)}/{len(c)}':>20}" for c in cells))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--locomo", metavar="PATH",
+        help="measure LoCoMo's dialogues instead (locomo10.json or its per-dialogue folder)",
+    )  # fmt: skip
+    parser.add_argument("--window", type=int, default=4096, help="with --locomo")
+    parser.add_argument("--recall-share", type=float, default=RECALL_SHARE, help="with --locomo")
+    parser.add_argument(
+        "--dialogues", default=",".join(locomo.DEFAULT_DIALOGUES), help="with --locomo"
+    )
     parser.add_argument("--seeds", default="1-8,1000-1007")
     parser.add_argument("--fillers", default="24,60")
     parser.add_argument("--target", type=int, default=480)
@@ -176,6 +258,9 @@ def main() -> None:
         help="each growth quotes every message it stands for anew (no ledger carried)",
     )  # fmt: skip
     args = parser.parse_args()
+    if args.locomo:
+        locomo_main(Path(args.locomo), args.window, args.dialogues.split(","), args.recall_share)
+        return
     low, _, high = args.notes.partition("-")
     notes = stand_in_notes(int(low))
     for fillers in (int(f) for f in args.fillers.split(",")):

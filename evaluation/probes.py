@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Literal, Protocol, get_args
 
 ProbeKind = Literal[
     "user_fact",
@@ -27,6 +27,20 @@ PROBE_KINDS: tuple[ProbeKind, ...] = get_args(ProbeKind)
 
 VALUE_SUFFIX = " Answer with just the value."
 """Appended to a question whose answer is a value (not to an instruction's task)."""
+
+
+class Asked(Protocol):
+    """What the runner asks and scores: a generated probe, or an outside dataset's question
+    (evaluation/locomo.py)."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def question(self) -> str: ...
+    @property
+    def prompt(self) -> str: ...
+    def score(self, answer: str) -> bool: ...
+    def present(self, text: str) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -85,11 +85,53 @@ def _cell(value: float | None) -> str:
 def table(rows: Sequence[Row], conditions: Sequence[str]) -> str:
     """Recall per probe kind (lines) and condition (columns), one block per seed set."""
     blocks = []
-    for seed_set in ("tune", "held-out"):
+    sets = sorted({row.seed_set for row in rows}, key=_set_order)
+    for seed_set in sets:
         chosen = [row for row in rows if row.seed_set == seed_set]
-        if chosen:
-            blocks.append(_block(seed_set, chosen, conditions))
+        blocks.append(_block(seed_set, chosen, conditions))
+        if seed_set not in SEED_SETS:  # an outside dataset: is the answer still there at all
+            blocks.append(_presence(seed_set, chosen, conditions))
     return "\n\n".join(blocks)
+
+
+SEED_SETS = ("tune", "held-out")
+"""The generated conversations' sets, listed first; an outside source's after them."""
+
+
+def _set_order(name: str) -> tuple[int, str]:
+    return (SEED_SETS.index(name) if name in SEED_SETS else len(SEED_SETS), name)
+
+
+def kinds_of(rows: Sequence[Row]) -> list[str]:
+    """The kinds to list: every generated kind (a kind not asked shows "-") when the rows
+    are the generator's, then any other kind the rows hold (an outside dataset's)."""
+    found = {row.kind for row in rows}
+    generated = list(PROBE_KINDS) if found & set(PROBE_KINDS) else []
+    return generated + sorted(found - set(PROBE_KINDS))
+
+
+def presence(rows: Sequence[Row]) -> float | None:
+    """The share of rows whose shown context held the right answer (None: none known)."""
+    known = [row.present for row in rows if row.present is not None]
+    return sum(known) / len(known) if known else None
+
+
+def _presence(seed_set: str, rows: Sequence[Row], conditions: Sequence[str]) -> str:
+    """Per kind and condition: how often the right answer was in what the model was shown."""
+    width = max(len(name) for name in conditions) + 2
+    lines = [
+        f"{seed_set}: the right answer in what the model was shown",
+        f"{'':<16}" + "".join(f"{name:>{width}}" for name in conditions),
+    ]
+    for kind in [*kinds_of(rows), "all"]:
+        cells = []
+        for condition in conditions:
+            of = [r for r in rows if r.condition == condition and kind in ("all", r.kind)]
+            value = presence(of)
+            known = sum(r.present is not None for r in of)
+            cells.append("-" if value is None else f"{100 * value:.0f}% of {known}")
+        lines.append(f"{kind:<16}" + "".join(f"{cell:>{width}}" for cell in cells))
+    return "\n".join(lines)
 
 
 def _block(seed_set: str, rows: Sequence[Row], conditions: Sequence[str]) -> str:
@@ -104,7 +146,7 @@ def _block(seed_set: str, rows: Sequence[Row], conditions: Sequence[str]) -> str
     by: dict[tuple[str, str], list[Row]] = defaultdict(list)
     for row in rows:
         by[(row.condition, row.kind)].append(row)
-    for kind in PROBE_KINDS:
+    for kind in kinds_of(rows):
         lines.append(line(kind, (_cell(recall(by.get((c, kind), []))) for c in conditions)))
     per = {c: [row for row in rows if row.condition == c] for c in conditions}
     lines.append(line("all", (_cell(recall(per[c])) for c in conditions)))
@@ -119,7 +161,7 @@ def _block(seed_set: str, rows: Sequence[Row], conditions: Sequence[str]) -> str
             lines.append(line(label, ("-" if p is None else str(p[side]) for p in paired.values())))
     if CEILING in conditions and set(conditions) - UNPAIRED:
         lines.append(f"points against {CEILING} on the probes both asked:")
-        for name in [*PROBE_KINDS, "all"]:
+        for name in [*kinds_of(rows), "all"]:
             of = {c: [r for r in per[c] if name in ("all", r.kind)] for c in conditions}
             gaps = (_points(points_against(c, of[c], of[CEILING])) for c in conditions)
             lines.append(line(f"  {name}", gaps))
@@ -168,11 +210,11 @@ def _paired(condition: str, rows: Sequence[Row], ceiling: Sequence[Row]) -> list
     """(right here, right under the ceiling) for each probe both asked; none if unpaired."""
     if condition in UNPAIRED:
         return []
-    right = {(r.seed, r.kind): bool(r.correct) for r in ceiling if r.status == "ok"}
+    right = {(r.seed, r.kind, r.question): bool(r.correct) for r in ceiling if r.status == "ok"}
     return [
-        (bool(row.correct), right[(row.seed, row.kind)])
+        (bool(row.correct), right[(row.seed, row.kind, row.question)])
         for row in rows
-        if row.status == "ok" and (row.seed, row.kind) in right
+        if row.status == "ok" and (row.seed, row.kind, row.question) in right
     ]
 
 

@@ -38,7 +38,7 @@ from evaluation.conditions import (
     with_summary,
 )
 from evaluation.conversations import Conversation, generate
-from evaluation.probes import Probe
+from evaluation.probes import Asked
 from kernel.errors import ContextWindowExceeded, OverspillError
 from kernel.types import Message
 
@@ -126,12 +126,15 @@ class Setup:
     """Whether each row carries what the model was shown (to read why an answer missed)."""
 
 
-def _ask_user(probe: Probe) -> Message:
+def _ask_user(probe: Asked) -> Message:
     return {"role": "user", "content": probe.prompt}
 
 
 async def run_conversation(
-    target: Target, conversation: Conversation, conditions: Sequence[ConditionName], setup: Setup
+    target: Target,
+    conversation: Conversation[Asked],
+    conditions: Sequence[ConditionName],
+    setup: Setup,
 ) -> list[Row]:
     """Every condition's rows for one conversation, in the order of `conditions`."""
     rows: list[Row] = []
@@ -141,7 +144,7 @@ async def run_conversation(
 
 
 async def _condition(
-    target: Target, conversation: Conversation, condition: ConditionName, setup: Setup
+    target: Target, conversation: Conversation[Asked], condition: ConditionName, setup: Setup
 ) -> list[Row]:
     messages = conversation.messages
     if condition == "short":  # the model's own floor: the same kinds, nothing to compact
@@ -167,7 +170,7 @@ async def _condition(
 
 async def _ask_each(
     target: Target,
-    conversation: Conversation,
+    conversation: Conversation[Asked],
     condition: ConditionName,
     shown: Sequence[Message] | None,
     setup: Setup,
@@ -195,7 +198,7 @@ async def _ask_each(
 
 
 async def _through_overspill(
-    target: Target, conversation: Conversation, condition: ConditionName, setup: Setup
+    target: Target, conversation: Conversation[Asked], condition: ConditionName, setup: Setup
 ) -> list[Row]:
     """The probes after overspill's layers saw the conversation (replayed first for turns)."""
     messages = conversation.messages
@@ -211,7 +214,7 @@ async def _through_overspill(
                 detail = f"turn {point}: {error.message}"
                 return _all(conversation, condition, _status(error), detail)
             replaced.add(sent.replaced)
-    asked: list[tuple[Probe, Sent | OverspillError]] = []
+    asked: list[tuple[Asked, Sent | OverspillError]] = []
     for probe in conversation.probes:
         try:
             sent = await target.send(
@@ -241,7 +244,7 @@ async def _through_overspill(
     return rows
 
 
-def condensed(messages: Sequence[Message], probe: Probe, grown: set[int]) -> int | None:
+def condensed(messages: Sequence[Message], probe: Asked, grown: set[int]) -> int | None:
     """How many growths condensed the latest message holding `probe`'s right value.
 
     A growth is known by the messages its extraction stands in for (`Sent.replaced`): the
@@ -265,7 +268,7 @@ def _status(error: OverspillError) -> str:
 
 
 def _row(
-    conversation: Conversation, condition: str, probe: Probe, status: str, **fields: Any
+    conversation: Conversation[Asked], condition: str, probe: Asked, status: str, **fields: Any
 ) -> Row:
     return Row(
         conversation.seed, conversation.seed_set, condition, probe.kind, probe.question, status,
@@ -273,6 +276,6 @@ def _row(
     )  # fmt: skip
 
 
-def _all(conversation: Conversation, condition: str, status: str, detail: str) -> list[Row]:
+def _all(conversation: Conversation[Asked], condition: str, status: str, detail: str) -> list[Row]:
     """One unanswered row per probe."""
     return [_row(conversation, condition, p, status, detail=detail) for p in conversation.probes]

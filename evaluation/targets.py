@@ -71,7 +71,12 @@ class InProcess:
                 except OverspillError:
                     log.exception("a background growth failed", extra={"job": name})
         replaced = int(ctx.notes.get("messages-replaced", 0))
-        return Sent(text, replaced, await self._shown(messages, conversation))
+        recalled = ctx.derived.get("recalled")
+        before = messages if play else messages[:-1]  # a probe: what came before its question
+        shown = await self._shown(before, conversation)
+        if isinstance(recalled, str):  # the condensed turns quoted beside the question
+            shown = f"{shown}\n\n{recalled}"
+        return Sent(text, replaced, shown)
 
     async def _shown(self, messages: Sequence[Message], conversation: str) -> str:
         """The stored extraction and the messages after it (all of them, when none applies)."""

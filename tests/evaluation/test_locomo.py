@@ -1,0 +1,164 @@
+"""LoCoMo's layouts read as conversations, its answers scored by their words, and
+`overspill eval --locomo` playing them through the real layers (a scripted upstream)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+import respx
+
+from evaluation import locomo
+from evaluation.locomo import Question, content_words
+from providers.fake import completion
+from proxy.cli import main
+
+FILLER = "We talked about the weather and the week in general, nothing special happened."
+
+
+def dialogue(sessions: int = 12) -> dict[str, Any]:
+    """A LoCoMo-shaped conversation (not LoCoMo's text): Ann and Ben over `sessions`
+    sessions; the first holds the facts the questions ask about."""
+    conversation: dict[str, Any] = {"speaker_a": "Ann", "speaker_b": "Ben"}
+    for number in range(1, sessions + 1):
+        turns = [
+            {"speaker": "Ann", "dia_id": f"D{number}:{i}", "text": f"{FILLER} ({number}.{i})"}
+            for i in range(1, 9)
+        ]
+        conversation[f"session_{number}_date_time"] = f"1:00 pm on {number} May, 2023"
+        conversation[f"session_{number}"] = turns
+    conversation["session_1"][1] = {
+        "speaker": "Ben", "dia_id": "D1:2", "text": "I adopted two greyhounds from the shelter!",
+        "blip_caption": "a photo of two dogs on a sofa",
+    }  # fmt: skip
+    return conversation
+
+
+QA = [
+    {"question": "What did Ben adopt?", "answer": "two greyhounds", "evidence": ["D1:2"],
+     "category": 4},
+    {"question": "Where did Ben get his dogs and what did he share?",
+     "answer": "shelter, photo of dogs", "category": 1, "evidence": ["D1:2"]},
+    {"question": "When did Ben adopt?", "answer": "1 May 2023", "category": 2, "evidence": []},
+    {"question": "Would Ben like cats?", "answer": "Likely yes", "category": 3},
+    {"question": "What did Ann adopt?", "adversarial_answer": "greyhounds", "category": 5},
+    {"question": "What did Ben say about the day?", "answer": "that it was a long day with the "
+     "dogs at the shelter", "category": 4},
+]  # fmt: skip
+
+
+def write_both(tmp_path: Path) -> tuple[Path, Path]:
+    """The dialogue as locomo10.json and as a per-dialogue folder."""
+    whole = tmp_path / "locomo10.json"
+    whole.write_text(json.dumps([{"sample_id": "conv-7", "conversation": dialogue(), "qa": QA}]))
+    folder = tmp_path / "v2"
+    folder.mkdir()
+    (folder / "7.json").write_text(json.dumps({**dialogue(), "qa": QA}))
+    return whole, folder
+
+
+def test_both_layouts_read_as_the_same_chat(tmp_path: Path) -> None:
+    """locomo10.json and the per-dialogue files give the same dialogue: the first speaker's
+    turns are the user's, each says who spoke, a session's first turn its date, a photo its
+    caption; adversarial questions (no answer) are left out."""
+    whole, folder = write_both(tmp_path)
+    (one,) = locomo.load(whole)
+    assert locomo.load(folder) == [one] == locomo.load(folder / "7.json")
+    assert one.name == "conv-7"
+    assert one.number == 7
+    assert one.messages[1] == {
+        "role": "user", "content": f"[1:00 pm on 1 May, 2023] Ann: {FILLER} (1.1)",
+    }  # fmt: skip
+    assert one.messages[2] == {
+        "role": "assistant",
+        "content": "Ben: I adopted two greyhounds from the shelter! "
+        "[and shared a photo of two dogs on a sofa]",
+    }
+    assert [q.kind for q in one.questions] == [
+        "single_hop", "multi_hop", "temporal", "open_domain", "single_hop",
+    ]  # fmt: skip
+    asked = locomo.asked(one, locomo.DEFAULT_KINDS)
+    assert [q.question for q in asked] == [q["question"] for q in QA[:3]]  # short answers only
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("{", "cannot be read as JSON"),
+        ('{"a": 1}', "neither locomo10.json"),
+        ('[{"sample_id": "x"}]', "needs a conversation object"),
+        ('[{"conversation": {"speaker_a": "A"}}]', "speaker_a and speaker_b"),
+        ('[{"conversation": {"speaker_a": "A", "speaker_b": "B", "session_1": 3}}]',
+         "session_1 is not a list"),
+        ('[{"conversation": {"speaker_a": "A", "speaker_b": "B"}, "qa": [{"answer": 1}]}]',
+         "needs a question and a category"),
+    ],
+)  # fmt: skip
+def test_a_file_that_is_not_locomo_is_refused_naming_what_is_wrong(
+    tmp_path: Path, text: str, problem: str
+) -> None:
+    """A broken or foreign file is a ValueError that names the file and the problem."""
+    path = tmp_path / "bad.json"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=problem) as raised:
+        locomo.load(path)
+    assert str(path) in str(raised.value)
+
+
+def test_answers_are_scored_by_every_content_word() -> None:
+    """Present and right need every content word of the annotated answer, ignoring case,
+    function words and a plural's s; a list answer needs each of its items."""
+    question = Question("multi_hop", "What martial arts has John done?", "Kickboxing, Taekwondo")
+    assert content_words("The Shelters, and a dog's bowl") == {"shelter", "dog", "bowl"}
+    assert question.score("He did kickboxing and some taekwondo.")
+    assert not question.score("Kickboxing.")
+    assert question.present("john: I started Taekwondo... kickboxing is next")
+    assert not Question("single_hop", "q", "the").score("the")  # no content word: never right
+
+
+@respx.mock
+def test_the_cli_plays_locomo_dialogues_through_the_layers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`overspill eval --locomo` asks each dialogue's questions under each condition and
+    prints recall and, apart, how often the answer was in what the model was shown; the
+    recalled turn puts the answer in front of overspill's answering call."""
+    asked: list[str] = []
+
+    def upstream(request: httpx.Request) -> httpx.Response:
+        last = str(json.loads(request.content)["messages"][-1].get("content"))
+        asked.append(last)
+        text = "two greyhounds" if "greyhounds" in last and "short phrase" in last else "- notes"
+        return httpx.Response(200, json=completion(text, prompt_tokens=100))
+
+    respx.post("http://upstream.test/v1/chat/completions").mock(side_effect=upstream)
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "model_list:\n  - model_name: local\n    litellm_params: {model: openai/m, "
+        'api_base: "http://upstream.test/v1"}\n    context: {window: 2048}\n'
+        "general_settings: {upstream_client: httpx}\n"
+    )
+    _, folder = write_both(tmp_path)
+    out = tmp_path / "rows.jsonl"
+    status = main(
+        ["eval", "--config", str(config), "--locomo", str(folder), "--dialogues", "conv-7",
+         "--conditions", "overspill-once,drop-oldest", "--kinds", "single_hop",
+         "--out", str(out)]
+    )  # fmt: skip
+    assert status == 0
+    rows = {r["condition"]: r for r in map(orjson.loads, out.read_bytes().splitlines())}
+    assert rows["overspill-once"]["seed_set"] == "locomo"
+    assert rows["overspill-once"]["present"]
+    assert rows["overspill-once"]["correct"]
+    assert not rows["drop-oldest"]["present"]
+    assert not rows["drop-oldest"]["correct"]
+    printed = capsys.readouterr().out
+    assert "locomo: the right answer in what the model was shown" in printed
+    bad = main(["eval", "--config", str(config), "--locomo", str(folder), "--dialogues",
+                "conv-99", "--out", str(out)])  # fmt: skip
+    assert bad == 2
+    assert "conv-99 not in the file" in capsys.readouterr().err
