@@ -25,7 +25,7 @@ import functools
 import math
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from kernel.types import Message
@@ -38,6 +38,8 @@ B = 0.75
 PASSAGE_CHARS = 600
 """A longer turn is quoted in parts of about this many characters, cut at line or sentence
 ends, so one long tool result cannot take the whole room."""
+MIN_PASSAGE_TOKENS = 8
+"""Below this much room left, no passage is looked at any more."""
 MAX_QUESTION_CHARS = 2000
 """Only the start of a longer user message is read as the question."""
 LABEL = (
@@ -109,33 +111,39 @@ def words(text: str) -> tuple[str, ...]:
     return tuple(_WORD.findall(text.lower()))
 
 
+@functools.lru_cache(maxsize=16384)
+def _bag(text: str) -> tuple[Mapping[str, int], int]:
+    """How often each word occurs in `text`, and how many words it has (cached: never
+    changed by a caller)."""
+    found = words(text)
+    return Counter(found), len(found)
+
+
 def ranked(question: str, found: Sequence[Passage]) -> list[tuple[float, int]]:
     """(BM25 score, position in `found`) of each passage sharing a distinctive word with
     `question`, best first; ties in the conversation's order."""
     asked = set(words(question[:MAX_QUESTION_CHARS]))
     if not asked or not found:
         return []
-    bags = [Counter(words(p.text)) for p in found]
+    bags = [_bag(p.text) for p in found]
     total = len(bags)
-    average = sum(sum(bag.values()) for bag in bags) / total or 1.0
-    frequency = Counter(word for bag in bags for word in asked & bag.keys())
-    weight = {
-        word: math.log(1 + (total - n + 0.5) / (n + 0.5))
-        for word, n in frequency.items()
-        if n < total / 2
-    }
-    scored = []
-    for position, bag in enumerate(bags):
-        length = sum(bag.values())
-        score = 0.0
-        for word, idf in weight.items():
-            tf = bag.get(word, 0)
-            if tf:
-                score += idf * tf * (K1 + 1) / (tf + K1 * (1 - B + B * length / average))
-        if score > 0:
-            scored.append((score, position))
-    scored.sort(key=lambda pair: (-pair[0], pair[1]))
-    return scored
+    average = sum(length for _, length in bags) / total or 1.0
+    holding: dict[str, list[int]] = {}
+    for position, (bag, _) in enumerate(bags):
+        for word in asked.intersection(bag):
+            holding.setdefault(word, []).append(position)
+    scores: dict[int, float] = {}
+    for word, positions in holding.items():
+        n = len(positions)
+        if n >= total / 2:
+            continue
+        idf = math.log(1 + (total - n + 0.5) / (n + 0.5))
+        for position in positions:
+            bag, length = bags[position]
+            tf = bag[word]
+            norm = K1 * (1 - B + B * length / average)
+            scores[position] = scores.get(position, 0.0) + idf * tf * (K1 + 1) / (tf + norm)
+    return sorted(((score, p) for p, score in scores.items()), key=lambda x: (-x[0], x[1]))
 
 
 def recall(
@@ -151,6 +159,8 @@ def recall(
     picked: list[int] = []
     left = room - count(f"{LABEL}\n{END}")
     for _, position in ranked(question, found):
+        if left < MIN_PASSAGE_TOKENS:
+            break
         passage = found[position]
         if passage.text in shown:
             continue
