@@ -45,6 +45,7 @@ from evaluation.conditions import drop_oldest
 from evaluation.conversations import HELD_OUT_FROM, Conversation, generate
 from evaluation.locomo import Dialogue
 from evaluation.probes import PROBE_KINDS, Probe, contains_any, normalise
+from kernel.config import ContextSettings
 from kernel.tokens import count_messages, count_text
 from kernel.types import Message
 from middleware.condensing.ledger import assemble, dedupe_facts, fact_lines, parse_extraction
@@ -168,8 +169,8 @@ EXTRACTION_SHARE = 0.3
 """The extraction's share of the budget (1 - `context.intact_share`)."""
 LANDING_TAIL_SHARE = 0.2
 """The tail's share when a growth lands the spliced request at `context.compact_to` (0.5)."""
-RECALL_SHARE = 0.15
-"""`context.recall_share`."""
+RECALL_SHARE = float(ContextSettings.model_fields["recall_share"].default)
+"""`context.recall_share`'s default."""
 
 
 def locomo_shown(

@@ -260,10 +260,11 @@ class ContextSettings(_Frozen):
     """Share of the window kept free for the token estimate's error."""
     intact_share: float = Field(default=0.7, gt=0, lt=1)
     """Share of the budget the newest turns may keep verbatim when history is condensed."""
-    recall_share: float = Field(default=0.15, ge=0, lt=0.5)
+    recall_share: float = Field(default=0.25, ge=0, lt=1)
     """Share of the prompt budget that turns of the condensed history bearing on the latest
     user message may take beside a spliced history, quoted verbatim before that message
-    (middleware/condensing/relevance.py); 0: never. Only room the spliced request leaves."""
+    (middleware/condensing/relevance.py); 0: never. Only room the spliced request leaves
+    below `grow_at`: a growth lands at `compact_to`, so 0.25 of the 0.35 between them."""
     splice_min_messages: int = Field(default=20, ge=1)
     """`history_splice` acts only on conversations at least this many messages long."""
     grow_at: float = Field(default=0.85, gt=0, le=1)

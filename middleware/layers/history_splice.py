@@ -399,14 +399,16 @@ class HistorySplice:
         self, request: ChatRequest, ctx: RequestContext, entry: ModelEntry, fit: Fit
     ) -> Fit:
         """The spliced request with the condensed turns that bear on its latest user message
-        quoted before that message (relevance.py), in the room the splice leaves, at most
+        quoted before that message (relevance.py), in the room the splice leaves below
+        `context.grow_at` (so a quote never makes the next turn grow), at most
         `context.recall_share` of the budget. The latest user message is the conversation's
         newest, so the prefix the upstream cached from the last turn is kept."""
         end = fit.prefix[0]
         at = _latest_user(fit.messages)
         if fit.limit is None or not end or at is None or entry.context.recall_share <= 0:
             return fit
-        room = min(fit.limit * entry.context.recall_share, fit.limit - fit.estimate)
+        share = min(entry.context.recall_share, entry.context.grow_at)
+        room = min(fit.limit * share, fit.limit * entry.context.grow_at - fit.estimate)
         room = int(room / fit.scale)
         question = content_text(fit.messages[at])
         if room <= 0 or not question:
