@@ -50,7 +50,7 @@ from kernel.tokens import count_messages, count_text
 from kernel.types import Message
 from middleware.condensing.ledger import assemble, dedupe_facts, fact_lines, parse_extraction
 from middleware.condensing.prompt import render_transcript
-from middleware.condensing.relevance import passages, quoted, recall
+from middleware.condensing.relevance import passages, pick, quoted
 from middleware.condensing.split import split_history
 
 
@@ -169,8 +169,8 @@ EXTRACTION_SHARE = 0.3
 """The extraction's share of the budget (1 - `context.intact_share`)."""
 LANDING_TAIL_SHARE = 0.2
 """The tail's share when a growth lands the spliced request at `context.compact_to` (0.5)."""
-RECALL_SHARE = float(ContextSettings.model_fields["recall_share"].default)
-"""`context.recall_share`'s default."""
+RELEVANT_SHARE = float(ContextSettings.model_fields["relevant_share"].default)
+"""`context.relevant_share`'s default."""
 
 
 def locomo_shown(
@@ -178,12 +178,12 @@ def locomo_shown(
     questions: Sequence[str],
     budget: int,
     notes: str = "",
-    recall_share: float = RECALL_SHARE,
+    relevant_share: float = RELEVANT_SHARE,
 ) -> list[dict[str, str]]:
     """What each condition shows before each of `questions` within `budget` prompt tokens,
     with no model: the ledger of one extraction (the room `EXTRACTION_SHARE` gives it) and
     the tail the splice lands with, that plus the condensed turns relevance.py recalls for
-    the question (in `recall_share` of the budget), and drop-oldest in the whole budget."""
+    the question (in `relevant_share` of the budget), and drop-oldest in the whole budget."""
     messages = dialogue.messages
     end = tail_start(messages, int(budget * LANDING_TAIL_SHARE))
     history = render_transcript(messages[end:])
@@ -191,19 +191,19 @@ def locomo_shown(
     spliced = f"{ledger}\n{history}"
     found = passages(messages, range(end))
     dropped = render_transcript(drop_oldest(messages, budget, count_messages) or [])
-    room = int(budget * recall_share)
+    room = int(budget * relevant_share)
     return [
         {
             "ledger+tail": spliced,
-            "ledger+tail+recall": f"{spliced}\n"
-            + quoted(recall(question, found, room, count_text, shown=ledger)),
+            "ledger+tail+relevant": f"{spliced}\n"
+            + quoted(pick(question, found, room, count_text, shown=ledger)),
             "drop-oldest": dropped,
         }
         for question in questions
     ]
 
 
-def locomo_main(path: Path, window: int, names: Sequence[str], recall_share: float) -> None:
+def locomo_main(path: Path, window: int, names: Sequence[str], relevant_share: float) -> None:
     """Per LoCoMo question kind: how often the annotated answer is in what each condition
     shows, the dialogues developed on and the others apart."""
     budget = int(window * 0.9) - 48 - 64  # the safety margin, the answer, the question
@@ -218,7 +218,7 @@ def locomo_main(path: Path, window: int, names: Sequence[str], recall_share: flo
             whole = render_transcript(dialogue.messages)
             asked = locomo.asked(dialogue, locomo.DEFAULT_KINDS)
             every_shown = locomo_shown(
-                dialogue, [q.question for q in asked], budget, recall_share=recall_share
+                dialogue, [q.question for q in asked], budget, relevant_share=relevant_share
             )
             for question, shown in zip(asked, every_shown, strict=True):
                 found[(question.kind, "whole")].append(question.present(whole))
@@ -226,7 +226,7 @@ def locomo_main(path: Path, window: int, names: Sequence[str], recall_share: flo
                     found[(question.kind, condition)].append(question.present(text))
         names_of = ", ".join(d.name for d in dialogues)
         print(f"\nLoCoMo {names_of} ({label}), window {window}: the answer in what is shown")
-        columns = ["whole", "ledger+tail", "ledger+tail+recall", "drop-oldest"]
+        columns = ["whole", "ledger+tail", "ledger+tail+relevant", "drop-oldest"]
         print(f"{'':<12}" + "".join(f"{c:>20}" for c in columns))
         for kind in locomo.DEFAULT_KINDS:
             cells = [found[(kind, c)] for c in columns]
@@ -240,7 +240,9 @@ def main() -> None:
         help="measure LoCoMo's dialogues instead (locomo10.json or its per-dialogue folder)",
     )  # fmt: skip
     parser.add_argument("--window", type=int, default=4096, help="with --locomo")
-    parser.add_argument("--recall-share", type=float, default=RECALL_SHARE, help="with --locomo")
+    parser.add_argument(
+        "--relevant-share", type=float, default=RELEVANT_SHARE, help="with --locomo"
+    )
     parser.add_argument(
         "--dialogues", default=",".join(locomo.DEFAULT_DIALOGUES), help="with --locomo"
     )
@@ -260,7 +262,7 @@ def main() -> None:
     )  # fmt: skip
     args = parser.parse_args()
     if args.locomo:
-        locomo_main(Path(args.locomo), args.window, args.dialogues.split(","), args.recall_share)
+        locomo_main(Path(args.locomo), args.window, args.dialogues.split(","), args.relevant_share)
         return
     low, _, high = args.notes.partition("-")
     notes = stand_in_notes(int(low))

@@ -71,11 +71,11 @@ class InProcess:
                 except OverspillError:
                     log.exception("a background growth failed", extra={"job": name})
         replaced = int(ctx.notes.get("messages-replaced", 0))
-        recalled = ctx.derived.get("recalled")
+        relevant = ctx.derived.get("relevant-turns")
         before = messages if play else messages[:-1]  # a probe: what came before its question
         shown = await self._shown(before, conversation)
-        if isinstance(recalled, str):  # the condensed turns quoted beside the question
-            shown = f"{shown}\n\n{recalled}"
+        if isinstance(relevant, str):  # the condensed turns quoted beside the question
+            shown = f"{shown}\n\n{relevant}"
         return Sent(text, replaced, shown)
 
     async def _shown(self, messages: Sequence[Message], conversation: str) -> str:

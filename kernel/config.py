@@ -260,7 +260,7 @@ class ContextSettings(_Frozen):
     """Share of the window kept free for the token estimate's error."""
     intact_share: float = Field(default=0.7, gt=0, lt=1)
     """Share of the budget the newest turns may keep verbatim when history is condensed."""
-    recall_share: float = Field(default=0.25, ge=0, lt=1)
+    relevant_share: float = Field(default=0.25, ge=0, lt=1)
     """Share of the prompt budget that turns of the condensed history bearing on the latest
     user message may take beside a spliced history, quoted verbatim before that message
     (middleware/condensing/relevance.py); 0: never. Only room the spliced request leaves

@@ -146,7 +146,7 @@ def ranked(question: str, found: Sequence[Passage]) -> list[tuple[float, int]]:
     return sorted(((score, p) for p, score in scores.items()), key=lambda x: (-x[0], x[1]))
 
 
-def recall(
+def pick(
     question: str,
     found: Sequence[Passage],
     room: int,

@@ -59,7 +59,7 @@ from kernel.tokens import REPLY_PRIMING_TOKENS
 from kernel.types import ChatRequest, ChatResponse, Message, Next, RequestContext
 from middleware.condensing.condenser import Condenser, Plan, report
 from middleware.condensing.prompt import content_text
-from middleware.condensing.relevance import passages, quoted, recall, with_preface
+from middleware.condensing.relevance import passages, pick, quoted, with_preface
 from middleware.condensing.split import Split, assemble, context_message, partition, pinned_of
 from middleware.layers.hysteresis import landing_share, tail_share, turn_tokens
 from middleware.layers.shadow import would
@@ -145,7 +145,7 @@ class HistorySplice:
             return await call_next(request, ctx)  # fits whole: the client's own bytes go
         self._note(request, ctx, entry, fit, grown)
         self._prefix_kept(ctx, entry, fit)
-        fit = self._recall(request, ctx, entry, fit)
+        fit = self._quote_relevant(request, ctx, entry, fit)
         response = await call_next(request.spliced(fit.messages), ctx)
         await self.estimator.observe(entry, fit.counted, response.prompt_tokens())
         return response
@@ -395,19 +395,19 @@ class HistorySplice:
         fit = await self._fit(request, ctx, entry, cached, window)
         await self.warm(request.spliced(fit.messages), entry, ctx.spend)
 
-    def _recall(
+    def _quote_relevant(
         self, request: ChatRequest, ctx: RequestContext, entry: ModelEntry, fit: Fit
     ) -> Fit:
         """The spliced request with the condensed turns that bear on its latest user message
         quoted before that message (relevance.py), in the room the splice leaves below
         `context.grow_at` (so a quote never makes the next turn grow), at most
-        `context.recall_share` of the budget. The latest user message is the conversation's
+        `context.relevant_share` of the budget. The latest user message is the conversation's
         newest, so the prefix the upstream cached from the last turn is kept."""
         end = fit.prefix[0]
         at = _latest_user(fit.messages)
-        if fit.limit is None or not end or at is None or entry.context.recall_share <= 0:
+        if fit.limit is None or not end or at is None or entry.context.relevant_share <= 0:
             return fit
-        share = min(entry.context.recall_share, entry.context.grow_at)
+        share = min(entry.context.relevant_share, entry.context.grow_at)
         room = min(fit.limit * share, fit.limit * entry.context.grow_at - fit.estimate)
         room = int(room / fit.scale)
         question = content_text(fit.messages[at])
@@ -416,15 +416,15 @@ class HistorySplice:
         found = passages(request.messages, range(end))
         counter = self.estimator.counter(entry)
         stand_in = "\n".join(str(m.get("content")) for m in fit.messages[:at])
-        picked = recall(question, found, room, counter.count_text, shown=stand_in)
+        picked = pick(question, found, room, counter.count_text, shown=stand_in)
         if not picked:
             return fit
         block = quoted(picked)
         messages = list(fit.messages)
         messages[at] = with_preface(messages[at], block)
         added = counter.count_text(block) + 1
-        ctx.note("recalled", str(len(picked)))
-        ctx.derived["recalled"] = block
+        ctx.note("relevant-turns", str(len(picked)))
+        ctx.derived["relevant-turns"] = block
         return replace(fit, messages=tuple(messages), counted=fit.counted + added)
 
     def _prefix_kept(self, ctx: RequestContext, entry: ModelEntry, fit: Fit) -> None:

@@ -10,9 +10,9 @@ from middleware.condensing.relevance import (
     PASSAGE_CHARS,
     Passage,
     passages,
+    pick,
     quoted,
     ranked,
-    recall,
     with_preface,
 )
 
@@ -58,9 +58,9 @@ def test_the_passage_sharing_the_rarest_words_ranks_first() -> None:
     assert found[best[1]].index == 3  # "rented the kayak" beats "kayaking" and "kayak rentals"
 
 
-def test_words_found_in_half_the_passages_or_more_recall_nothing() -> None:
+def test_words_found_in_half_the_passages_or_more_pick_nothing() -> None:
     """A question sharing only words that half the turns or more hold ("the", "is", "der")
-    recalls no turn: their frequency says so, with no stop-word list, in any language."""
+    picks no turn: their frequency says so, with no stop-word list, in any language."""
     turns: list[Message] = [
         {"role": "user", "content": f"The build {n} is green and the cache is warm."}
         for n in range(6)
@@ -69,16 +69,16 @@ def test_words_found_in_half_the_passages_or_more_recall_nothing() -> None:
     assert {found[p].index for _, p in ranked("Wo ist der Hund?", found)} == {6, 7}
     assert ranked("What is the state of the build?", found) == []  # "build": 6 of 8
     assert ranked("the is and", found) == []
-    assert recall("Is the cache the problem?", found, 500, count_text) == []  # "cache": 6 of 8
+    assert pick("Is the cache the problem?", found, 500, count_text) == []  # "cache": 6 of 8
 
 
-def test_recall_keeps_to_its_room_and_the_conversations_order() -> None:
+def test_picking_keeps_to_its_room_and_the_conversations_order() -> None:
     """The best passages that fit the room, rendered in the order they were said."""
     found = passages(TURNS, range(len(TURNS)))
     room = count_text(f"{LABEL}\n{END}") + count_text(found[2].render()) + 3
-    picked = recall("What does my sister do? Which hospital?", found, room, count_text)
+    picked = pick("What does my sister do? Which hospital?", found, room, count_text)
     assert [p.index for p in picked] == [5]
-    wide = recall("my sister and the kayak shop", found, 10_000, count_text)
+    wide = pick("my sister and the kayak shop", found, 10_000, count_text)
     assert [p.index for p in wide] == sorted(p.index for p in wide)
     assert {1, 3, 5} <= {p.index for p in wide}
 
@@ -87,7 +87,7 @@ def test_a_passage_the_extraction_already_quotes_is_not_quoted_again() -> None:
     """What the stand-in holds verbatim is skipped, leaving the room to other turns."""
     found = passages(TURNS, range(len(TURNS)))
     shown = "Quoted facts:\n- user: My sister is a nurse at the children's hospital."
-    picked = recall("my sister the nurse", found, 10_000, count_text, shown=shown)
+    picked = pick("my sister the nurse", found, 10_000, count_text, shown=shown)
     assert 5 not in {p.index for p in picked}
     assert 1 in {p.index for p in picked}
 

@@ -302,7 +302,7 @@ async def test_the_condensed_turns_a_question_is_about_are_quoted_before_it(
     assert last.startswith(LABEL)
     assert "- user: my sister works as a nurse at the children's hospital downtown" in last
     assert last.endswith(f"{END}\n\nWhere does my sister work as a nurse?")
-    assert ctx.notes["recalled"] == "1"
+    assert ctx.notes["relevant-turns"] == "1"
     plain = Upstream(fits=40)
     await HistorySplice(services(store, extractor, window=8192)).handle(
         chat(next_turn(messages)), ctx_for(), plain
@@ -311,16 +311,16 @@ async def test_the_condensed_turns_a_question_is_about_are_quoted_before_it(
 
 
 async def test_recall_can_be_turned_off_and_needs_room(store: DiskHistoryStore) -> None:
-    """`context.recall_share: 0` quotes nothing; nor does a request with no room left."""
+    """`context.relevant_share: 0` quotes nothing; nor does a request with no room left."""
     extractor = Extractor()
     messages = with_a_fact(30)
     await seed(store, extractor, messages)
     asked = chat(next_turn(messages, "Where does my sister work as a nurse?"))
-    off = CONFIG.replace("max_output_tokens: 128}", "max_output_tokens: 128, recall_share: 0}")
+    off = CONFIG.replace("max_output_tokens: 128}", "max_output_tokens: 128, relevant_share: 0}")
     quiet = make_services(settings_from(off), store, lambda name: extractor, {"local": 8192})
     for shared in (quiet, services(store, extractor, window=8192)):
         upstream, ctx = Upstream(fits=40), ctx_for(off if shared is quiet else CONFIG)
         await HistorySplice(shared).handle(asked, ctx, upstream)
         recalled = LABEL in str(upstream.sent[0].messages[-1]["content"])
         assert recalled == (shared is not quiet)
-        assert ("recalled" in ctx.notes) == recalled
+        assert ("relevant-turns" in ctx.notes) == recalled
