@@ -227,10 +227,10 @@ def locomo_main(path: Path, window: int, names: Sequence[str], relevant_share: f
         names_of = ", ".join(d.name for d in dialogues)
         print(f"\nLoCoMo {names_of} ({label}), window {window}: the answer in what is shown")
         columns = ["whole", "ledger+tail", "ledger+tail+relevant", "drop-oldest"]
-        print(f"{'':<12}" + "".join(f"{c:>20}" for c in columns))
+        print(f"{'':<12}" + "".join(f"{c:>24}" for c in columns))
         for kind in locomo.DEFAULT_KINDS:
             cells = [found[(kind, c)] for c in columns]
-            print(f"{kind:<12}" + "".join(f"{f'{sum(c)}/{len(c)}':>20}" for c in cells))
+            print(f"{kind:<12}" + "".join(f"{f'{sum(c)}/{len(c)}':>24}" for c in cells))
 
 
 def main() -> None:
