@@ -95,6 +95,9 @@ class StandIn:
     message: Message
     action: str
     extraction: Extraction | None
+    elsewhere: HistoryEntry | None = None
+    """An entry another request or replica grew for this conversation while this one waited
+    for its flight, reused as it is (its end may differ from the plan's: re-split for it)."""
 
 
 class Condenser:
@@ -188,20 +191,33 @@ class Condenser:
         plan: Plan,
         *,
         store_fallback: bool = True,
+        reuse_elsewhere: bool = False,
     ) -> StandIn:
         """The extraction for `plan`'s historical part: reused, extended, made, or cut.
 
         A fallback (a strategy the model's `strategies` did not list, used because they could
         not condense the history) is stored only with `store_fallback`: a background growth
-        keeps the previous entry rather than replace it with a cut."""
+        keeps the previous entry rather than replace it with a cut. With `reuse_elsewhere`,
+        an entry valid for the request that someone else stored while this request waited
+        for the conversation's flight is used as it is (`StandIn.elsewhere`): two replicas
+        whose estimates differ by a few tokens plan ends a message apart, and the second
+        would otherwise extract the same conversation again."""
         end = plan.split.historical_end
         replaced = len(plan.split.historical)
+        whole = len(request.messages)
+        before = (await self.look_up(ctx, request, whole)).entry if reuse_elsewhere else None
         async with self.services.store.single_flight(ctx.tenant, ctx.conversation_id):
             found = await self.look_up(ctx, request, end)
             previous = found.entry
             if previous is not None and previous.historical_end_index == end:
                 metrics.extraction_made(entry.model_name, "reused")
                 return StandIn(context_message(previous.extraction, replaced), "reused", None)
+            if reuse_elsewhere:
+                now = (await self.look_up(ctx, request, whole)).entry
+                if now is not None and not _same_entry(now, before):
+                    metrics.extraction_made(entry.model_name, "reused")
+                    message = context_message(now.extraction, now.historical_end_index)
+                    return StandIn(message, "reused", None, elsewhere=now)
             extraction = await self._condense(request, ctx, entry, plan, previous)
             metrics.extraction_made(entry.model_name, _result(extraction))
             if extraction.cut:
@@ -422,6 +438,14 @@ def _target(plan: Plan, entry: ModelEntry, framing: int) -> int:
     the stand-in message's own framing and the reply's priming."""
     share = plan.budget.share(1 - entry.context.intact_share) / plan.scale
     return max(64, int(share) - framing - REPLY_PRIMING_TOKENS)
+
+
+def _same_entry(entry: HistoryEntry, other: HistoryEntry | None) -> bool:
+    """Whether two reads found the same stored extraction."""
+    return other is not None and (entry.historical_end_index, entry.extraction) == (
+        other.historical_end_index,
+        other.extraction,
+    )
 
 
 def _made(text: str, strategy: StrategyName, earlier: str | None) -> Extraction:

@@ -268,7 +268,10 @@ class HistorySplice:
         if "waited" not in ctx.notes:
             metrics.compaction_waited(entry.model_name, "extraction")
             ctx.note("waited", "extraction")
-        made = await self.condenser.stand_in(request, ctx, entry, plan)
+        made = await self.condenser.stand_in(request, ctx, entry, plan, reuse_elsewhere=True)
+        if made.elsewhere is not None:  # grown by another request while this one waited
+            fit = await self._fit(request, ctx, entry, made.elsewhere, window)
+            return fit, made.elsewhere, False
         report(ctx, made, len(plan.split.historical))
         messages = tuple(assemble(request.messages, plan.split, made.message))
         counted = self.estimator.count(entry, messages, request.body.get("tools"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -324,3 +325,47 @@ async def test_recall_can_be_turned_off_and_needs_room(store: DiskHistoryStore) 
         recalled = LABEL in str(upstream.sent[0].messages[-1]["content"])
         assert recalled == (shared is not quiet)
         assert ("relevant-turns" in ctx.notes) == recalled
+
+
+class CheckedEarly:
+    """The store as a second replica saw it when it checked for a running growth just before
+    the first one took the conversation's flight: none running. Everything else is the
+    store itself."""
+
+    def __init__(self, store: DiskHistoryStore) -> None:
+        self.store = store
+
+    async def flight_busy(self, tenant: str, conversation: str) -> bool:
+        return False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+
+async def test_a_turn_that_waited_for_anothers_growth_uses_it_even_if_its_plan_ends_elsewhere(
+    store: DiskHistoryStore,
+) -> None:
+    """Two replicas whose windows (or estimates) differ plan the same conversation's growth a
+    few messages apart; the one that waited for the other's flight splices what it stored
+    instead of extracting the conversation again."""
+    gate = asyncio.Event()
+    extractor = Extractor(gate=gate)
+    messages = conversation(30)
+    first, second = (HistorySplice(services(store, extractor, window=w)) for w in (3000, 3400))
+    second.store = CheckedEarly(store)  # type: ignore[assignment]
+    ctx_a, ctx_b = ctx_for(), ctx_for()
+    up_a, up_b = Upstream(fits=40), Upstream(fits=40)
+    growing = asyncio.create_task(first.handle(chat(messages), ctx_a, up_a))
+    await extractor.started.wait()  # the first holds the flight, its extraction under way
+    waiting = asyncio.create_task(second.handle(chat(messages), ctx_b, up_b))
+    await asyncio.sleep(0)
+    gate.set()
+    await asyncio.gather(growing, waiting)
+    stored = await store.get("tenant-a", "conv-1")
+    assert stored is not None
+    assert len(extractor.calls) == int(ctx_a.notes["extraction-calls"])  # none by the second
+    assert ctx_b.notes["waited"] == "extraction"
+    assert ctx_b.notes["action"] == "spliced"
+    assert "extraction-calls" not in ctx_b.notes
+    assert ctx_b.notes["messages-replaced"] == str(stored.historical_end_index - 1)
+    assert str(up_b.sent[0].messages[1]["content"]).endswith(stored.extraction)
