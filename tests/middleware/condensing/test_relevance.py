@@ -61,10 +61,12 @@ def test_the_passage_sharing_the_rarest_words_ranks_first() -> None:
 def test_words_found_in_half_the_passages_or_more_pick_nothing() -> None:
     """A question sharing only words that half the turns or more hold ("the", "is", "der")
     picks no turn: their frequency says so, with no stop-word list, in any language."""
+    german: Message = {"role": "user", "content": "Der Hund ist im Garten, und der Ball ist rot."}
     turns: list[Message] = [
         {"role": "user", "content": f"The build {n} is green and the cache is warm."}
         for n in range(6)
-    ] + [{"role": "user", "content": "Der Hund ist im Garten, und der Ball ist rot."}] * 2
+    ]
+    turns += [german, german]
     found = passages(turns, range(len(turns)))
     assert {found[p].index for _, p in ranked("Wo ist der Hund?", found)} == {6, 7}
     assert ranked("What is the state of the build?", found) == []  # "build": 6 of 8

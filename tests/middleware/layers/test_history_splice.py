@@ -352,7 +352,7 @@ async def test_a_turn_that_waited_for_anothers_growth_uses_it_even_if_its_plan_e
     extractor = Extractor(gate=gate)
     messages = conversation(30)
     first, second = (HistorySplice(services(store, extractor, window=w)) for w in (3000, 3400))
-    second.store = CheckedEarly(store)  # type: ignore[assignment]
+    second.store = CheckedEarly(store)
     ctx_a, ctx_b = ctx_for(), ctx_for()
     up_a, up_b = Upstream(fits=40), Upstream(fits=40)
     growing = asyncio.create_task(first.handle(chat(messages), ctx_a, up_a))
