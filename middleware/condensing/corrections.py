@@ -37,7 +37,7 @@ _CLAUSE_BREAK = re.compile(r"[,;:()\[\]!?]|\s[-\u2013\u2014]\s|\.\s")
 _VERB = re.compile(r"\b(?:is|are|was|were|will be|becomes)\b", re.IGNORECASE)
 _CORRECTION = re.compile(
     r"\b(?:correction|corrected|correcting|actually|update|updated|instead|changed?|now|"
-    r"no longer|not|rather|misread|mistake|wrong)\b",
+    r"no longer|not|rather|mistake|wrong)\b",
     re.IGNORECASE,
 )
 _WORD = re.compile(r"[a-z]{3,}")

@@ -201,15 +201,15 @@ _DATE_WORD = re.compile(
 )
 """A month or a day: whole words ("decided", "separate" and "market" are none), and "may"
 only capitalised inside a sentence or before a day's number."""
-_DECISION = re.compile(  # "the id is 4471" names a value, "an unknown id is the convention" none
-    r"\b(?:decided|decision|agreed|chose|chosen|prefer\w*|always|never|must|don'?t|do not|"
-    r"deadline|remember|my name|call me|(?:we|i)(?:'ll| will) use|switch(?:ed)? to|todo|"
-    r"next step|open task|password|budget|(?:code|id) is(?! (?:the|an?|not)\b)|"
-    r"(?:is|are|was) called|named|"
-    r"suggest\w*|recommend\w*|picked|go(?:ing)? with|settled on|"
+_DECISION = re.compile(
+    r"\b(?:decided|decision|agreed|chose|chosen|prefer\w*|picked|settled on|switch(?:ed)? to|"
+    r"always|never|must|don'?t|do not|deadline|remember|my name|call me|todo|password|budget|"
     r"edited|written|created|deleted|renamed|fixed|(?:edit|write|create|delete|rename)_\w+)\b",
     re.IGNORECASE,
 )
+"""Words that take a decision, state a standing rule or preference, or record a change made:
+a short list of English verbs and nouns of deciding (not the phrasings of any one
+conversation), documented in docs/guides/long-conversations.md."""
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[`])")
 _FACT_LINE = re.compile(r"^- ([\w()\-. ]{1,40}): (.*)$")
 _MERGED_ROLE = re.compile(r"^merged\((\d+) facts?\)$")
