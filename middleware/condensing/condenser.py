@@ -192,20 +192,20 @@ class Condenser:
         *,
         store_fallback: bool = True,
         reuse_elsewhere: bool = False,
+        seen: HistoryEntry | None = None,
     ) -> StandIn:
         """The extraction for `plan`'s historical part: reused, extended, made, or cut.
 
         A fallback (a strategy the model's `strategies` did not list, used because they could
         not condense the history) is stored only with `store_fallback`: a background growth
         keeps the previous entry rather than replace it with a cut. With `reuse_elsewhere`,
-        an entry valid for the request that someone else stored while this request waited
-        for the conversation's flight is used as it is (`StandIn.elsewhere`): two replicas
-        whose estimates differ by a few tokens plan ends a message apart, and the second
-        would otherwise extract the same conversation again."""
+        an entry valid for the request other than the one the request started with (`seen`)
+        was stored by someone else since, and is used as it is (`StandIn.elsewhere`): two
+        replicas whose estimates differ by a few tokens plan ends a message apart, and the
+        second would otherwise extract the same conversation again."""
         end = plan.split.historical_end
         replaced = len(plan.split.historical)
         whole = len(request.messages)
-        before = (await self.look_up(ctx, request, whole)).entry if reuse_elsewhere else None
         async with self.services.store.single_flight(ctx.tenant, ctx.conversation_id):
             found = await self.look_up(ctx, request, end)
             previous = found.entry
@@ -214,7 +214,7 @@ class Condenser:
                 return StandIn(context_message(previous.extraction, replaced), "reused", None)
             if reuse_elsewhere:
                 now = (await self.look_up(ctx, request, whole)).entry
-                if now is not None and not _same_entry(now, before):
+                if now is not None and not _same_entry(now, seen):
                     metrics.extraction_made(entry.model_name, "reused")
                     message = context_message(now.extraction, now.historical_end_index)
                     return StandIn(message, "reused", None, elsewhere=now)

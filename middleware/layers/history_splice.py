@@ -268,7 +268,9 @@ class HistorySplice:
         if "waited" not in ctx.notes:
             metrics.compaction_waited(entry.model_name, "extraction")
             ctx.note("waited", "extraction")
-        made = await self.condenser.stand_in(request, ctx, entry, plan, reuse_elsewhere=True)
+        made = await self.condenser.stand_in(
+            request, ctx, entry, plan, reuse_elsewhere=True, seen=cached
+        )
         if made.elsewhere is not None:  # grown by another request while this one waited
             fit = await self._fit(request, ctx, entry, made.elsewhere, window)
             return fit, made.elsewhere, False

@@ -254,7 +254,7 @@ async def test_a_growth_quotes_the_condensed_messages_anew(store: DiskHistorySto
     the client's resent history: a line an earlier growth dropped comes back."""
     extractor = Extractor()
     messages = conversation(30)
-    messages[1] = {"role": "user", "content": "For the record, our project code is ZX-4471."}
+    messages[1] = {"role": "user", "content": "Remember: our project code is ZX-4471."}
     await seed(store, extractor, messages)
     cached = await store.get("tenant-a", "conv-1")
     assert cached is not None
@@ -271,7 +271,7 @@ async def test_a_growth_quotes_the_condensed_messages_anew(store: DiskHistorySto
     grown = await store.get("tenant-a", "conv-1")
     assert grown is not None
     assert grown.historical_end_index > cached.historical_end_index
-    assert "- user: For the record, our project code is ZX-4471." in grown.extraction
+    assert "- user: Remember: our project code is ZX-4471." in grown.extraction
 
 
 def with_a_fact(turns: int) -> list[dict[str, Any]]:
