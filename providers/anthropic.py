@@ -25,14 +25,14 @@ from collections.abc import Mapping
 
 import orjson
 
-from kernel.config import DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT, ModelEntry
-from kernel.types import MESSAGES_WIRE, ChatRequest, Provider
+from kernel.config import ModelEntry
+from kernel.types import MESSAGES_WIRE, ChatRequest
 from providers import anthropic_wire as wire
 from providers.exchange import Exchange
 from providers.model_info import known_max_output
 from providers.openai_compat import count_native
 from providers.roads import Roads
-from providers.transport import Reply, Upstream
+from providers.transport import Reply
 from providers.wire import (
     StreamReader,
     Written,
@@ -136,25 +136,9 @@ class AnthropicWire:
 class AnthropicProvider(Roads):
     """One Anthropic deployment: its roads, and the Messages API's own token count."""
 
-    def __init__(
-        self,
-        entry: ModelEntry,
-        client: Upstream,
-        litellm: Provider,
-        *,
-        drop_params: bool = False,
-        request_timeout: float = DEFAULT_TIMEOUT,
-        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
-    ) -> None:
+    def wire_of(self, entry: ModelEntry, drop_params: bool) -> AnthropicWire:
         self.messages = AnthropicWire(entry, drop_params)
-        super().__init__(
-            entry,
-            client,
-            self.messages,
-            litellm,
-            request_timeout=request_timeout,
-            max_response_bytes=max_response_bytes,
-        )
+        return self.messages
 
     @functools.cached_property
     def counting(self) -> Exchange:

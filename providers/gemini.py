@@ -19,12 +19,12 @@ import time
 
 import orjson
 
-from kernel.config import DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT, ModelEntry
-from kernel.types import ChatRequest, Provider
+from kernel.config import ModelEntry
+from kernel.types import ChatRequest
 from providers import gemini_wire as wire
 from providers.model_info import known_system_messages
 from providers.roads import Roads
-from providers.transport import Reply, Upstream
+from providers.transport import Reply
 from providers.wire import (
     StreamReader,
     Written,
@@ -110,21 +110,5 @@ class GeminiWire:
 class GeminiProvider(Roads):
     """One Gemini deployment: overspill's translation, litellm's for what only it writes."""
 
-    def __init__(
-        self,
-        entry: ModelEntry,
-        client: Upstream,
-        litellm: Provider,
-        *,
-        drop_params: bool = False,
-        request_timeout: float = DEFAULT_TIMEOUT,
-        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
-    ) -> None:
-        super().__init__(
-            entry,
-            client,
-            GeminiWire(entry, drop_params),
-            litellm,
-            request_timeout=request_timeout,
-            max_response_bytes=max_response_bytes,
-        )
+    def wire_of(self, entry: ModelEntry, drop_params: bool) -> GeminiWire:
+        return GeminiWire(entry, drop_params)

@@ -70,9 +70,9 @@ class Roads:
         self,
         entry: ModelEntry,
         client: Upstream,
-        wire: Wire,
         litellm: Provider,
         *,
+        drop_params: bool = False,
         request_timeout: float = DEFAULT_TIMEOUT,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
@@ -81,12 +81,16 @@ class Roads:
         self.own = WireProvider(
             entry,
             client,
-            wire,
+            self.wire_of(entry, drop_params),
             request_timeout=request_timeout,
             max_response_bytes=max_response_bytes,
         )
         self.litellm = litellm
         """Built (and litellm imported) on the first request that takes this road."""
+
+    def wire_of(self, entry: ModelEntry, drop_params: bool) -> Wire:
+        """The deployment's API, as overspill's translation writes it."""
+        raise NotImplementedError
 
     async def complete(self, request: ChatRequest, ctx: RequestContext) -> ChatResponse:
         """The request on its road (`choose`); the litellm road's reason noted."""

@@ -48,8 +48,8 @@ from providers.deferred import DeferredProvider
 from providers.model_info import self_hosted
 from providers.ollama import OllamaWindows, native
 from providers.openai_compat import OpenAICompatProvider
-from providers.roads import Roads
 from providers.parallelism import Lanes
+from providers.roads import Roads
 from providers.router import Router
 from providers.transport import HttpxUpstream, Upstream, upstream_client
 from providers.windows import ModelWindows
@@ -389,7 +389,7 @@ def build_providers(
     return groups, unavailable
 
 
-OWN_TRANSLATIONS: tuple[tuple[Callable[[ModelEntry], bool], Callable[..., Roads]], ...] = (
+OWN_TRANSLATIONS: tuple[tuple[Callable[[ModelEntry], bool], type[Roads]], ...] = (
     (anthropic.serves, anthropic.AnthropicProvider),
     (gemini.serves, gemini.GeminiProvider),
 )

@@ -141,8 +141,8 @@ async def test_api_base_gets_the_messages_path_once(client: Upstream, kind: str)
     """api_base is the server's root or already the endpoint; both reach /v1/messages."""
     for base in ("http://mock.test", "http://mock.test/v1/messages"):
         built = _built(kind, client, _config(extra=f", api_base: '{base}'"))
-        exchange = built.own.exchange if isinstance(built, AnthropicProvider) else built.exchange
         assert isinstance(built, AnthropicProvider | TranslatedProvider)
+        exchange = built.own.exchange if isinstance(built, AnthropicProvider) else built.exchange
         assert exchange.url == "http://mock.test/v1/messages"
 
 
