@@ -78,6 +78,8 @@ class Roads:
     ) -> None:
         self.entry = entry
         self.name = entry.litellm_params.provider
+        self.model = entry.litellm_params.upstream_model
+        """The model's name upstream (a native request's `model` is written so)."""
         self.own = WireProvider(
             entry,
             client,
