@@ -152,19 +152,23 @@ def leaves(
 def messages_leave(messages: Sequence[Mapping[str, Any]]) -> str | None:
     """Why chat messages are litellm's to write (`messages_of`), or None."""
     for index, message in enumerate(messages):
-        where = f"messages[{index}]"
         role = message.get("role")
-        images = role in ("user", "tool")
-        if role not in ("system", "developer", "user", "assistant", "tool"):
-            return f"{where}.role {role!r}"
+        if role not in _ROLES:
+            return f"messages[{index}].role {role!r}"
         if role == "assistant" and message.get("thinking_blocks"):
-            return f"{where}.thinking_blocks"
+            return f"messages[{index}].thinking_blocks"
         content = message.get("content")
-        for i, part in enumerate(content if isinstance(content, list) else ()):
+        if type(content) is not list:  # a string (most messages): nothing to look at
+            continue
+        images = role in ("user", "tool")
+        for i, part in enumerate(content):
             kind = part.get("type") if isinstance(part, dict) else "text"  # not one: a 400
             if kind != "text" and not (kind == "image_url" and images):
-                return f"{where}.content[{i}].type {kind!r}"
+                return f"messages[{index}].content[{i}].type {kind!r}"
     return None
+
+
+_ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
 
 
 # -- messages ---------------------------------------------------------------------------------

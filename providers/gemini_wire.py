@@ -228,39 +228,48 @@ def leaves(
 
 
 def _messages_leave(items: Sequence[Mapping[str, Any]], system_instruction: bool) -> str | None:
-    """Why the messages are litellm's to write (`_contents`), or None; system messages first,
-    as `_contents` reads them."""
-    given = [(i, m) for i, m in enumerate(items) if isinstance(m, Mapping)]  # else: a 400
-    for index, message in given:
-        if message.get("role") not in ("system", "developer"):
-            continue
-        if not system_instruction:
-            return f"messages[{index}]: a system message for this model"
-        content = message.get("content")
-        if content is None:  # litellm keeps it among the turns, where it splits them
-            return f"messages[{index}]: a system message without content"
-        reason = _texts_leave(content, f"messages[{index}]")
-        if reason is not None:
-            return reason
-    for index, message in given:
-        where = f"messages[{index}]"
+    """Why the messages are litellm's to write (`_contents`), or None: the first message
+    that is (one pass; `_contents` reads the system messages first, so where a request has
+    two reasons the one named may differ, never the road)."""
+    for index, message in enumerate(items):
+        if not isinstance(message, Mapping):
+            continue  # a 400
         role = message.get("role")
         content = message.get("content")
         reason = None
         if role == "user":
-            reason = _user_leave(content, where)
+            if type(content) is list:  # a string (most messages): nothing to see
+                reason = _user_leave(content, f"messages[{index}]")
         elif role == "assistant":
-            keys = ("function_call", "images", "provider_specific_fields")
-            reason = next((f"{where}.{k}" for k in keys if message.get(k) is not None), None)
+            for key in _ASSISTANT_LITELLMS:
+                if message.get(key) is not None:
+                    return f"messages[{index}].{key}"
+        elif role == "tool" and isinstance(content, str):
+            reason = f"messages[{index}].content: an image" if _image_text(content) else None
         elif role == "tool":
-            reason = _texts_leave(content, where)
-            if isinstance(content, str) and _image_text(content):
-                reason = f"{where}.content: an image"
-        elif role not in ("system", "developer"):
-            reason = f"{where}.role {role!r}"
+            reason = _texts_leave(content, f"messages[{index}]")
+        elif role in ("system", "developer"):
+            reason = _system_leave(content, f"messages[{index}]", system_instruction)
+        else:
+            reason = f"messages[{index}].role {role!r}"
         if reason is not None:
             return reason
     return None
+
+
+def _system_leave(content: object, where: str, system_instruction: bool) -> str | None:
+    """A system message is litellm's for a model without system instructions, without
+    content (litellm keeps it among the turns, where it splits them), or with parts that
+    are not text."""
+    if not system_instruction:
+        return f"{where}: a system message for this model"
+    if content is None:
+        return f"{where}: a system message without content"
+    return _texts_leave(content, where)
+
+
+_ASSISTANT_LITELLMS = ("function_call", "images", "provider_specific_fields")
+"""An assistant message's fields only litellm writes."""
 
 
 def _tools_leave(tools: object) -> str | None:
