@@ -6,8 +6,8 @@ stream's events → `chat.completion.chunk` deltas. It covers what chat clients 
 images, system and developer messages, tool calls and results, `cache_control`, the sampling
 and length parameters, tools and `tool_choice`. A request that uses more of litellm's
 Anthropic support (`response_format`, extended thinking, documents, Anthropic's own server
-tools, ...) raises `LeftToLitellm` and is sent through litellm's translation instead, so
-nothing a client could send before is lost; litellm is imported only then.
+tools, ...) is found by `leaves` before translating and sent through litellm's translation
+instead, so nothing a client could send before is lost; litellm is imported only then.
 
 OpenAI parameters that Anthropic has no equivalent for are refused with a 400 naming them, or
 dropped with `litellm_settings.drop_params`, as litellm does. Fields that are not OpenAI's
@@ -25,16 +25,18 @@ import orjson
 from kernel.errors import InvalidChatRequest
 from providers.openai_params import OPENAI_CHAT_PARAMS
 from providers.translation import (
-    LeftToLitellm,
     UnsupportedParameter,
-    check_parameters,
     data_url,
     image_url,
+    litellm_parameter,
     positive_count,
+    refuse_unsupported,
+    refuses,
     stop_list,
+    unchecked,
 )
 
-__all__ = ["LeftToLitellm", "UnsupportedParameter"]  # the fallback signal and the 400, here too
+__all__ = ["UnsupportedParameter"]  # the 400, here too
 
 VERSION = "2023-06-01"
 """The `anthropic-version` header sent (the API's current version)."""
@@ -82,15 +84,13 @@ def request_body(
     max_tokens: int,
     drop_params: bool,
 ) -> dict[str, Any]:
-    """The Messages body for a chat request (`body`: its fields; `messages`: its messages).
+    """The Messages body for a chat request (`body`: its fields; `messages`: its messages)
+    that `leaves` keeps here.
 
-    Raises `LeftToLitellm` for what litellm's translation must write, `UnsupportedParameter`
-    for an OpenAI parameter Anthropic lacks (unless `drop_params`), `InvalidChatRequest` for
-    a message or tool that is not OpenAI's shape.
+    Raises `UnsupportedParameter` for an OpenAI parameter Anthropic lacks (unless
+    `drop_params`), `InvalidChatRequest` for a message or tool that is not OpenAI's shape.
     """
-    check_parameters(
-        body, "anthropic", litellms=LITELLMS, unsupported=UNSUPPORTED, drop_params=drop_params
-    )
+    refuse_unsupported(body, "anthropic", unsupported=UNSUPPORTED, drop_params=drop_params)
     system, turns = _messages(messages)
     out: dict[str, Any] = {"model": model, "messages": turns}
     if system:
@@ -127,14 +127,58 @@ def request_body(
     return out
 
 
+# -- what is litellm's ---------------------------------------------------------------------
+
+
+def leaves(
+    body: Mapping[str, Any], messages: Sequence[Mapping[str, Any]], *, drop_params: bool
+) -> str | None:
+    """Why the request is litellm's to write (a parameter, a role, a part or a tool only its
+    translation writes), or None: `request_body` writes it, or refuses it with a 400. A
+    part of the wrong shape is not a reason: the translation names it in its 400."""
+    reason = litellm_parameter(body, LITELLMS)
+    if reason is not None or refuses(body, UNSUPPORTED, drop_params):
+        return reason
+    reason = messages_leave(messages)
+    if reason is not None:
+        return reason
+    tools = body.get("tools")
+    for i, tool in enumerate(tools if isinstance(tools, list) else ()):
+        if not isinstance(tool, dict) or tool.get("type") != "function":
+            return f"tools[{i}]: not a function"
+    return None
+
+
+def messages_leave(messages: Sequence[Mapping[str, Any]]) -> str | None:
+    """Why chat messages are litellm's to write (`messages_of`), or None."""
+    for index, message in enumerate(messages):
+        role = message.get("role")
+        if role not in _ROLES:
+            return f"messages[{index}].role {role!r}"
+        if role == "assistant" and message.get("thinking_blocks"):
+            return f"messages[{index}].thinking_blocks"
+        content = message.get("content")
+        if type(content) is not list:  # a string (most messages): nothing to look at
+            continue
+        images = role in ("user", "tool")
+        for i, part in enumerate(content):
+            kind = part.get("type") if isinstance(part, dict) else "text"  # not one: a 400
+            if kind != "text" and not (kind == "image_url" and images):
+                return f"messages[{index}].content[{i}].type {kind!r}"
+    return None
+
+
+_ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
+
+
 # -- messages ---------------------------------------------------------------------------------
 
 
 def messages_of(
     messages: Sequence[Mapping[str, Any]],
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(the system blocks, the turns) of chat messages, as `request_body` writes them (raises
-    `LeftToLitellm` for what only litellm writes)."""
+    """(the system blocks, the turns) of chat messages that `messages_leave` keeps here, as
+    `request_body` writes them."""
     return _messages(messages)
 
 
@@ -165,7 +209,7 @@ def _messages(items: Sequence[Mapping[str, Any]]) -> tuple[list[dict[str, Any]],
             role = "user"
             blocks = [_tool_result(message, where)]
         else:
-            raise LeftToLitellm(f"{where}.role {role!r}")
+            raise unchecked(f"{where}.role {role!r}")
         blocks = _mark(blocks, message)
         if turns and turns[-1]["role"] == role:
             turns[-1]["content"].extend(blocks)
@@ -204,7 +248,7 @@ def _part(part: object, where: str, images: bool) -> dict[str, Any]:
     elif kind == "image_url" and images:
         block = {"type": "image", "source": _image(part.get("image_url"), where)}
     else:
-        raise LeftToLitellm(f"{where}.type {kind!r}")
+        raise unchecked(f"{where}.type {kind!r}")
     control = part.get("cache_control")
     if control is not None:
         block["cache_control"] = control
@@ -225,7 +269,7 @@ def _image(value: object, where: str) -> dict[str, str]:
 def _assistant(message: Mapping[str, Any], where: str) -> list[dict[str, Any]]:
     """An assistant turn's text (empty text left out: Anthropic refuses it) and tool calls."""
     if message.get("thinking_blocks"):
-        raise LeftToLitellm(f"{where}.thinking_blocks")
+        raise unchecked(f"{where}.thinking_blocks")
     blocks = [
         block
         for block in _blocks(message.get("content"), where, images=False)
@@ -273,7 +317,7 @@ def _tools(tools: object) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for i, tool in enumerate(tools):
         if not isinstance(tool, dict) or tool.get("type") != "function":
-            raise LeftToLitellm(f"tools[{i}]: not a function")
+            raise unchecked(f"tools[{i}]: not a function")
         function = tool.get("function")
         name = function.get("name") if isinstance(function, dict) else None
         if not isinstance(function, dict) or not isinstance(name, str):

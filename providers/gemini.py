@@ -1,12 +1,13 @@
 """Gemini models of Google AI Studio (`gemini/...`, an API key) served without litellm.
 
 Importing litellm costs about 150 MB and seconds of a worker's life; a worker that serves
-Gemini models with chat clients' usual requests never pays it. The body is written by
-`providers.gemini_wire` from the request's own objects, sent with the app's shared client
-through the same `Exchange` as the byte passthrough (the key in `x-goog-api-key`, as litellm
-sends it, never in the URL), and the answer (JSON, or the SSE stream event by event) comes
-back in OpenAI's shape. A request that uses what only litellm's Gemini translation writes
-(`response_format`, reasoning, web search, image URLs, files, ...) goes to `fallback`, built
+Gemini models with chat clients' usual requests never pays it. `GeminiWire` writes the
+body with `providers.gemini_wire` from the request's own objects and reads the answer (JSON,
+or the SSE stream event by event) back in OpenAI's shape; `providers.wire.WireProvider` sends
+it with the app's shared client through the same `Exchange` as the byte passthrough (the key
+in `x-goog-api-key`, as litellm sends it, never in the URL). A request that uses what only
+litellm's Gemini translation writes (`response_format`, reasoning, web search, image URLs,
+files, ...) takes the litellm road (`providers.roads.choose`): `litellm.acompletion`, built
 (and litellm imported) on the first such request.
 """
 
@@ -14,16 +15,22 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import Any
+import time
+
+import orjson
 
 from kernel.config import ModelEntry
 from kernel.types import ChatRequest
 from providers import gemini_wire as wire
 from providers.model_info import known_system_messages
-from providers.own_translation import (
-    OwnTranslation,
+from providers.roads import Roads
+from providers.transport import Reply
+from providers.wire import (
     StreamReader,
+    Written,
     deployment_key,
+    dumps,
+    extra_headers,
     translates,
 )
 
@@ -41,11 +48,25 @@ def serves(entry: ModelEntry) -> bool:
     return translates(entry, "gemini", api_key)
 
 
-class GeminiProvider(OwnTranslation):
-    """One Gemini deployment: translated here, sent and relayed by overspill. Gemini's
-    stream has no end event: it is complete once a candidate gave its finish reason."""
+class GeminiWire:
+    """Gemini's API, written and read here, for one deployment. Its stream has no end event:
+    it is complete once a candidate gave its finish reason."""
 
     expected = "a GenerateContentResponse"
+    end_kind = ""
+
+    def __init__(self, entry: ModelEntry, drop_params: bool = False) -> None:
+        self.entry = entry
+        self.model = entry.litellm_params.upstream_model
+        self.drop_params = drop_params
+        key = api_key(entry)
+        assert key is not None, "serves(entry) decides first"
+        self.headers = {
+            "x-goog-api-key": key,
+            "content-type": "application/json",
+            "accept-encoding": "identity",
+            **extra_headers(entry),
+        }
 
     @functools.cached_property
     def system_instruction(self) -> bool:
@@ -57,26 +78,37 @@ class GeminiProvider(OwnTranslation):
         base = (params.api_base or os.environ.get("GEMINI_API_BASE") or "").rstrip("/")
         return wire.url(self.model, base, stream=False), wire.url(self.model, base, stream=True)
 
-    def wire_headers(self) -> dict[str, str]:
-        key = api_key(self.entry)
-        assert key is not None, "serves(entry) decides first"
-        return {
-            "x-goog-api-key": key,
-            "content-type": "application/json",
-            "accept-encoding": "identity",
-        }
+    def leaves(self, request: ChatRequest) -> str | None:
+        return wire.leaves(
+            request.body,
+            request.messages,
+            system_instruction=self.system_instruction,
+            drop_params=self.drop_params,
+        )
 
-    def body(self, request: ChatRequest) -> dict[str, Any]:
-        return wire.request_body(
+    def native(self, request: ChatRequest) -> Written | None:
+        """No client speaks Gemini's API to overspill."""
+        return None
+
+    def write(self, request: ChatRequest) -> Written:
+        body = wire.request_body(
             request.body,
             request.messages,
             self.model,
             system_instruction=self.system_instruction,
             drop_params=self.drop_params,
         )
+        return Written(dumps(body), self.headers)
 
-    def answer(self, data: object, created: int) -> dict[str, Any]:
-        return wire.answer(data, self.model, created)
+    def answer(self, content: bytes, written: Written, reply: Reply) -> bytes:
+        return orjson.dumps(wire.answer(orjson.loads(content), self.model, int(time.time())))
 
-    def reader(self) -> StreamReader:
+    def reader(self, written: Written) -> StreamReader:
         return wire.StreamEvents()
+
+
+class GeminiProvider(Roads):
+    """One Gemini deployment: overspill's translation, litellm's for what only it writes."""
+
+    def wire_of(self, entry: ModelEntry, drop_params: bool) -> GeminiWire:
+        return GeminiWire(entry, drop_params)

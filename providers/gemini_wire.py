@@ -8,7 +8,8 @@ developer messages, tool calls and results (with Gemini 3's call ids and thought
 the sampling and length parameters, function tools with plain JSON schemas, `tool_choice`.
 A request that uses more of litellm's Gemini support (`response_format`, reasoning, web
 search, image URLs litellm downloads, audio and files, schemas with `$ref`/`anyOf`, safety
-settings, cached content, ...) raises `LeftToLitellm` and goes through litellm instead.
+settings, cached content, ...) is found by `leaves` before translating and goes through
+litellm instead.
 
 OpenAI parameters that Gemini has no equivalent for are refused with a 400 naming them, or
 dropped with `litellm_settings.drop_params`, as litellm does.
@@ -27,16 +28,18 @@ import orjson
 from kernel.errors import InvalidChatRequest
 from providers.openai_params import OPENAI_CHAT_PARAMS
 from providers.translation import (
-    LeftToLitellm,
     UnsupportedParameter,
-    check_parameters,
     data_url,
     image_url,
+    litellm_parameter,
     positive_count,
+    refuse_unsupported,
+    refuses,
     stop_list,
+    unchecked,
 )
 
-__all__ = ["LeftToLitellm", "UnsupportedParameter"]  # the fallback signal and the 400, here too
+__all__ = ["UnsupportedParameter"]  # the 400, here too
 
 DEFAULT_API_BASE = "https://generativelanguage.googleapis.com"
 
@@ -71,6 +74,14 @@ CONFIG = {
     "frequency_penalty": "frequency_penalty",
 }
 """Parameters that go into `generationConfig` as given, by their key there."""
+
+UNWRITTEN = frozenset(
+    {"model", "messages", "stream", "stream_options", "user", "parallel_tool_calls"}
+)
+"""Fields of the request that are not written into the body's parameters."""
+
+WRITTEN = frozenset({*CONFIG, "max_tokens", "max_completion_tokens", "stop", "tool_choice"})
+"""Parameters written into the body as they are (`tools` has its own check)."""
 
 PENALTIES = frozenset({"presence_penalty", "frequency_penalty"})
 """Left out for Gemini 3 and newer (which refuse them), as litellm does."""
@@ -146,23 +157,19 @@ def request_body(
     drop_params: bool,
 ) -> dict[str, Any]:
     """The `generateContent` body for a chat request (`body`: its fields; `messages`: its
-    messages; `system_instruction`: whether the model takes one, per litellm's map).
+    messages; `system_instruction`: whether the model takes one, per litellm's map) that
+    `leaves` keeps here.
 
-    Raises `LeftToLitellm` for what litellm's translation must write, `UnsupportedParameter`
-    for an OpenAI parameter Gemini lacks (unless `drop_params`), `InvalidChatRequest` for a
-    message or tool that is not OpenAI's shape.
+    Raises `UnsupportedParameter` for an OpenAI parameter Gemini lacks (unless
+    `drop_params`), `InvalidChatRequest` for a message or tool that is not OpenAI's shape.
     """
-    check_parameters(
-        body, "gemini", litellms=LITELLMS, unsupported=UNSUPPORTED, drop_params=drop_params
-    )
+    refuse_unsupported(body, "gemini", unsupported=UNSUPPORTED, drop_params=drop_params)
     newer = gemini_3_or_newer(model)
     config: dict[str, Any] = {}
     tools: list[dict[str, Any]] | None = None
     tool_config: dict[str, Any] | None = None
     for key, value in body.items():
-        if key in ("model", "messages", "stream", "stream_options", "user", "parallel_tool_calls"):
-            continue
-        if key in UNSUPPORTED or value is None:
+        if key in UNWRITTEN or key in UNSUPPORTED or value is None:
             continue  # dropped; OpenAI's null: the default
         if key in CONFIG:
             if not (newer and key in PENALTIES):
@@ -176,9 +183,7 @@ def request_body(
         elif key == "tool_choice":
             tool_config = _tool_choice(value)
         else:
-            raise LeftToLitellm(key)  # safety_settings, cached_content, ...: litellm's
-    if body.get("stream") and body.get("n") not in (None, 1):
-        raise LeftToLitellm("n with stream")
+            raise unchecked(key)  # safety_settings, cached_content, ...: litellm's
     if newer:
         config.setdefault("temperature", 1.0)
     system, contents = _contents(messages, newer, system_instruction)
@@ -192,6 +197,162 @@ def request_body(
     if config:
         out["generationConfig"] = config
     return out
+
+
+# -- what is litellm's ---------------------------------------------------------------------
+
+
+def leaves(
+    body: Mapping[str, Any],
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    system_instruction: bool,
+    drop_params: bool,
+) -> str | None:
+    """Why the request is litellm's to write (a parameter, a message, a part, a tool or a
+    schema keyword only its translation writes), or None: `request_body` writes it, or
+    refuses it with a 400. A part of the wrong shape is not a reason: the translation names
+    it in its 400."""
+    reason = litellm_parameter(body, LITELLMS)
+    if reason is not None or refuses(body, UNSUPPORTED, drop_params):
+        return reason
+    for key, value in body.items():
+        if value is None or key in UNWRITTEN or key in UNSUPPORTED or key in WRITTEN:
+            continue
+        reason = _tools_leave(value) if key == "tools" else key  # safety_settings, ...
+        if reason is not None:
+            return reason
+    if body.get("stream") and body.get("n") not in (None, 1):
+        return "n with stream"
+    return _messages_leave(messages, system_instruction)
+
+
+def _messages_leave(items: Sequence[Mapping[str, Any]], system_instruction: bool) -> str | None:
+    """Why the messages are litellm's to write (`_contents`), or None: the first message
+    that is (one pass; `_contents` reads the system messages first, so where a request has
+    two reasons the one named may differ, never the road)."""
+    for index, message in enumerate(items):
+        if not isinstance(message, Mapping):
+            continue  # a 400
+        role = message.get("role")
+        content = message.get("content")
+        reason = None
+        if role == "user":
+            if type(content) is list:  # a string (most messages): nothing to see
+                reason = _user_leave(content, f"messages[{index}]")
+        elif role == "assistant":
+            for key in _ASSISTANT_LITELLMS:
+                if message.get(key) is not None:
+                    return f"messages[{index}].{key}"
+        elif role == "tool" and isinstance(content, str):
+            reason = f"messages[{index}].content: an image" if _image_text(content) else None
+        elif role == "tool":
+            reason = _texts_leave(content, f"messages[{index}]")
+        elif role in ("system", "developer"):
+            reason = _system_leave(content, f"messages[{index}]", system_instruction)
+        else:
+            reason = f"messages[{index}].role {role!r}"
+        if reason is not None:
+            return reason
+    return None
+
+
+def _system_leave(content: object, where: str, system_instruction: bool) -> str | None:
+    """A system message is litellm's for a model without system instructions, without
+    content (litellm keeps it among the turns, where it splits them), or with parts that
+    are not text."""
+    if not system_instruction:
+        return f"{where}: a system message for this model"
+    if content is None:
+        return f"{where}: a system message without content"
+    return _texts_leave(content, where)
+
+
+_ASSISTANT_LITELLMS = ("function_call", "images", "provider_specific_fields")
+"""An assistant message's fields only litellm writes."""
+
+
+def _tools_leave(tools: object) -> str | None:
+    """A tool other than a function, or a schema only litellm rewrites, is litellm's."""
+    for i, tool in enumerate(tools if isinstance(tools, list) else ()):
+        if not isinstance(tool, dict) or tool.get("type", "function") != "function":
+            return f"tools[{i}]: not a function"
+        function = tool.get("function")
+        if not isinstance(function, dict):
+            return f"tools[{i}]: not a function"
+        parameters = function.get("parameters")
+        if isinstance(parameters, dict):
+            reason = _schema_leave(parameters, f"tools[{i}].function.parameters")
+            if reason is not None:
+                return reason
+    return None
+
+
+def _schema_leave(node: Mapping[str, Any], where: str) -> str | None:
+    """What of a JSON schema needs litellm's rewriting (`$ref`, `anyOf`, a list of types,
+    ...), if anything; `_schema` writes the rest."""
+    kind = node.get("type")
+    if kind is not None and not isinstance(kind, str):
+        return f"{where}.type: not a single type"
+    for key, value in node.items():
+        reason = None
+        if key == "properties":
+            if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
+                return f"{where}.properties: not a map of schemas"
+            if "strict" in value or "additionalProperties" in value:
+                return f"{where}.properties: a property litellm would drop"
+            found = (_schema_leave(v, f"{where}.properties.{k}") for k, v in value.items())
+            reason = next((r for r in found if r is not None), None)
+        elif key == "items":
+            if not isinstance(value, dict):
+                return f"{where}.items: not a schema"
+            reason = _schema_leave(value, f"{where}.items")
+        elif key not in _SCHEMA_DROPPED and key not in _SCHEMA_KEPT and key not in SCHEMA_READ:
+            reason = f"{where}.{key}"
+        if reason is not None:
+            return reason
+    return None
+
+
+def _image_text(text: str) -> bool:
+    """A tool result that is a `data:` image (litellm sends it as one)."""
+    return text[:5].lower() == "data:" and ";base64," in text
+
+
+def _texts_leave(content: object, where: str) -> str | None:
+    """A list of parts that are not all text is litellm's (a system message, a tool result)."""
+    for i, part in enumerate(content if isinstance(content, list) else ()):
+        if not isinstance(part, dict) or part.get("type") != "text":
+            return f"{where}.content[{i}]: not text"
+    return None
+
+
+def _user_leave(content: object, where: str) -> str | None:
+    """A user message's part other than text and a `data:` image is litellm's."""
+    for i, part in enumerate(content if isinstance(content, list) else ()):
+        at = f"{where}.content[{i}]"
+        kind = part.get("type") if isinstance(part, dict) else "text"  # not one: a 400
+        if kind == "image_url":
+            reason = _image_leave(part.get("image_url"), at)
+            if reason is not None:
+                return reason
+        elif kind != "text":
+            return f"{at}.type {kind!r}"
+    return None
+
+
+def _image_leave(value: object, where: str) -> str | None:
+    """A URL is litellm's (it downloads it, or sends a file URI), as is a part with its own
+    media type or a detail level (media resolution)."""
+    if isinstance(value, dict) and (
+        value.keys() & {"format", "mime_type", "content_type"}
+        or value.get("detail") in ("low", "medium", "high", "ultra_high")
+    ):
+        return f"{where}.image_url: a media type or detail"
+    url = value.get("url") if isinstance(value, dict) else value
+    if isinstance(url, str) and not url.startswith("data:"):
+        return f"{where}.image_url: a URL"
+    return None
 
 
 # -- messages ---------------------------------------------------------------------------------
@@ -229,7 +390,7 @@ def _contents(
             raise InvalidChatRequest(f"messages[{index}] must be an object")
         if message.get("role") in ("system", "developer"):
             if not system_instruction:
-                raise LeftToLitellm(f"messages[{index}]: a system message for this model")
+                raise unchecked(f"messages[{index}]: a system message for this model")
             system.append({"text": _system_text(message.get("content"), f"messages[{index}]")})
         else:
             rest.append((index, message))
@@ -261,7 +422,7 @@ def _contents(
             turns.flush_results()
         if at == start:
             index, message = rest[at]
-            raise LeftToLitellm(f"messages[{index}].role {message.get('role')!r}")
+            raise unchecked(f"messages[{index}].role {message.get('role')!r}")
     turns.flush_results()
     if not turns.contents:
         turns.add("user", [{"text": " "}])
@@ -272,13 +433,13 @@ def _system_text(content: object, where: str) -> str:
     if isinstance(content, str):
         return content
     if content is None:  # litellm keeps it among the turns, where it splits them
-        raise LeftToLitellm(f"{where}: a system message without content")
+        raise unchecked(f"{where}: a system message without content")
     if not isinstance(content, list):
         raise InvalidChatRequest(f"{where}.content must be a string or a list of parts")
     texts: list[str] = []
     for i, part in enumerate(content):
         if not isinstance(part, dict) or part.get("type") != "text":
-            raise LeftToLitellm(f"{where}.content[{i}]: not text")
+            raise unchecked(f"{where}.content[{i}]: not text")
         text = part.get("text")
         if text is not None and not isinstance(text, str):
             raise InvalidChatRequest(f"{where}.content[{i}].text must be a string")
@@ -308,7 +469,7 @@ def _user_parts(content: object, where: str) -> list[dict[str, Any]]:
         elif kind == "image_url":
             parts.append(_image(part.get("image_url"), at))
         else:
-            raise LeftToLitellm(f"{at}.type {kind!r}")
+            raise unchecked(f"{at}.type {kind!r}")
     return parts
 
 
@@ -319,10 +480,10 @@ def _image(value: object, where: str) -> dict[str, Any]:
         value.keys() & {"format", "mime_type", "content_type"}
         or value.get("detail") in ("low", "medium", "high", "ultra_high")
     ):
-        raise LeftToLitellm(f"{where}.image_url: a media type or detail")
+        raise unchecked(f"{where}.image_url: a media type or detail")
     url = image_url(value, where)
     if not url.startswith("data:"):
-        raise LeftToLitellm(f"{where}.image_url: a URL")
+        raise unchecked(f"{where}.image_url: a URL")
     media, data = data_url(url, where)
     return {"inline_data": {"data": data, "mime_type": media}}
 
@@ -333,7 +494,7 @@ def _assistant(
     """An assistant message's parts, added to the model turn's `parts`."""
     for key in ("function_call", "images", "provider_specific_fields"):
         if message.get(key) is not None:
-            raise LeftToLitellm(f"{where}.{key}")
+            raise unchecked(f"{where}.{key}")
     reasoning = message.get("reasoning_content")
     if reasoning is not None:
         if not isinstance(reasoning, str):
@@ -412,14 +573,14 @@ def _signature(call: Mapping[str, Any], function: Mapping[str, Any]) -> str | No
 def _tool_result(message: Mapping[str, Any], where: str, turns: _Turns) -> dict[str, Any]:
     content = message.get("content")
     if isinstance(content, str):
-        if content[:5].lower() == "data:" and ";base64," in content:
-            raise LeftToLitellm(f"{where}.content: an image")
+        if _image_text(content):
+            raise unchecked(f"{where}.content: an image")
         text = content
     elif isinstance(content, list):
         texts: list[str] = []
         for i, part in enumerate(content):
             if not isinstance(part, dict) or part.get("type") != "text":
-                raise LeftToLitellm(f"{where}.content[{i}]: not text")
+                raise unchecked(f"{where}.content[{i}]: not text")
             value = part.get("text", "")
             if not isinstance(value, str):
                 raise InvalidChatRequest(f"{where}.content[{i}].text must be a string")
@@ -468,10 +629,10 @@ def _tools(tools: object) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for i, tool in enumerate(tools):
         if not isinstance(tool, dict) or tool.get("type", "function") != "function":
-            raise LeftToLitellm(f"tools[{i}]: not a function")
+            raise unchecked(f"tools[{i}]: not a function")
         function = tool.get("function")
         if not isinstance(function, dict):
-            raise LeftToLitellm(f"tools[{i}]: not a function")
+            raise unchecked(f"tools[{i}]: not a function")
         name = function.get("name")
         if not isinstance(name, str):
             raise InvalidChatRequest(f"tools[{i}].function needs a name", param="tools")
@@ -503,6 +664,9 @@ _SCHEMA_KEPT = frozenset(
 _SCHEMA_DROPPED = frozenset({"additionalProperties", "strict", "$schema", "$id", "examples"})
 """Keywords left out (Gemini's Schema has no such field)."""
 
+SCHEMA_READ = frozenset({"enum", "format"})
+"""Keywords written as Gemini takes them (an enum on strings only, two formats)."""
+
 
 def _schema(node: Mapping[str, Any], where: str) -> dict[str, Any]:
     """A plain JSON schema as Gemini's Schema, as litellm rewrites it: unknown keywords left
@@ -511,20 +675,20 @@ def _schema(node: Mapping[str, Any], where: str) -> dict[str, Any]:
     rewriting (`$ref`, `anyOf`, a list of types, ...) is litellm's."""
     kind = node.get("type")
     if kind is not None and not isinstance(kind, str):
-        raise LeftToLitellm(f"{where}.type: not a single type")
+        raise unchecked(f"{where}.type: not a single type")
     out: dict[str, Any] = {}
     for key, value in node.items():
         if key in _SCHEMA_DROPPED:
             continue
         if key == "properties":
             if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
-                raise LeftToLitellm(f"{where}.properties: not a map of schemas")
+                raise unchecked(f"{where}.properties: not a map of schemas")
             if "strict" in value or "additionalProperties" in value:
-                raise LeftToLitellm(f"{where}.properties: a property litellm would drop")
+                raise unchecked(f"{where}.properties: a property litellm would drop")
             out[key] = {k: _schema(v, f"{where}.properties.{k}") for k, v in value.items()}
         elif key == "items":
             if not isinstance(value, dict):
-                raise LeftToLitellm(f"{where}.items: not a schema")
+                raise unchecked(f"{where}.items: not a schema")
             out[key] = _schema(value, f"{where}.items")
         elif key == "enum":
             if isinstance(kind, str) and kind.lower() == "string" and isinstance(value, list):
@@ -535,7 +699,7 @@ def _schema(node: Mapping[str, Any], where: str) -> dict[str, Any]:
         elif key in _SCHEMA_KEPT:
             out[key] = value
         else:
-            raise LeftToLitellm(f"{where}.{key}")
+            raise unchecked(f"{where}.{key}")
     if isinstance(kind, str) and kind.lower() == "array" and not node.get("items"):
         out["items"] = {"type": "object"}
     if "type" not in out:

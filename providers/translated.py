@@ -6,21 +6,24 @@ that builds several pydantic objects per event. For a provider whose translation
 keeps in a config object (`ProviderConfigManager.get_provider_chat_config`), this provider
 uses only that: the OpenAI parameters mapped (`get_optional_params`, which also applies
 `drop_params`), the headers (`validate_environment`), the body (`transform_request`), the
-answer (`transform_response`), and each stream event (the provider's chunk parser). The HTTP
-call is the app's shared client (one pool with the byte passthrough), the stream is relayed
-event by event with the same guard as the passthrough (whole events, a cut stream is an error
-event, not a silent end), and failures go through `providers.failures` once.
+answer (`transform_response`), and each stream event (the provider's chunk parser): a
+`providers.wire.Wire` (`LitellmWire`) like overspill's own translations, sent by the same
+`WireProvider`. The HTTP call is the app's shared client (one pool with the byte
+passthrough), the stream is relayed event by event with the same guard as the passthrough
+(whole events, a cut stream is an error event, not a silent end), and failures go through
+`providers.failures` once.
 
 Providers with no entry in `WIRES` (or a deployment with litellm settings this path does not
 apply) keep `LitellmProvider`: `build_provider` chooses. An Anthropic deployment is mostly
 served by overspill's own translation (`providers/anthropic.py`, no litellm); this path takes
-the requests that translation leaves to litellm (`response_format`, thinking, documents, ...).
+the requests that translation leaves to litellm (`response_format`, thinking, documents, ...;
+the road is chosen by `providers.roads.choose`).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,21 +34,18 @@ from litellm.llms.anthropic.chat.transformation import ANTHROPIC_TOOL_NAME_REVER
 from litellm.types.utils import LlmProviders, ModelResponse
 from litellm.utils import ProviderConfigManager, get_optional_params
 
-from kernel import tracing
 from kernel.config import DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT, ModelEntry
 from kernel.errors import OverspillError, too_deep
 from kernel.types import ChatRequest, ChatResponse, Provider, RequestContext, RouteRequest
 from providers import anthropic
-from providers.chunks import SseRelay, include_usage
-from providers.exchange import Exchange
 from providers.failures import classify_failure
 from providers.litellm import LitellmProvider, _message, refuse_settings
-from providers.own_translation import SETTINGS
 from providers.transport import Reply, Upstream
+from providers.wire import SETTINGS, StreamReader, WireProvider, Written
 
 
 @dataclass(frozen=True)
-class Wire:
+class Spec:
     """What litellm's config for a provider leaves to its own handler: the URL, the events."""
 
     url: Callable[[ModelEntry], str]
@@ -81,8 +81,8 @@ def _anthropic_text(event: dict[str, Any]) -> str | None:
     return text if isinstance(text, str) else None
 
 
-WIRES: dict[str, Wire] = {
-    "anthropic": Wire(
+WIRES: dict[str, Spec] = {
+    "anthropic": Spec(
         anthropic.messages_url,
         _anthropic_events,
         end="message_stop",
@@ -134,36 +134,26 @@ class _NoLogging:
 _NO_LOGGING = _NoLogging()
 
 
-class TranslatedProvider:
-    """One deployment: litellm translates, overspill sends, reads and relays."""
+class LitellmWire:
+    """A provider's API as litellm's config for it writes and reads it (one deployment)."""
 
-    def __init__(
-        self,
-        entry: ModelEntry,
-        client: Upstream,
-        *,
-        drop_params: bool = False,
-        request_timeout: float = DEFAULT_TIMEOUT,
-        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
-    ) -> None:
+    expected = "a JSON answer"
+
+    def __init__(self, entry: ModelEntry, drop_params: bool = False) -> None:
         params = entry.litellm_params
         self.entry = entry
         self.name = params.provider
-        self.wire = WIRES[self.name]
+        self.spec = WIRES[self.name]
+        self.end_kind = self.spec.end
         self.model = params.upstream_model
         config = ProviderConfigManager.get_provider_chat_config(
             model=self.model, provider=LlmProviders(self.name)
         )
         assert config is not None, f"litellm has no chat config for {self.name}"
         self.config = config
-        url = self.wire.url(entry)
-        self.exchange = Exchange.of(entry, url, client, request_timeout, max_response_bytes)
         self.api_base = params.api_base
         self.api_key = params.api_key.get_secret_value() if params.api_key is not None else None
         self.drop_params = drop_params or None
-        self.limits = (request_timeout, max_response_bytes)
-        self.routes: LitellmProvider | None = None
-        """litellm's own calls, for embeddings and legacy completions (built on first use)."""
         self.memo: dict[bytes, bytes] = {}
         """Parameters (JSON) → litellm's mapping of them (JSON); see `mapped`."""
         extra_headers = params.extras().get("extra_headers")
@@ -173,28 +163,27 @@ class TranslatedProvider:
             else {}
         )
 
-    async def aclose(self) -> None:
-        """The shared client is closed by its owner (the app); litellm's calls' own client
-        by them."""
-        if self.routes is not None:
-            await self.routes.aclose()
+    def urls(self) -> tuple[str, str]:
+        url = self.spec.url(self.entry)
+        return url, url
 
-    async def send(self, request: RouteRequest, ctx: RequestContext) -> ChatResponse:
-        """Embeddings and legacy completions: litellm's own calls (`LitellmProvider.send`),
-        which have no translation config to borrow."""
-        if self.routes is None:
-            timeout, limit = self.limits
-            self.routes = LitellmProvider(
-                self.entry,
-                drop_params=bool(self.drop_params),
-                request_timeout=timeout,
-                max_response_bytes=limit,
-            )
-        return await self.routes.send(request, ctx)
+    def leaves(self, request: ChatRequest) -> str | None:
+        """Nothing: litellm writes what litellm writes (and says why it cannot)."""
+        return None
 
-    # -- translation (litellm) --------------------------------------------------------------
+    def native(self, request: ChatRequest) -> Written | None:
+        """Always written by litellm's translation."""
+        return None
 
-    def translate_request(self, request: ChatRequest) -> tuple[dict[str, str], bytes, _Answer]:
+    def write(self, request: ChatRequest) -> Written:
+        """The request in the provider's API, as litellm writes it; what litellm refuses to
+        write is a 400 that says why, in litellm's words."""
+        try:
+            return self.translate_request(request)
+        except Exception as exc:
+            raise self._untranslatable(exc) from exc
+
+    def translate_request(self, request: ChatRequest) -> Written:
         """(headers, body, state for the answer's translation) for one request."""
         body = _fresh_body(request)
         messages = body.pop("messages")
@@ -224,10 +213,8 @@ class TranslatedProvider:
         if request.stream:
             data["stream"] = True
         headers["accept-encoding"] = "identity"
-        if tracing.tracer is not None:  # the upstream-call span's traceparent goes along
-            headers.update(tracing.tracer.headers())
         state = _Answer(messages, optional, litellm_params, data, json_mode)
-        return headers, orjson.dumps(data), state
+        return Written(orjson.dumps(data), headers, state)
 
     def mapped(self, params: dict[str, Any], stream: bool) -> dict[str, Any]:
         """The request's parameters in the provider's terms (litellm's `get_optional_params`,
@@ -251,10 +238,11 @@ class TranslatedProvider:
                 self.memo[key] = orjson.dumps(mapped)
         return mapped
 
-    def translate_answer(self, response: Reply, content: bytes, state: _Answer) -> bytes:
+    def answer(self, content: bytes, written: Written, reply: Reply) -> bytes:
         """An upstream JSON answer as a chat.completion's bytes."""
-        headers = response.headers_starting(b"")
-        raw = httpx.Response(response.status, headers=headers, content=content)  # litellm's type
+        state: _Answer = written.state
+        headers = reply.headers_starting(b"")
+        raw = httpx.Response(reply.status, headers=headers, content=content)  # litellm's type
         try:
             result = self.config.transform_response(
                 model=self.model,
@@ -270,35 +258,11 @@ class TranslatedProvider:
                 json_mode=state.json_mode,
             )
         except Exception as exc:  # litellm's parse of a body that is not the API's answer
-            why = f"litellm could not read it: {type(exc).__name__}"
-            raise self.exchange.bad(response, content, why) from exc
+            raise ValueError(f"litellm could not read it: {type(exc).__name__}") from exc
         return orjson.dumps(_plain(result))
 
-    # -- the call (overspill) ---------------------------------------------------------------
-
-    async def complete(self, request: ChatRequest, ctx: RequestContext) -> ChatResponse:
-        """Translate, send, and read (JSON) or prime (stream) the answer within the deadline."""
-        try:
-            headers, body, state = self.translate_request(request)
-        except Exception as exc:
-            raise self._untranslatable(exc) from exc
-
-        async def answer(response: Reply) -> ChatResponse:
-            if request.stream:
-                return await self._stream(response, state, request)
-            content = await self.exchange.json_answer(response, "expected a JSON answer")
-            return ChatResponse(body=self.translate_answer(response, content, state))
-
-        return await self.exchange.call(body, headers, request.stream, answer)
-
-    async def _stream(self, response: Reply, state: _Answer, request: ChatRequest) -> ChatResponse:
-        """Primed: an error before the first whole event, or as that event, is the call's."""
-        first, chunks, cutter = await self.exchange.first_events(response)
-        relay = _Relay(self, state, include_usage(request), response.status)
-        head = relay.feed(first)  # an error event raises here
-        return ChatResponse(stream=self.exchange.relay(head, chunks, response, cutter, relay))
-
-    # -- errors -----------------------------------------------------------------------------
+    def reader(self, written: Written) -> StreamReader:
+        return _Events(self.spec, written.state)
 
     def _untranslatable(self, exc: Exception) -> OverspillError:
         """A request litellm refused to write in the provider's API (as litellm said why)."""
@@ -312,6 +276,51 @@ class TranslatedProvider:
         return classify_failure(status=status, message=said, provider=self.name)
 
 
+class TranslatedProvider(WireProvider):
+    """One deployment: litellm translates, overspill sends, reads and relays."""
+
+    def __init__(
+        self,
+        entry: ModelEntry,
+        client: Upstream,
+        *,
+        drop_params: bool = False,
+        request_timeout: float = DEFAULT_TIMEOUT,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+    ) -> None:
+        self.translation = LitellmWire(entry, drop_params)
+        super().__init__(
+            entry,
+            client,
+            self.translation,
+            request_timeout=request_timeout,
+            max_response_bytes=max_response_bytes,
+        )
+        self.drop_params = drop_params
+        self.limits = (request_timeout, max_response_bytes)
+        self.routes: LitellmProvider | None = None
+        """litellm's own calls, for embeddings and legacy completions (built on first use)."""
+
+    async def aclose(self) -> None:
+        """The shared client is closed by its owner (the app); litellm's calls' own client
+        by them."""
+        if self.routes is not None:
+            await self.routes.aclose()
+
+    async def send(self, request: RouteRequest, ctx: RequestContext) -> ChatResponse:
+        """Embeddings and legacy completions: litellm's own calls (`LitellmProvider.send`),
+        which have no translation config to borrow."""
+        if self.routes is None:
+            timeout, limit = self.limits
+            self.routes = LitellmProvider(
+                self.entry,
+                drop_params=self.drop_params,
+                request_timeout=timeout,
+                max_response_bytes=limit,
+            )
+        return await self.routes.send(request, ctx)
+
+
 @dataclass
 class _Answer:
     """What translating the answer needs from translating the request."""
@@ -323,39 +332,31 @@ class _Answer:
     json_mode: bool
 
 
-class _Relay(SseRelay):
-    """One stream's events, translated by litellm's parser, written as OpenAI chunk events."""
+class _Events:
+    """One stream's events, read by litellm's parser (a plain text delta without it)."""
 
-    def __init__(
-        self, provider: TranslatedProvider, state: _Answer, include_usage: bool, status: int
-    ) -> None:
-        self.parser = provider.wire.events(state.json_mode, state.litellm_params)
-        super().__init__(
-            provider.exchange,
-            end_kind=provider.wire.end,
-            include_usage=include_usage,
-            status=status,
-            id="chatcmpl-" + self.parser.response_id.removeprefix("chatcmpl-"),
-            model=provider.model,
-        )
-        self.text = provider.wire.text
+    def __init__(self, spec: Spec, state: _Answer) -> None:
+        self.parser = spec.events(state.json_mode, state.litellm_params)
+        self.id: str | None = "chatcmpl-" + self.parser.response_id.removeprefix("chatcmpl-")
+        self.model: str | None = None
+        self.finished = False
+        """Never set here: the relay sees the end event itself."""
+        self.text = spec.text
         self.json_mode = state.json_mode
         self.usage: Any = None
 
-    def event(self, parsed: dict[str, Any]) -> bytes | None:
+    def delta(self, event: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
         """A text delta written directly, any other event through litellm's parser."""
+        parsed = event if isinstance(event, dict) else dict(event)
         text = self.text(parsed) if not self.json_mode else None
         if text is not None:
-            return self.chunk({"content": text}, None) if text else None
-        return self.render(self.parser.chunk_parser(chunk=parsed))
-
-    def render(self, chunk: Any) -> bytes | None:
-        """One litellm stream chunk as an OpenAI `chat.completion.chunk` event, or None."""
+            return ({"content": text} if text else None), None
+        chunk = self.parser.chunk_parser(chunk=parsed)
         if chunk.usage is not None:
             self.usage = chunk.usage
         choice = chunk.choices[0] if chunk.choices else None
         if choice is None:
-            return None
+            return None, None
         delta: dict[str, Any] = {}
         source = choice.delta
         for key in ("content", "reasoning_content"):
@@ -368,10 +369,10 @@ class _Relay(SseRelay):
                 delta[key] = _plain(value)
         finish = choice.finish_reason or None
         if not delta and finish is None:
-            return None
-        return self.chunk(delta, finish)
+            return None, None
+        return delta, finish
 
-    def last_usage(self) -> dict[str, Any] | None:
+    def openai_usage(self) -> dict[str, Any] | None:
         """litellm's last usage object, as plain JSON."""
         return None if self.usage is None else dict(_plain(self.usage))
 

@@ -1,9 +1,10 @@
 """What overspill's own translations of a chat request share (Anthropic's, Gemini's).
 
-A translation writes the requests chat clients send; for the rest it raises `LeftToLitellm`
-and the provider hands the request to litellm's translation. An OpenAI parameter the
-provider has no equivalent for is refused with a 400 naming it, or dropped with
-`litellm_settings.drop_params`, as litellm does.
+A translation writes the requests chat clients send. What it leaves to litellm is said
+before translating, by its wire's `leaves` check (the road's choice, `providers/roads.py`),
+never found half-way through. An OpenAI parameter the provider has no equivalent for is
+refused with a 400 naming it, or dropped with `litellm_settings.drop_params`, as litellm
+does.
 """
 
 from __future__ import annotations
@@ -14,32 +15,33 @@ from typing import Any
 from kernel.errors import InvalidChatRequest
 
 
-class LeftToLitellm(Exception):  # a routing signal, not a failure
-    """The request uses a feature this translation leaves to litellm's (the reason)."""
-
-
 class UnsupportedParameter(InvalidChatRequest):
     """An OpenAI parameter the provider has no equivalent for."""
 
     code = "unsupported_parameter"
 
 
-def check_parameters(
-    body: Mapping[str, Any],
-    provider: str,
-    *,
-    litellms: Collection[str],
-    unsupported: Collection[str],
-    drop_params: bool,
+def litellm_parameter(body: Mapping[str, Any], litellms: Collection[str]) -> str | None:
+    """The first parameter (by name) that only litellm's translation writes, if any. A null
+    is OpenAI's default: as if the parameter were not there, as litellm reads it."""
+    left = [key for key, value in body.items() if value is not None and key in litellms]
+    return min(left) if left else None
+
+
+def refuses(body: Mapping[str, Any], unsupported: Collection[str], drop_params: bool) -> bool:
+    """Whether the translation refuses the request for a parameter the provider lacks (a
+    400 that `refuse_unsupported` writes): then nothing else decides its road."""
+    return not drop_params and any(
+        value is not None and key in unsupported for key, value in body.items()
+    )
+
+
+def refuse_unsupported(
+    body: Mapping[str, Any], provider: str, *, unsupported: Collection[str], drop_params: bool
 ) -> None:
-    """Raise `LeftToLitellm` for a parameter only litellm writes, `UnsupportedParameter`
-    naming every parameter the provider lacks (unless `drop_params`). A null is OpenAI's
-    default: as if the parameter were not there, as litellm reads it."""
-    given = {key for key, value in body.items() if value is not None}
-    left = given & set(litellms)
-    if left:
-        raise LeftToLitellm(min(left))
-    refused = sorted(given & set(unsupported))
+    """Raise `UnsupportedParameter` naming every parameter the provider lacks (unless
+    `drop_params`)."""
+    refused = sorted(key for key, value in body.items() if value is not None and key in unsupported)
     if refused and not drop_params:
         names = ", ".join(refused)
         raise UnsupportedParameter(
@@ -47,6 +49,13 @@ def check_parameters(
             "litellm_settings.drop_params: true in overspill's config to drop them",
             param=refused[0],
         )
+
+
+def unchecked(where: str) -> AssertionError:
+    """What a translation meets that its `leaves` check sends to litellm before translating:
+    reaching it is overspill's bug (the check and the translation disagree), not the
+    client's."""
+    return AssertionError(f"{where}: `leaves` should have sent this request to litellm")
 
 
 def positive_count(value: object, param: str) -> int:

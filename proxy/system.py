@@ -48,8 +48,8 @@ from providers.deferred import DeferredProvider
 from providers.model_info import self_hosted
 from providers.ollama import OllamaWindows, native
 from providers.openai_compat import OpenAICompatProvider
-from providers.own_translation import OwnTranslation
 from providers.parallelism import Lanes
+from providers.roads import Roads
 from providers.router import Router
 from providers.transport import HttpxUpstream, Upstream, upstream_client
 from providers.windows import ModelWindows
@@ -389,7 +389,7 @@ def build_providers(
     return groups, unavailable
 
 
-OWN_TRANSLATIONS: tuple[tuple[Callable[[ModelEntry], bool], type[OwnTranslation]], ...] = (
+OWN_TRANSLATIONS: tuple[tuple[Callable[[ModelEntry], bool], type[Roads]], ...] = (
     (anthropic.serves, anthropic.AnthropicProvider),
     (gemini.serves, gemini.GeminiProvider),
 )
@@ -418,7 +418,7 @@ def _provider(entry: ModelEntry, settings: Settings, client: Upstream) -> Provid
 
     # litellm's import costs seconds and over 100 MB: paid on the model's first request only
     deferred = DeferredProvider(entry.litellm_params.provider, "providers.translated", build)
-    # Anthropic's and Gemini's APIs: litellm only for requests our translation leaves to it
+    # Anthropic's and Gemini's APIs: each request's road chosen by providers.roads.choose
     own = next((made for serves, made in OWN_TRANSLATIONS if serves(entry)), None)
     if own is not None:
         return own(

@@ -21,7 +21,6 @@ import orjson
 from kernel.errors import too_deep
 from kernel.types import MESSAGES_WIRE, ChatRequest, Message
 from providers import anthropic_wire
-from providers.translation import LeftToLitellm
 from proxy.surfaces.messages_wire import Origin
 
 PASSED_HEADERS = ("anthropic-version", "anthropic-beta")
@@ -58,10 +57,15 @@ class MessagesNative:
         body = dict(self.body)
         body["model"] = model
         if request.messages is not self.messages:
-            try:
-                system, turns = self.rendered(request.messages)
-            except LeftToLitellm:
-                return None
+            made = [
+                message
+                for message in request.messages
+                if id(message) not in self.origins
+                and message.get("role") not in ("system", "developer")
+            ]  # what `rendered` writes with overspill's translation
+            if anthropic_wire.messages_leave(made) is not None:
+                return None  # what only litellm writes: through chat completions
+            system, turns = self.rendered(request.messages)
             body.pop("system", None)
             if system:
                 body["system"] = system

@@ -142,7 +142,8 @@ async def test_api_base_gets_the_messages_path_once(client: Upstream, kind: str)
     for base in ("http://mock.test", "http://mock.test/v1/messages"):
         built = _built(kind, client, _config(extra=f", api_base: '{base}'"))
         assert isinstance(built, AnthropicProvider | TranslatedProvider)
-        assert built.exchange.url == "http://mock.test/v1/messages"
+        exchange = built.own.exchange if isinstance(built, AnthropicProvider) else built.exchange
+        assert exchange.url == "http://mock.test/v1/messages"
 
 
 @pytest.mark.parametrize("kind", ["own", "litellm", "acompletion"])
@@ -393,14 +394,14 @@ def test_parameter_mapping_is_remembered_as_new_objects(litellms: TranslatedProv
     def fresh() -> dict[str, Any]:
         return dict(orjson.loads(orjson.dumps(params)))  # as each request parses its body
 
-    first = litellms.mapped(fresh(), False)
+    first = litellms.translation.mapped(fresh(), False)
     first["x_vendor"]["a"] = 2
     first["stop_sequences"].append("changed")
-    again = litellms.mapped(fresh(), False)
+    again = litellms.translation.mapped(fresh(), False)
     assert again == {"max_tokens": 5, "temperature": 0.2, "stop_sequences": ["\n"], "x_vendor": {"a": 1}}  # fmt: skip
-    assert len(litellms.memo) == 1
-    assert litellms.mapped(fresh(), True) is not again
-    assert len(litellms.memo) == 2
+    assert len(litellms.translation.memo) == 1
+    assert litellms.translation.mapped(fresh(), True) is not again
+    assert len(litellms.translation.memo) == 2
 
 
 # -- overspill's own translation ------------------------------------------------------------

@@ -185,11 +185,13 @@ def test_the_url_follows_the_model_and_the_api_base(client: Upstream) -> None:
     with the model's path after it."""
     newer = _built("own", client, _config("gemini/gemini-3.1-pro-preview"))
     assert isinstance(newer, GeminiProvider)
-    assert newer.exchange.url.endswith("/v1alpha/models/gemini-3.1-pro-preview:generateContent")
+    assert newer.own.exchange.url.endswith("/v1alpha/models/gemini-3.1-pro-preview:generateContent")
     based = _built("own", client, _config(extra=", api_base: 'http://mock.test/v1beta'"))
     assert isinstance(based, GeminiProvider)
-    assert based.exchange.url == "http://mock.test/v1beta/models/gemini-2.5-flash:generateContent"
-    assert based.streams.url.endswith(":streamGenerateContent?alt=sse")
+    assert (
+        based.own.exchange.url == "http://mock.test/v1beta/models/gemini-2.5-flash:generateContent"
+    )
+    assert based.own.streams.url.endswith(":streamGenerateContent?alt=sse")
 
 
 async def test_unsupported_parameter_is_the_clients_error(provider: Provider) -> None:

@@ -197,14 +197,13 @@ def test_a_system_message_for_a_model_without_system_instructions_is_litellms() 
     """A model litellm's map does not say takes system messages: litellm writes them."""
     chat = {"messages": [{"role": "system", "content": "S"}, {"role": "user", "content": "x"}]}
     request = parse_chat_request(orjson.dumps({"model": "g", **chat}))
-    with pytest.raises(wire.LeftToLitellm, match="system"):
-        wire.request_body(
-            request.body,
-            request.messages,
-            "gemma-3-27b-it",
-            system_instruction=False,
-            drop_params=False,
-        )
+    why = wire.leaves(request.body, request.messages, system_instruction=False, drop_params=False)
+    assert why is not None
+    assert "system" in why
+    assert (
+        wire.leaves(request.body, request.messages, system_instruction=True, drop_params=False)
+        is None
+    )
 
 
 @pytest.mark.parametrize(
@@ -277,8 +276,10 @@ def test_a_system_message_for_a_model_without_system_instructions_is_litellms() 
 def test_what_litellm_alone_writes_is_left_to_it(chat: dict[str, Any], reason: str) -> None:
     """JSON mode, reasoning, grounding, files, image URLs, rich schemas go to litellm."""
     base: dict[str, Any] = {"messages": [{"role": "user", "content": "hi"}]}
-    with pytest.raises(wire.LeftToLitellm, match=re.escape(reason)):
-        own_body({**base, **chat})
+    request = parse_chat_request(orjson.dumps({"model": "g", **base, **chat}))
+    why = wire.leaves(request.body, request.messages, system_instruction=True, drop_params=False)
+    assert why is not None
+    assert reason in why
 
 
 @pytest.mark.parametrize(
@@ -802,10 +803,14 @@ def test_any_chat_clients_request_is_written_as_litellm_writes_it(
     """Generated requests of the shapes chat clients send (any order of turns, tool calls
     and results, signed ids, parameters): whatever overspill writes, litellm writes the same."""
     request = {"messages": chat, **fields}
+    system = known_system_messages(f"gemini/{model}")
     try:
+        parsed = parse_chat_request(orjson.dumps({"model": "g", **request}))
+        if wire.leaves(parsed.body, parsed.messages, system_instruction=system, drop_params=False):
+            return  # a system image: litellm's
         own = own_body(request, model)
-    except (InvalidChatRequest, wire.LeftToLitellm):
-        return  # a tool result naming no call (litellm fails too), a system image (litellm's)
+    except InvalidChatRequest:
+        return  # a tool result naming no call (litellm fails too)
     assert own == litellm_body(request, model)
 
 
@@ -822,12 +827,15 @@ def test_any_chat_clients_request_is_written_as_litellm_writes_it(
 def test_any_request_is_written_or_refused_clearly(
     chat: list[dict[str, Any]], fields: dict[str, Any], newer: bool
 ) -> None:
-    """Whatever the messages and parameters hold, the translation writes JSON, refuses with
-    a 400 or leaves the request to litellm: never another exception."""
+    """Whatever the messages and parameters hold, the check leaves the request to litellm or
+    the translation writes JSON or refuses with a 400: never another exception (the check and
+    the translation agree on what is litellm's)."""
     model = MODELS[newer]
+    if wire.leaves(fields, chat, system_instruction=True, drop_params=False) is not None:
+        return
     try:
         body = wire.request_body(fields, chat, model, system_instruction=True, drop_params=False)
-    except (InvalidChatRequest, wire.LeftToLitellm):
+    except InvalidChatRequest:
         return
     orjson.dumps(body)
 
