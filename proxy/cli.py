@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from types import FrameType
 
-from kernel.config import ConfigError, LoadedConfig, load_config
+from kernel.config_loading import ConfigError, LoadedConfig, load_config
 from proxy.exposure import HOST_ENV, open_gateway_refusal
 
 CONFIG_ENV = "OVERSPILL_CONFIG"

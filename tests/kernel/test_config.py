@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kernel.config import ConfigError, load_config, parse_config
+from kernel.config_loading import ConfigError, load_config, parse_config
 from proxy.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from kernel.config import ConfigError, load_config
+from kernel.config_loading import ConfigError, load_config
 from kernel.wildcards import is_wildcard
 from proxy import logs, server
 from proxy.cli import CONFIG_ENV, main
