@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from cli.main import main
 from kernel.config_loading import ConfigError, load_config, parse_config
-from proxy.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 
