@@ -77,6 +77,8 @@ ROUTER_SETTINGS_REASONS: Mapping[str, str] = {
     "context_window_fallbacks": FALLBACKS_REASON,
     "default_fallbacks": FALLBACKS_REASON,
 }
+UNUSED = "LiteLLM setting overspill does not use"
+"""What a LiteLLM setting no table names gets as its reason."""
 ROUTER_REASON = (
     "overspill's router sends a model's requests to its deployments in turn "
     "and fails over to the next deployment once"
@@ -154,23 +156,12 @@ def ignored_keys(raw: Mapping[str, Any]) -> list[str]:
             continue
         reason = LITELLM_IGNORED_BLOCKS.get(key, "not a setting overspill knows")
         warnings.append(f"{key}: {reason}; ignored")
-    settings = raw.get("litellm_settings")
-    if isinstance(settings, dict):
-        default = "LiteLLM setting overspill does not use"
-        warnings += [
-            f"litellm_settings.{key}: {_reason(str(key), LITELLM_SETTINGS_REASONS, default)}; "
-            "ignored"
-            for key in settings
-            if key not in LITELLM_SETTINGS_SUPPORTED
-        ]
-    router = raw.get("router_settings")
-    if isinstance(router, dict):
-        warnings += [
-            f"router_settings.{key}: {_reason(str(key), ROUTER_SETTINGS_REASONS, ROUTER_REASON)}; "
-            "ignored"
-            for key in router
-            if key not in ROUTER_SETTINGS_SUPPORTED
-        ]
+    warnings += _unused(
+        raw, "litellm_settings", LITELLM_SETTINGS_SUPPORTED, LITELLM_SETTINGS_REASONS, UNUSED
+    )
+    warnings += _unused(
+        raw, "router_settings", ROUTER_SETTINGS_SUPPORTED, ROUTER_SETTINGS_REASONS, ROUTER_REASON
+    )
     models = raw.get("model_list")
     if isinstance(models, list):
         known_entry = set(ModelEntry.model_fields) - {"missing_env"}
@@ -181,17 +172,27 @@ def ignored_keys(raw: Mapping[str, Any]) -> list[str]:
             for key in entry
             if key not in known_entry
         ]
-    general = raw.get("general_settings")
-    if isinstance(general, dict):
-        known = set(GeneralSettings.model_fields)
-        default = "LiteLLM setting overspill does not use"
-        warnings += [
-            f"general_settings.{key}: {_reason(str(key), GENERAL_SETTINGS_REASONS, default)}; "
-            "ignored"
-            for key in general
-            if key not in known
-        ]
+    known = frozenset(GeneralSettings.model_fields)
+    warnings += _unused(raw, "general_settings", known, GENERAL_SETTINGS_REASONS, UNUSED)
     return warnings
+
+
+def _unused(
+    raw: Mapping[str, Any],
+    block: str,
+    honoured: frozenset[str],
+    reasons: Mapping[str, str],
+    default: str,
+) -> list[str]:
+    """One line per key of a block that overspill does not act on, with what it does instead."""
+    keys = raw.get(block)
+    if not isinstance(keys, dict):
+        return []
+    return [
+        f"{block}.{key}: {_reason(str(key), reasons, default)}; ignored"
+        for key in keys
+        if key not in honoured
+    ]
 
 
 def normalize(raw: dict[str, Any], warnings: list[str]) -> dict[str, Any]:
