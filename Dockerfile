@@ -17,6 +17,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /app
 COPY pyproject.toml README.md ./
+COPY cli ./cli
 COPY kernel ./kernel
 COPY proxy ./proxy
 COPY middleware ./middleware

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import httpx
 
-from kernel.config import parse_config
+from kernel.config_loading import parse_config
 from kernel.store import DiskHistoryStore
 from proxy.app import create_app
 from proxy.system import build_system

@@ -25,7 +25,7 @@ from typing import Any
 
 import httpx
 
-from kernel.config import parse_config
+from kernel.config_loading import parse_config
 from kernel.store_redis import open_redis_store
 from providers.failures import classify_failure
 from providers.fake import ScriptedProvider, Step, json_response

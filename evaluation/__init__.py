@@ -6,7 +6,7 @@
     runner.py         plays conversations through a system (or a running server), asks, scores
     report.py         JSON lines, the printed table, the optional chart
     targets.py        the system in process, or a running overspill over HTTP
-    cli.py            `overspill eval`'s options and run (proxy/cli.py loads it for `eval`)
+    cli.py            `overspill eval`'s options and run (cli/main.py adds it to `overspill`)
     ledger.py         what the fact ledger alone keeps, no model (`python -m evaluation.ledger`)
     replay.py         recorded probes asked again with one rendering changed
                       (`python -m evaluation.replay`)

@@ -36,7 +36,8 @@ from evaluation.runner import (
     Target,
     run_conversation,
 )
-from kernel.config import ConfigError, ModelEntry, Settings, load_config
+from kernel.config import ModelEntry, Settings
+from kernel.config_loading import ConfigError, load_config
 from kernel.store import DiskHistoryStore
 from kernel.tokens import count_messages
 from middleware.condensing.budget import budget_for

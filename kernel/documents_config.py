@@ -2,7 +2,8 @@
 
 Rules are tried in order and the first whose `language` names a document's language wins.
 Validation is fail-fast at startup: a bad rule names its YAML path
-(`documents.rules[1].threshold: ...`) through `kernel.config`'s error reporting.
+(`documents.rules[1].threshold: ...`) through the config loader's error reporting
+(`kernel/config_loading.py`).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`python -m proxy ...` is the `overspill` command."""
+"""`python -m proxy ...` runs the server's own commands (every `overspill` command but `eval`)."""
 
 import sys
 

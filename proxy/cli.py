@@ -1,5 +1,8 @@
-"""The `overspill` command: `serve`, `check-config`, `conversations`, `ollama`, `eval`,
-`usage`, `run`."""
+"""The server's commands: `serve`, `check-config`, `conversations`, `run`, `usage`, `ollama`.
+
+The `overspill` command (cli/main.py) is these and the evaluation's `eval`; `python -m proxy`
+is these alone, so the server can start itself (`overspill run`) without the command above it.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +12,11 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import FrameType
+from typing import Any
 
-from kernel.config import ConfigError, LoadedConfig, load_config
+from kernel.config_loading import ConfigError, LoadedConfig, load_config
 from proxy.exposure import HOST_ENV, open_gateway_refusal
 
 CONFIG_ENV = "OVERSPILL_CONFIG"
@@ -24,9 +28,13 @@ log = logging.getLogger("overspill")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; returns the exit status."""
-    parser = _parser()
-    args = parser.parse_args(argv)
+    """`python -m proxy`: the server's own commands, every `overspill` command but `eval`
+    (the `overspill` command itself is cli/main.py's); returns the exit status."""
+    return run(parser().parse_args(argv))
+
+
+def run(args: argparse.Namespace) -> int:
+    """One of the server's commands, parsed; returns the exit status."""
     if args.command == "check-config":
         return check_config(args.config)
     if args.command == "ollama":
@@ -35,10 +43,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         from proxy import conversations_cli
 
         return conversations_cli.run(args)
-    if args.command == "eval":
-        from evaluation import cli as eval_cli  # a tool beside the server, loaded for `eval`
-
-        return eval_cli.run(args)
     if args.command == "run":
         from proxy import run_cli
 
@@ -50,7 +54,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     return serve(args)
 
 
-def _parser() -> argparse.ArgumentParser:
+def parser(*more: Callable[[Any], None]) -> argparse.ArgumentParser:
+    """The `overspill` command's parser with the server's subcommands; each of `more` adds
+    its own after them (the command line above the server adds `eval` so)."""
     parser = argparse.ArgumentParser(
         prog="overspill",
         description="OpenAI-compatible proxy that keeps long conversations inside the window.",
@@ -66,9 +72,6 @@ def _parser() -> argparse.ArgumentParser:
     from proxy import conversations_cli
 
     conversations_cli.add_parser(commands)
-    from evaluation import cli as eval_cli
-
-    eval_cli.add_parser(commands)
     from proxy import run_cli
 
     run_cli.add_parser(commands)
@@ -79,6 +82,8 @@ def _parser() -> argparse.ArgumentParser:
     ollama.add_argument("action", choices=["refresh"])
     ollama.add_argument("--url", default="http://127.0.0.1:4000", help="the running overspill")
     ollama.add_argument("--key", default=os.environ.get("OVERSPILL_MASTER_KEY"))
+    for add in more:
+        add(commands)
     return parser
 
 

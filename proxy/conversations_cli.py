@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import orjson
 
-from kernel.config import ConfigError, load_config
+from kernel.config_loading import ConfigError, load_config
 from kernel.store import HistoryStore, StoreError
 from proxy.admin import PREFIX, detail, summary, tenants_of
 from proxy.stores import open_store

@@ -28,7 +28,8 @@ from typing import Any
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from kernel.config import ConfigError, LoadedConfig, Settings, load_config
+from kernel.config import Settings
+from kernel.config_loading import ConfigError, LoadedConfig, load_config
 from kernel.errors import InvalidConfig
 from kernel.store import StoreError
 from middleware.pipeline import LAYERS, MiddlewareError, active_layers, check_layers

@@ -26,7 +26,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from kernel.config import ConfigError, GeneralSettings, load_config
+from kernel.config import GeneralSettings
+from kernel.config_loading import ConfigError, load_config
 
 READY_SECONDS = 60.0
 """How long a started overspill may take to answer its readiness probe."""

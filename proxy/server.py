@@ -7,7 +7,7 @@ import logging
 import os
 from typing import NoReturn
 
-from kernel.config import ConfigError, LoadedConfig, load_config
+from kernel.config_loading import ConfigError, LoadedConfig, load_config
 from kernel.store import StoreError
 from middleware.pipeline import MiddlewareError
 from providers import deferred

@@ -28,7 +28,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from kernel import redaction
-from kernel.config import ConfigError, Settings, load_config
+from kernel.config import Settings
+from kernel.config_loading import ConfigError, load_config
 from kernel.errors import InvalidChatRequest
 from kernel.spending import Tally, UsageRow
 from kernel.store import StoreError

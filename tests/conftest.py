@@ -18,7 +18,8 @@ import pytest
 from hypothesis import settings as hypothesis_settings
 from starlette.types import ASGIApp, Message
 
-from kernel.config import ModelEntry, Settings, parse_config
+from kernel.config import ModelEntry, Settings
+from kernel.config_loading import parse_config
 from kernel.estimator import Estimator
 from kernel.metrics import REGISTRY, flush
 from kernel.services import Services, Window, Windows

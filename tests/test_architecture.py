@@ -6,16 +6,26 @@ from __future__ import annotations
 import re
 import tomllib
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 ROW = re.compile(r"^\| `([\w/]+\.py)` \|", re.MULTILINE)
 
 
+BESIDE = ("bench",)
+"""Packages with a room per module whose imports `lint-imports` does not check: the benchmarks."""
+
+
+def pyproject() -> dict[str, Any]:
+    """pyproject.toml, parsed."""
+    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+
+
 def packages() -> list[str]:
-    """The top-level packages whose imports `lint-imports` checks (pyproject.toml)."""
-    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-    names: list[str] = config["tool"]["importlinter"]["root_packages"]
-    return names
+    """The top-level packages whose imports `lint-imports` checks (pyproject.toml), and the
+    benchmarks beside them."""
+    names: list[str] = pyproject()["tool"]["importlinter"]["root_packages"]
+    return [*names, *BESIDE]
 
 
 def modules_on_disk() -> list[str]:
@@ -36,8 +46,10 @@ def rooms() -> list[str]:
 
 
 def test_every_module_has_a_room() -> None:
-    """Each module under kernel/, middleware/, providers/ and proxy/ has its row."""
-    assert {"kernel", "middleware", "providers", "proxy"} <= set(packages())
+    """Each module under cli/, proxy/, evaluation/, middleware/, providers/, kernel/ and
+    bench/ has its row."""
+    floors = {"cli", "proxy", "evaluation", "middleware", "providers", "kernel", "bench"}
+    assert floors <= set(packages())
     assert sorted(set(modules_on_disk()) - set(rooms())) == []
 
 
@@ -46,3 +58,14 @@ def test_every_room_is_a_module() -> None:
     listed = rooms()
     assert sorted(set(listed) - set(modules_on_disk())) == []
     assert len(listed) == len(set(listed))
+
+
+def test_the_command_sits_above_both_server_and_evaluation() -> None:
+    """The `overspill` console script is cli/'s, the floor lint-imports puts above proxy/ and
+    evaluation/, so neither has to import the other to offer its commands."""
+    config = pyproject()
+    assert config["project"]["scripts"]["overspill"] == "cli.main:main"
+    floors = config["tool"]["importlinter"]["contracts"][0]
+    assert floors["type"] == "layers"
+    assert floors["layers"][:3] == ["cli", "evaluation", "proxy"]
+    assert "ignore_imports" not in floors

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from kernel.config import GeneralSettings, Settings, parse_config
+from kernel.config import GeneralSettings, Settings
+from kernel.config_loading import parse_config
 from kernel.store import DiskHistoryStore
 from proxy.app import create_app
 from proxy.system import build_system

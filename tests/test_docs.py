@@ -14,7 +14,7 @@ from types import ModuleType
 import pytest
 
 from kernel import metrics
-from kernel.config import parse_config
+from kernel.config_loading import parse_config
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -20,7 +20,7 @@ from starlette.routing import Route
 
 from bench.gateway import bodies
 from bench.gateway.passthrough import refused
-from kernel.config import parse_config
+from kernel.config_loading import parse_config
 from kernel.store import DiskHistoryStore
 from kernel.types import ChatRequest, ChatResponse, RequestContext
 from middleware.pipeline import LAYERS

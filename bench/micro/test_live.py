@@ -16,7 +16,7 @@ import pytest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from bench.micro.conftest import Timed
-from kernel.config import load_config
+from kernel.config_loading import load_config
 from proxy.live import LiveApp, build_from
 from proxy.system import System
 

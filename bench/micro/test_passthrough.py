@@ -17,7 +17,7 @@ import orjson
 import pytest
 
 from bench.micro.conftest import Timed
-from kernel.config import parse_config
+from kernel.config_loading import parse_config
 from kernel.types import ChatRequest, RequestContext
 from providers.fake import completion, sse_events
 from providers.openai_compat import OpenAICompatProvider

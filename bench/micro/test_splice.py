@@ -27,7 +27,8 @@ import orjson
 import pytest
 
 from bench.micro.conftest import Timed
-from kernel.config import ModelEntry, Settings, parse_config
+from kernel.config import ModelEntry, Settings
+from kernel.config_loading import parse_config
 from kernel.conversation import chain
 from kernel.store import DiskHistoryStore, HistoryEntry
 from kernel.types import ChatRequest, ChatResponse, Complete, RequestContext

@@ -25,7 +25,7 @@ def test_eval_scores_every_condition_on_the_real_model(llama_server: str, tmp_pa
     config.write_text(local_config(llama_server, None))
     out = tmp_path / "rows.jsonl"
     done = subprocess.run(
-        [sys.executable, "-m", "proxy", "eval", "--config", str(config), "--seeds", "1",
+        [sys.executable, "-m", "cli", "eval", "--config", str(config), "--seeds", "1",
          "--fillers", "0", "--window", "768", "--answer-tokens", "12", "--kinds", KINDS,
          "--out", str(out)],
         capture_output=True, text=True, cwd=tmp_path, timeout=300,

@@ -13,6 +13,7 @@ import orjson
 import pytest
 import respx
 
+from cli.main import main
 from evaluation.cli import (
     QUESTION_ROOM,
     _setup,
@@ -40,7 +41,6 @@ from kernel.store import DiskHistoryStore
 from kernel.tokens import count_messages
 from kernel.types import ChatRequest, ChatResponse, Message
 from providers.fake import ScriptedProvider, completion, json_response
-from proxy.cli import main
 from proxy.system import build_system
 from tests.conftest import AppClient, settings_from
 

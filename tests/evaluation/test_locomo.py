@@ -12,10 +12,10 @@ import orjson
 import pytest
 import respx
 
+from cli.main import main
 from evaluation import locomo
 from evaluation.locomo import Question, content_words
 from providers.fake import completion
-from proxy.cli import main
 
 FILLER = "We talked about the weather and the week in general, nothing special happened."
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kernel.config import ConfigError, LoadedConfig, parse_config
+from kernel.config_loading import ConfigError, LoadedConfig, parse_config
 
 pytestmark = pytest.mark.reliability("tenants")
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from kernel.config import ConfigError, load_config, parse_config
-from proxy.cli import main
+from cli.main import main
+from kernel.config_loading import ConfigError, load_config, parse_config
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kernel.config import ConfigError, parse_config
+from kernel.config_loading import ConfigError, parse_config
 from kernel.documents_config import CompactionRule, DocumentsSettings, normalize_language
 
 BASE = """

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kernel.config import parse_config
+from kernel.config_loading import parse_config
 from kernel.estimator import Estimator
 
 ONE_MODEL = "model_list:\n  - {model_name: local, litellm_params: {model: openai/smollm2}}\n"

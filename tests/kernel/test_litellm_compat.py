@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kernel.config import ConfigError, LoadedConfig, load_config, parse_config
+from kernel.config_loading import ConfigError, LoadedConfig, load_config, parse_config
 from kernel.model_routes import WildcardRoutes
 from kernel.wildcards import Pattern, most_specific_first
 

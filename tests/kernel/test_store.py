@@ -16,7 +16,8 @@ import orjson
 import pytest
 from pydantic import ValidationError
 
-from kernel.config import ConfigError, StoreSettings, parse_config
+from kernel.config import StoreSettings
+from kernel.config_loading import ConfigError, parse_config
 from kernel.estimator import Estimator
 from kernel.store import SQLITE_CACHE_PAGES, DiskHistoryStore, HistoryEntry, StoreError
 from proxy.stores import open_store

@@ -8,7 +8,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from kernel.config import ConfigError, ModelEntry, parse_config
+from kernel.config import ModelEntry
+from kernel.config_loading import ConfigError, parse_config
 from kernel.model_modes import MODE_APIS
 from providers.model_info import (
     known_mode,

@@ -10,12 +10,12 @@ from pathlib import Path
 import httpx
 import pytest
 
+from cli.main import main
 from kernel.records import EXTRACTIONS
 from kernel.store import DiskHistoryStore, HistoryEntry
 from kernel.store_redis import RedisHistoryStore
 from providers.fake import ScriptedProvider, json_response
 from proxy.app import create_app
-from proxy.cli import main
 from proxy.stores import open_store
 from proxy.system import build_system
 from tests.conftest import AppClient, settings_from

@@ -14,10 +14,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from kernel.config import ConfigError, load_config
+from cli.main import main
+from kernel.config_loading import ConfigError, load_config
 from kernel.wildcards import is_wildcard
 from proxy import logs, server
-from proxy.cli import CONFIG_ENV, main
+from proxy.cli import CONFIG_ENV
 from tests.conftest import running
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "litellm_configs"
@@ -145,10 +146,10 @@ def test_a_config_litellm_refuses_is_refused_with_its_yaml_path() -> None:
 def test_the_real_command_accepts(
     name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`python -m proxy check-config` in a real process exits 0 and lists the models."""
+    """`overspill check-config` (`python -m cli`) in a real process exits 0 and lists the models."""
     config = staged(FIXTURES / name, tmp_path, monkeypatch)
     done = subprocess.run(
-        [sys.executable, "-m", "proxy", "check-config", str(config)],
+        [sys.executable, "-m", "cli", "check-config", str(config)],
         capture_output=True,
         text=True,
         check=False,

@@ -12,7 +12,7 @@ import httpx
 import pytest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from kernel.config import load_config
+from kernel.config_loading import load_config
 from kernel.errors import InvalidConfig
 from proxy.app import create_app
 from proxy.exposure import HOST_ENV

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import orjson
 import pytest
 
-from kernel.config import ConfigError
+from kernel.config_loading import ConfigError
 from proxy import logs
 from tests.conftest import settings_from
 

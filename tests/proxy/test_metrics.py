@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 import pytest
 
-from kernel.config import ConfigError, parse_config
+from kernel.config_loading import ConfigError, parse_config
 from kernel.errors import UpstreamError, UpstreamTimeout
 from kernel.types import RequestContext
 from providers.failures import classify_failure

@@ -446,7 +446,7 @@ def test_the_parser_reads_what_the_server_writes() -> None:
 
 def test_the_limits_in_the_config_are_the_ones_served(tmp_path: Path) -> None:
     """The module's config loads with its short limits (what the process enforces)."""
-    from kernel.config import load_config
+    from kernel.config_loading import load_config
     from proxy.limits import ConnectionLimits
 
     path = tmp_path / "config.yaml"

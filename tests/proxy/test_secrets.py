@@ -15,7 +15,7 @@ import orjson
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from kernel.config import load_config
+from kernel.config_loading import load_config
 from kernel.store import DiskHistoryStore, HistoryEntry
 from proxy.app import create_app
 from proxy.live import LiveApp, build_from

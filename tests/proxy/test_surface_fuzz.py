@@ -25,7 +25,7 @@ from httpx import Response as UpstreamResponse
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kernel.config import load_config
+from kernel.config_loading import load_config
 from providers.fake import completion, embeddings, sse_events, text_completion
 from proxy.app import create_app
 from proxy.live import LiveApp, build_from

@@ -11,7 +11,7 @@ import orjson
 import pytest
 import respx
 
-from kernel.config import ConfigError, parse_config
+from kernel.config_loading import ConfigError, parse_config
 from kernel.errors import ENCODE_DEPTH
 from kernel.store import DiskHistoryStore, HistoryEntry
 from providers.fake import completion

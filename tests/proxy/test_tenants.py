@@ -11,7 +11,7 @@ import httpx
 import openai
 import pytest
 
-from kernel.config import load_config
+from kernel.config_loading import load_config
 from kernel.errors import ContextWindowExceeded
 from kernel.store import DiskHistoryStore
 from kernel.tokens import count_messages

@@ -266,7 +266,7 @@ from proxy.app import create_app
 from proxy.system import build_system
 from kernel.store import DiskHistoryStore
 from providers.fake import ScriptedProvider, json_response
-from kernel.config import parse_config
+from kernel.config_loading import parse_config
 
 assert tracing.configure({}) is None
 settings = parse_config(sys.argv[1], "config.yaml", {}).settings

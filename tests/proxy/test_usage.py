@@ -10,11 +10,11 @@ from pathlib import Path
 import orjson
 import pytest
 
+from cli.main import main
 from kernel.errors import InvalidChatRequest
 from kernel.spending import Tally
 from kernel.store import DiskHistoryStore
 from kernel.usage import day_of
-from proxy.cli import main
 from proxy.usage import days_asked
 from tests.conftest import settings_from
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernel.config import ConfigError, parse_config
+from kernel.config_loading import ConfigError, parse_config
 from kernel.store import DiskHistoryStore
 from kernel.tokens import count_text
 from kernel.types import ChatRequest, Completion, Message, RequestContext

@@ -457,7 +457,7 @@ async def test_two_replicas_on_one_redis_grow_once(redis_url: str) -> None:
 
 def test_hysteresis_shares_are_checked_at_startup() -> None:
     """compact_to < compact_at <= grow_at, or the config is refused naming the YAML path."""
-    from kernel.config import ConfigError
+    from kernel.config_loading import ConfigError
 
     bad = CONFIG.replace(
         "max_output_tokens: 128}", "max_output_tokens: 128, compact_to: 0.8, compact_at: 0.7}"
