@@ -57,6 +57,7 @@ from middleware.condensing.slots import Found, look_up
 from middleware.condensing.split import (
     Split,
     context_message,
+    partition,
     split_history,
     system_indices,
 )
@@ -216,7 +217,8 @@ class Condenser:
                 now = (await self.look_up(ctx, request, whole)).entry
                 if now is not None and not _same_entry(now, seen):
                     metrics.extraction_made(entry.model_name, "reused")
-                    message = context_message(now.extraction, now.historical_end_index)
+                    stood_for = len(partition(request.messages, now.historical_end_index)[1])
+                    message = context_message(now.extraction, stood_for)
                     return StandIn(message, "reused", None, elsewhere=now)
             extraction = await self._condense(request, ctx, entry, plan, previous)
             metrics.extraction_made(entry.model_name, _result(extraction))

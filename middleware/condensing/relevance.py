@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from kernel.types import Message
 from middleware.condensing.prompt import content_text, speaker
+from middleware.condensing.split import SYSTEM_ROLES
 
 K1 = 1.2
 """BM25's term-frequency saturation (the usual value)."""
@@ -71,7 +72,7 @@ def passages(messages: Sequence[Message], indices: Sequence[int]) -> list[Passag
     found: list[Passage] = []
     for index in indices:
         message = messages[index]
-        if message.get("role") in ("system", "developer"):
+        if message.get("role") in SYSTEM_ROLES:
             continue
         who = speaker(message)
         found += (Passage(index, who, part) for part in _parts(content_text(message)))
