@@ -106,9 +106,8 @@ def _parts(text: str) -> tuple[str, ...]:
     return tuple(p for p in parts if p)
 
 
-@functools.lru_cache(maxsize=16384)
 def words(text: str) -> tuple[str, ...]:
-    """`text`'s words, lower-cased (cached, as the parts are)."""
+    """`text`'s words, lower-cased."""
     return tuple(_WORD.findall(text.lower()))
 
 
