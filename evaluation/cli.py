@@ -25,7 +25,6 @@ from typing import IO, Any, TypeVar
 from evaluation import locomo
 from evaluation.conditions import CONDITIONS, ConditionName
 from evaluation.conversations import DEFAULT_FILLERS, HELD_OUT_FROM, Conversation, generate
-from evaluation.locomo import DEFAULT_DIALOGUES
 from evaluation.probes import PROBE_KINDS, Asked, ProbeKind
 from evaluation.report import CHART_HINT, chart, read_jsonl, table, write_jsonl
 from evaluation.runner import (
@@ -74,15 +73,7 @@ def add_parser(commands: Any) -> None:
         "--answer-tokens", type=int, default=ANSWER_TOKENS,
         help=f"max_tokens of each probe and replayed turn (default {ANSWER_TOKENS})",
     )  # fmt: skip
-    parser.add_argument(
-        "--locomo", metavar="PATH",
-        help="play LoCoMo's dialogues instead of generated ones: its locomo10.json, or a "
-        "folder of its per-dialogue files (evaluation/locomo.py)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--dialogues", default=",".join(DEFAULT_DIALOGUES),
-        help="with --locomo: which dialogues (default: the eight developed on)",
-    )  # fmt: skip
+    locomo.add_arguments(parser)
     parser.add_argument("--conditions", help="comma-separated (default: all)")
     parser.add_argument("--kinds", help="probe kinds to ask (default: all)")
     parser.add_argument("--out", default="eval-results.jsonl", help="JSON lines, one per probe")

@@ -235,16 +235,10 @@ def locomo_main(path: Path, window: int, names: Sequence[str], relevant_share: f
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--locomo", metavar="PATH",
-        help="measure LoCoMo's dialogues instead (locomo10.json or its per-dialogue folder)",
-    )  # fmt: skip
+    locomo.add_arguments(parser)
     parser.add_argument("--window", type=int, default=4096, help="with --locomo")
     parser.add_argument(
         "--relevant-share", type=float, default=RELEVANT_SHARE, help="with --locomo"
-    )
-    parser.add_argument(
-        "--dialogues", default=",".join(locomo.DEFAULT_DIALOGUES), help="with --locomo"
     )
     parser.add_argument("--seeds", default="1-8,1000-1007")
     parser.add_argument("--fillers", default="24,60")

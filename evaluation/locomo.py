@@ -30,6 +30,7 @@ Pure: no model, no network.
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -224,3 +225,16 @@ def chosen(dialogues: Sequence[Dialogue], names: Sequence[str]) -> list[Dialogue
             f"--dialogues: {', '.join(missing)} not in the file (it has {', '.join(known)})"
         )
     return [known[name] for name in names]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """`--locomo PATH` and `--dialogues`, as `overspill eval` and the ledger bench read them."""
+    parser.add_argument(
+        "--locomo", metavar="PATH",
+        help="use LoCoMo's dialogues instead of generated ones: its locomo10.json, or a "
+        "folder of its per-dialogue files (evaluation/locomo.py)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--dialogues", default=",".join(DEFAULT_DIALOGUES),
+        help="with --locomo: which dialogues (default: the eight developed on)",
+    )  # fmt: skip
