@@ -2,10 +2,10 @@
 
 Shared by the wires that translate a stream (Anthropic's own, and litellm's parsers): the
 upstream's whole events parsed one by one (`ping` skipped, an `error` event raised as the
-call's failure, the end event noted), each turned into a chunk by the wire's `event`, the
-role on the first chunk, and at the end the usage event when the request asked for it and
-`[DONE]`. A stream that ends before its end event, or in the middle of an event, is an
-error, never a silent end.
+call's failure, the end event noted: OpenAI's wire ends with `[DONE]`), each turned into a
+chunk by the wire's `event`, the role on the first chunk, and at the end the usage event when
+the request asked for it and `[DONE]`. A stream that ends before its end event, or in the
+middle of an event, is an error, never a silent end.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ import orjson
 from kernel.errors import UpstreamBadResponse
 from kernel.types import ChatRequest
 from providers.exchange import Exchange
+
+DONE = b"[DONE]"
 
 
 class SseRelay:
@@ -58,6 +60,9 @@ class SseRelay:
         for event in data.replace(b"\r\n", b"\n").split(b"\n\n"):
             payload = sse_data(event)
             if payload is None:
+                continue
+            if payload == DONE and self.end_kind == "[DONE]":  # OpenAI's wire: its last line
+                self.finished = True
                 continue
             try:
                 parsed = orjson.loads(payload)

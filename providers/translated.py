@@ -23,14 +23,18 @@ the road is chosen by `providers.roads.choose`).
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 import orjson
+from litellm.litellm_core_utils.get_llm_provider_logic import get_llm_provider
 from litellm.llms.anthropic.chat.handler import ModelResponseIterator as AnthropicEvents
 from litellm.llms.anthropic.chat.transformation import ANTHROPIC_TOOL_NAME_REVERSE_MAP_KEY
+from litellm.llms.base_llm.chat.transformation import BaseConfig
+from litellm.llms.openai.chat.gpt_transformation import OpenAIGPTConfig
 from litellm.types.utils import LlmProviders, ModelResponse
 from litellm.utils import ProviderConfigManager, get_optional_params
 
@@ -48,19 +52,23 @@ from providers.wire import SETTINGS, StreamReader, WireProvider, Written
 class Spec:
     """What litellm's config for a provider leaves to its own handler: the URL, the events."""
 
-    url: Callable[[ModelEntry], str]
-    """The deployment's endpoint (its `api_base`, the provider's variables, the default)."""
-    events: Callable[[bool, dict[str, Any]], Any]
-    """(json_mode, litellm_params) → an object whose `chunk_parser(dict)` turns one event's
-    JSON into a litellm stream chunk."""
+    url: Callable[[ModelEntry], str] | None
+    """The deployment's endpoint (its `api_base`, the provider's variables, the default);
+    None: the config's own `get_complete_url` of the deployment's base."""
+    events: Callable[[BaseConfig, bool, dict[str, Any]], Any]
+    """(config, json_mode, litellm_params) → an object whose `chunk_parser(dict)` turns one
+    event's JSON into a litellm stream chunk."""
     end: str
-    """The `type` of the event a complete stream ends with."""
+    """The `type` of the event a complete stream ends with (`[DONE]`: OpenAI's last line)."""
     text: Callable[[dict[str, Any]], str | None]
     """An event's text when the parser would make nothing else of it (most events of a
     stream): written without the parser's objects. None: the parser reads the event."""
+    endpoint: Callable[[ModelEntry], tuple[str | None, str | None] | None]
+    """The deployment's (api_base, api_key) as litellm would send them; None: they depend
+    on what this path does not resolve (litellm.acompletion keeps the deployment)."""
 
 
-def _anthropic_events(json_mode: bool, litellm_params: dict[str, Any]) -> Any:
+def _anthropic_events(config: BaseConfig, json_mode: bool, litellm_params: dict[str, Any]) -> Any:
     return AnthropicEvents(
         streaming_response=None,
         sync_stream=False,
@@ -81,15 +89,116 @@ def _anthropic_text(event: dict[str, Any]) -> str | None:
     return text if isinstance(text, str) else None
 
 
+def _given(entry: ModelEntry) -> tuple[str | None, str | None] | None:
+    """The deployment's own api_base and api_key (the provider's variables: its config's)."""
+    params = entry.litellm_params
+    return params.api_base, (params.api_key.get_secret_value() if params.api_key else None)
+
+
 WIRES: dict[str, Spec] = {
     "anthropic": Spec(
         anthropic.messages_url,
         _anthropic_events,
         end="message_stop",
         text=_anthropic_text,
+        endpoint=_given,
     ),
 }
-"""Providers served here; every other one goes through litellm.acompletion."""
+"""Providers served here by a translation of their own API (the OpenAI family: below)."""
+
+OPENAI_FAMILY = frozenset(
+    {
+        "openai", "custom_openai", "hosted_vllm", "lm_studio", "llamafile", "groq", "deepseek",
+        "together_ai", "xai", "fireworks_ai", "mistral", "openrouter", "deepinfra", "perplexity",
+        "nvidia_nim", "cerebras", "sambanova", "nebius", "anyscale", "moonshot", "novita",
+    }
+)  # fmt: skip
+"""Providers whose API is OpenAI's chat completions and whose litellm handler does no more
+than its config (`OpenAIGPTConfig` or a subclass: the parameters, the headers, the body, the
+answer and the stream chunks): litellm's `base_llm_http_handler` or its OpenAI SDK call with
+that config. Not here: Azure (its URL and API versions), Databricks and Cohere (their own
+auth or stream handling), and any provider whose handler signs or fetches tokens."""
+OPENAI_BASE = "https://api.openai.com/v1"
+"""OpenAI's endpoint when a deployment, OPENAI_BASE_URL and OPENAI_API_BASE name none."""
+
+
+def _openai_text(event: dict[str, Any]) -> str | None:
+    """A chunk's text when it carries nothing else (one choice, a `content` delta, no finish
+    reason, no usage): litellm's parser would return it as the delta's content."""
+    choices = event.get("choices")
+    if not isinstance(choices, list) or len(choices) != 1 or event.get("usage") is not None:
+        return None
+    choice = choices[0]
+    if not isinstance(choice, dict) or choice.get("finish_reason") is not None:
+        return None
+    delta = choice.get("delta")
+    if not isinstance(delta, dict) or not set(delta) <= {"content", "role"}:
+        return None
+    text = delta.get("content")
+    return text if isinstance(text, str) else None
+
+
+def _openai_events(config: BaseConfig, json_mode: bool, litellm_params: dict[str, Any]) -> Any:
+    return config.get_model_response_iterator(
+        streaming_response=None,  # type: ignore[arg-type]  # events are fed to chunk_parser
+        sync_stream=False,
+        json_mode=json_mode,
+    )
+
+
+def _openai_endpoint(entry: ModelEntry) -> tuple[str | None, str | None] | None:
+    """(api_base, api_key) as litellm resolves them for an OpenAI-family deployment: its own,
+    else the provider's from litellm's `get_llm_provider` (its variables and default base),
+    else OpenAI's variables for `openai`. None when either stays unknown: litellm knows every
+    provider's variable names, so the deployment stays with litellm.acompletion."""
+    given = _given(entry)
+    assert given is not None
+    base, key = given
+    _, _, found_key, found_base = get_llm_provider(
+        entry.litellm_params.model, api_base=base, api_key=key
+    )
+    base, key = base or found_base, key or found_key
+    if entry.litellm_params.provider == "openai":
+        base = base or os.environ.get("OPENAI_BASE_URL") or os.environ.get("OPENAI_API_BASE")
+        base, key = base or OPENAI_BASE, key or os.environ.get("OPENAI_API_KEY")
+    return (base, key) if base and key else None
+
+
+def _family_config(entry: ModelEntry) -> BaseConfig | None:
+    """litellm's config for an OpenAI-family deployment when it writes the whole request:
+    no stream wrapper of its own, no asynchronous transformation, no request signing."""
+    params = entry.litellm_params
+    config = ProviderConfigManager.get_provider_chat_config(
+        model=params.upstream_model, provider=LlmProviders(params.provider)
+    )
+    if (
+        not isinstance(config, OpenAIGPTConfig)
+        or config.has_custom_stream_wrapper
+        or config.uses_async_transform_request
+        or type(config).sign_request is not BaseConfig.sign_request
+    ):
+        return None
+    return config
+
+
+OPENAI_WIRE = Spec(None, _openai_events, end="[DONE]", text=_openai_text, endpoint=_openai_endpoint)
+
+
+def spec_for(entry: ModelEntry) -> Spec | None:
+    """The translation of a deployment litellm's config writes here, or None (litellm's own
+    call): a provider of `WIRES` or the OpenAI family, and no litellm setting beyond
+    `SETTINGS` (an `organization`, which OpenAI's SDK sends, is one)."""
+    params = entry.litellm_params
+    if not set(params.extras()) <= SETTINGS:
+        return None
+    if params.provider in WIRES:
+        return WIRES[params.provider]
+    if params.provider not in OPENAI_FAMILY:
+        return None
+    if _family_config(entry) is None or _openai_endpoint(entry) is None:
+        return None
+    return OPENAI_WIRE
+
 
 _MEMO_KEY_BYTES = 2048
 _MEMO_ENTRIES = 256
@@ -105,8 +214,7 @@ def build_provider(
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
 ) -> Provider:
     """The translated provider when litellm's config covers the deployment, else litellm's."""
-    params = entry.litellm_params
-    if params.provider in WIRES and set(params.extras()) <= SETTINGS:
+    if spec_for(entry) is not None:
         return TranslatedProvider(
             entry,
             client,
@@ -125,7 +233,10 @@ def build_provider(
 class _NoLogging:
     """What litellm's transformations call on its logging object: nothing is logged here."""
 
-    model_call_details: dict[str, Any] = {}  # noqa: RUF012  # litellm reads it, never writes
+    @property
+    def model_call_details(self) -> dict[str, Any]:
+        """A new dict each time: litellm stores an answer's headers in it, kept by no one."""
+        return {}
 
     def post_call(self, *args: Any, **kwargs: Any) -> None:
         """litellm's hook after a call: overspill logs its own requests."""
@@ -143,16 +254,19 @@ class LitellmWire:
         params = entry.litellm_params
         self.entry = entry
         self.name = params.provider
-        self.spec = WIRES[self.name]
-        self.end_kind = self.spec.end
+        spec = spec_for(entry)
+        assert spec is not None, f"litellm's config does not write {self.name} here"
+        self.spec = spec
+        self.end_kind = spec.end
         self.model = params.upstream_model
         config = ProviderConfigManager.get_provider_chat_config(
             model=self.model, provider=LlmProviders(self.name)
         )
         assert config is not None, f"litellm has no chat config for {self.name}"
         self.config = config
-        self.api_base = params.api_base
-        self.api_key = params.api_key.get_secret_value() if params.api_key is not None else None
+        endpoint = spec.endpoint(entry)
+        assert endpoint is not None
+        self.api_base, self.api_key = endpoint
         self.drop_params = drop_params or None
         self.memo: dict[bytes, bytes] = {}
         """Parameters (JSON) → litellm's mapping of them (JSON); see `mapped`."""
@@ -164,8 +278,21 @@ class LitellmWire:
         )
 
     def urls(self) -> tuple[str, str]:
-        url = self.spec.url(self.entry)
-        return url, url
+        if self.spec.url is not None:
+            url = self.spec.url(self.entry)
+            return url, url
+        return self._complete_url(False), self._complete_url(True)
+
+    def _complete_url(self, stream: bool) -> str:
+        """The config's endpoint for the deployment's base (what litellm's handler calls)."""
+        return self.config.get_complete_url(
+            api_base=self.api_base,
+            api_key=self.api_key,
+            model=self.model,
+            optional_params={},
+            litellm_params={},
+            stream=stream,
+        )
 
     def leaves(self, request: ChatRequest) -> str | None:
         """Nothing: litellm writes what litellm writes (and says why it cannot)."""
@@ -193,6 +320,7 @@ class LitellmWire:
         optional = self.mapped(body, request.stream)
         optional.pop("stream", None)
         json_mode = bool(optional.pop("json_mode", False))
+        extra_body = optional.pop("extra_body", None)
         litellm_params: dict[str, Any] = {"api_base": self.api_base}
         headers = self.config.validate_environment(
             headers=dict(self.extra_headers),
@@ -210,6 +338,16 @@ class LitellmWire:
             litellm_params=litellm_params,
             headers=headers,
         )
+        if extra_body:  # the body's own extra fields, as litellm's handler merges them
+            data = {
+                **data,
+                **self.config.transform_extra_body(
+                    extra_body=extra_body,
+                    request=data,
+                    model=self.model,
+                    litellm_params=litellm_params,
+                ),
+            }
         if request.stream:
             data["stream"] = True
         headers["accept-encoding"] = "identity"
@@ -262,7 +400,7 @@ class LitellmWire:
         return orjson.dumps(_plain(result))
 
     def reader(self, written: Written) -> StreamReader:
-        return _Events(self.spec, written.state)
+        return _Events(self.spec, self.config, written.state)
 
     def _untranslatable(self, exc: Exception) -> OverspillError:
         """A request litellm refused to write in the provider's API (as litellm said why)."""
@@ -335,9 +473,13 @@ class _Answer:
 class _Events:
     """One stream's events, read by litellm's parser (a plain text delta without it)."""
 
-    def __init__(self, spec: Spec, state: _Answer) -> None:
-        self.parser = spec.events(state.json_mode, state.litellm_params)
-        self.id: str | None = "chatcmpl-" + self.parser.response_id.removeprefix("chatcmpl-")
+    def __init__(self, spec: Spec, config: BaseConfig, state: _Answer) -> None:
+        self.parser = spec.events(config, state.json_mode, state.litellm_params)
+        known = getattr(self.parser, "response_id", None)
+        self.id: str | None = None
+        """The stream's id: its events' (OpenAI's wire), else the parser's."""
+        if isinstance(known, str):
+            self.id = "chatcmpl-" + known.removeprefix("chatcmpl-")
         self.model: str | None = None
         self.finished = False
         """Never set here: the relay sees the end event itself."""
@@ -348,12 +490,17 @@ class _Events:
     def delta(self, event: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
         """A text delta written directly, any other event through litellm's parser."""
         parsed = event if isinstance(event, dict) else dict(event)
+        if self.id is None and isinstance(parsed.get("id"), str):
+            self.id = parsed["id"]
+            model = parsed.get("model")
+            self.model = model if isinstance(model, str) else None
         text = self.text(parsed) if not self.json_mode else None
         if text is not None:
             return ({"content": text} if text else None), None
         chunk = self.parser.chunk_parser(chunk=parsed)
-        if chunk.usage is not None:
-            self.usage = chunk.usage
+        usage = getattr(chunk, "usage", None)  # a field only once a chunk carried it
+        if usage is not None:
+            self.usage = usage
         choice = chunk.choices[0] if chunk.choices else None
         if choice is None:
             return None, None
