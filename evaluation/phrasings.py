@@ -28,6 +28,20 @@ from typing import Generic, Literal, TypeVar
 
 TemplateSet = Literal["tune", "held-out"]
 TEMPLATE_SETS: tuple[TemplateSet, ...] = ("tune", "held-out")
+ALL = "all"
+"""The `--templates` choice that plays each seed once per template set."""
+
+
+def template_sets(choice: str) -> tuple[TemplateSet, ...]:
+    """The sets a `--templates` choice plays (``all``: each, tune first); ValueError for
+    an unknown choice."""
+    if choice == ALL:
+        return TEMPLATE_SETS
+    for name in TEMPLATE_SETS:
+        if choice == name:
+            return (name,)
+    known = ", ".join([*TEMPLATE_SETS, ALL])
+    raise ValueError(f"--templates: unknown {choice!r} (known: {known})")
 
 T = TypeVar("T", covariant=True)
 Turns = tuple[str, ...]
