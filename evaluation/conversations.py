@@ -9,7 +9,7 @@ and code searches whose tool results are long) with the planted episodes among t
     tool_fact       a value only a tool result holds (a config file the assistant read)
     corrected_fact  the user states a value, later corrects it (the old one is stale)
     decision        two options discussed, one chosen (the other is stale)
-    identifier      the file an assistant's edit_file call touched
+    identifier      the file an assistant's edit call touched
     next_step       a next step agreed, done later, and a new one agreed (the first is stale)
     instruction     "end every answer with the tag [X]", checked on an unrelated question
 
@@ -19,6 +19,12 @@ found in an answer can only come from the episode that planted it.
 
 Seeds at or above `HELD_OUT_FROM` form the held-out set: prompts and the ledger may be tuned
 on the others, never on these, and reports list the two sets apart.
+
+Independently of the seed, a conversation is said in one *template set* (phrasings.py): the
+tune templates, the sentences the ledger's rules were written against (the default: the
+same bytes as before held-out templates existed), or the held-out templates, phrasings no
+rule was written against. The templates are drawn from a random stream of their own, so a
+seed's values, fillers and positions are the same in either set: only the words differ.
 """
 
 from __future__ import annotations

@@ -20,10 +20,13 @@ an edit's call line after "Please fix …"), for the kinds where one is:
 The tail is split off as the history splice does (`split_history`); the sizes and the
 cadence approximate a 2,048-token window (an extraction target of `--target` tokens, a tail
 of `--tail`); the real pipeline with a real model is `overspill eval`. Tune seeds (below
-1000) and held-out seeds are reported apart.
+1000) and held-out seeds are reported apart, and with `--templates all` the tune and held-out
+templates too (evaluation/phrasings.py: the same seeds and values, said otherwise), then the
+points held-out templates are from tune ones.
 
     .venv/bin/python -m evaluation.ledger                 # fillers 24 and 60
     .venv/bin/python -m evaluation.ledger --fillers 60 --seeds 1-8,1000-1007
+    .venv/bin/python -m evaluation.ledger --templates all  # phrasings no rule was tuned on
 
 Compare a revision: run the same command in a worktree of it (`git worktree add /tmp/old
 REV`; before the evaluation left `proxy/`, this was `scripts/bench_ledger.py`).
@@ -358,7 +361,8 @@ class Counted:
             for column in columns:
                 held = self.figures("held-out", column, kind)
                 tune = self.figures("tune", column, kind)
-                gaps = [round(100 * (h / held[3] - t / tune[3])) for h, t in zip(held[:3], tune[:3])]
+                pairs = zip(held[:3], tune[:3], strict=True)
+                gaps = [round(100 * (h / held[3] - t / tune[3])) for h, t in pairs]
                 cells.append(" ".join(f"{gap:+d}" for gap in gaps))
             print(f"{kind:<16}" + "".join(f"{cell:>18}" for cell in cells))
 

@@ -43,6 +43,7 @@ def template_sets(choice: str) -> tuple[TemplateSet, ...]:
     known = ", ".join([*TEMPLATE_SETS, ALL])
     raise ValueError(f"--templates: unknown {choice!r} (known: {known})")
 
+
 T = TypeVar("T", covariant=True)
 Turns = tuple[str, ...]
 """An episode's turns as format strings, alternating, the user's first."""
@@ -110,8 +111,7 @@ INSTRUCTION: Phrasings[Turns] = Phrasings(
             "Will do: [{tag}] goes at the end of each reply.",
         ),
         (
-            "Could you sign off every answer in this session with [{tag}]? That's how I file "
-            "them.",
+            "Could you sign off every answer in this session with [{tag}]? That's how I file them.",
             "Sure, each of my answers will close with [{tag}].",
         ),
         (
@@ -122,9 +122,10 @@ INSTRUCTION: Phrasings[Turns] = Phrasings(
     ),
 )
 
+NOTED = "Noted, I will keep that in mind."
 USER_FACTS: dict[str, Phrasings[Turns]] = {
     "project code": Phrasings(
-        tune=(("For the record, our internal project code is {value}.", "Noted, I will keep that in mind."),),  # fmt: skip
+        tune=(("For the record, our internal project code is {value}.", NOTED),),
         held_out=(
             (
                 "{value} is the internal project code we file everything under, by the way.",
@@ -143,7 +144,7 @@ USER_FACTS: dict[str, Phrasings[Turns]] = {
         ),
     ),
     "staging host": Phrasings(
-        tune=(("The staging host is {value}; every deploy goes there first.", "Noted, I will keep that in mind."),),  # fmt: skip
+        tune=(("The staging host is {value}; every deploy goes there first.", NOTED),),
         held_out=(
             ("Every deploy lands on {value} first, that's our staging box.", "OK, good to know."),
             (
@@ -157,7 +158,7 @@ USER_FACTS: dict[str, Phrasings[Turns]] = {
         ),
     ),
     "customer number": Phrasings(
-        tune=(("Our customer number with the hosting vendor is {value}.", "Noted, I will keep that in mind."),),  # fmt: skip
+        tune=(("Our customer number with the hosting vendor is {value}.", NOTED),),
         held_out=(
             (
                 "When you open a ticket with the hosting vendor, quote {value} as our customer "
@@ -176,7 +177,7 @@ USER_FACTS: dict[str, Phrasings[Turns]] = {
         ),
     ),
     "database": Phrasings(
-        tune=(("The main database is called {value}, in case you need it for queries.", "Noted, I will keep that in mind."),),  # fmt: skip
+        tune=(("The main database is called {value}, in case you need it for queries.", NOTED),),
         held_out=(
             ("Queries go against {value}; that's the main database.", "OK."),
             (
@@ -203,8 +204,7 @@ ASSISTANT_FACTS: dict[str, Phrasings[Turns]] = {
         ),
         held_out=(
             (
-                "The mock payment server needs a port. Anything above twenty thousand that's "
-                "free?",
+                "The mock payment server needs a port. Anything above twenty thousand that's free?",
                 "{value} is free on this machine, so the mock payment server can listen there.",
             ),
             (
@@ -426,8 +426,7 @@ DECISION: Phrasings[Turns] = Phrasings(
             "Which {kind} would you use for {purpose}: {first} or {second}?",
             "It depends on who runs it. {first} needs less tuning, {second} handles more "
             "traffic out of the box. Your team could live with either.",
-            "{chosen}, final answer. We can look at {rejected} again next year if we outgrow "
-            "it.",
+            "{chosen}, final answer. We can look at {rejected} again next year if we outgrow it.",
             "Great, I'll wire {purpose} to {chosen}.",
         ),
     ),
@@ -444,7 +443,8 @@ IDENTIFIER: Phrasings[Edit] = Phrasings(
         Edit(
             "Please fix {bug}.",
             "edit_file",
-            (("path", "{path}"), ("old", "total = round(total)"), ("new", "total = quantize(total)")),
+            (("path", "{path}"), ("old", "total = round(total)"),
+             ("new", "total = quantize(total)")),
             "Edited {path}: three lines changed.",
             "Done: the fix is in and the related tests pass.",
         ),
