@@ -23,6 +23,7 @@ conversation said otherwise.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Generic, Literal, TypeVar
 
@@ -509,3 +510,17 @@ NEXT_STEP: Phrasings[Turns] = Phrasings(
 )
 """The step agreed and its reply, then (placed later) the step done, the new one agreed,
 and the reply."""
+
+Template = Turns | ToolRead | Edit
+"""Any kind's template."""
+BY_KIND: Mapping[str, Mapping[str, Phrasings[Template]]] = {
+    "user_fact": USER_FACTS,
+    "assistant_fact": ASSISTANT_FACTS,
+    "tool_fact": {"": TOOL_FACT},
+    "corrected_fact": CORRECTED_FACTS,
+    "decision": {"": DECISION},
+    "identifier": {"": IDENTIFIER},
+    "next_step": {"": NEXT_STEP},
+    "instruction": {"": INSTRUCTION},
+}
+"""Every probe kind's templates by subject ("" for a kind planted without subjects)."""

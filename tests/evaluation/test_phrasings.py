@@ -6,7 +6,6 @@ import hashlib
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 import orjson
 import pytest
@@ -17,20 +16,14 @@ from evaluation import ledger
 from evaluation.conditions import text_of
 from evaluation.conversations import Conversation, generate
 from evaluation.phrasings import (
-    ASSISTANT_FACTS,
-    CORRECTED_FACTS,
-    DECISION,
+    BY_KIND,
     IDENTIFIER,
-    INSTRUCTION,
-    NEXT_STEP,
     TEMPLATE_SETS,
     TOOL_FACT,
-    USER_FACTS,
     Edit,
-    Phrasings,
+    Template,
     TemplateSet,
     ToolRead,
-    Turns,
     template_label,
     template_sets,
 )
@@ -39,16 +32,6 @@ from evaluation.report import read_jsonl, table, write_jsonl
 from evaluation.runner import Row
 from tests.evaluation.test_eval import CONFIG, _upstream
 
-PHRASINGS: dict[str, dict[str, Phrasings[Any]]] = {
-    "user_fact": USER_FACTS,
-    "assistant_fact": ASSISTANT_FACTS,
-    "tool_fact": {"": TOOL_FACT},
-    "corrected_fact": CORRECTED_FACTS,
-    "decision": {"": DECISION},
-    "identifier": {"": IDENTIFIER},
-    "next_step": {"": NEXT_STEP},
-    "instruction": {"": INSTRUCTION},
-}
 SEEDS = [*range(1, 61), *range(1000, 1060)]
 """Enough seeds that each subject's every template is drawn (fillers 0: a few turns each)."""
 
@@ -60,8 +43,8 @@ def _short(templates: TemplateSet) -> list[Conversation[Probe]]:
 def test_every_kind_has_at_least_four_phrasings_split_in_two_sets() -> None:
     """Each kind (each of its subjects) has a tune template and at least three held-out
     ones, four or more in all."""
-    assert set(PHRASINGS) == set(PROBE_KINDS)
-    for kind, subjects in PHRASINGS.items():
+    assert set(BY_KIND) == set(PROBE_KINDS)
+    for kind, subjects in BY_KIND.items():
         for subject, phrasings in subjects.items():
             assert len(phrasings.tune) >= 1, (kind, subject)
             assert len(phrasings.held_out) >= 3, (kind, subject)
@@ -79,7 +62,7 @@ def test_each_template_set_renders_every_kind_with_each_of_its_templates(
         assert tuple(p.kind for p in conversation.probes) == PROBE_KINDS
         for probe in conversation.probes:
             drawn[probe.kind].add(probe.template)
-    for kind, subjects in PHRASINGS.items():
+    for kind, subjects in BY_KIND.items():
         expected = {
             template_label(subject, templates, index)
             for subject, phrasings in subjects.items()
@@ -92,7 +75,7 @@ def test_held_out_and_tune_templates_share_nothing_that_carries_a_value() -> Non
     """No template is in both sets, nor any sentence of one that holds a value (a short
     reply such as "Noted." may be in both); a tool fact's file layout and an edit's tool
     differ too."""
-    for kind, subjects in PHRASINGS.items():
+    for kind, subjects in BY_KIND.items():
         for subject, phrasings in subjects.items():
             assert not set(phrasings.tune) & set(phrasings.held_out), (kind, subject)
             tune = {said for t in phrasings.tune for said in _sentences(t) if "{" in said}
@@ -102,7 +85,7 @@ def test_held_out_and_tune_templates_share_nothing_that_carries_a_value() -> Non
     assert not {e.tool for e in IDENTIFIER.tune} & {e.tool for e in IDENTIFIER.held_out}
 
 
-def _sentences(template: Turns | ToolRead | Edit) -> tuple[str, ...]:
+def _sentences(template: Template) -> tuple[str, ...]:
     """What a template says: its turns, or a read's or an edit's messages."""
     if isinstance(template, ToolRead):
         return (template.ask, template.reply)
