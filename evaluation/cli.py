@@ -25,6 +25,7 @@ from typing import IO, Any, TypeVar
 from evaluation import locomo
 from evaluation.conditions import CONDITIONS, ConditionName
 from evaluation.conversations import DEFAULT_FILLERS, HELD_OUT_FROM, Conversation, generate
+from evaluation.phrasings import ALL, TEMPLATE_SETS, TemplateSet, template_sets
 from evaluation.probes import PROBE_KINDS, Asked, ProbeKind
 from evaluation.report import CHART_HINT, chart, read_jsonl, table, write_jsonl
 from evaluation.runner import (
@@ -69,6 +70,7 @@ def add_parser(commands: Any) -> None:
         "--fillers", type=int, default=DEFAULT_FILLERS,
         help=f"filler episodes per conversation: its length (default {DEFAULT_FILLERS})",
     )  # fmt: skip
+    add_templates_argument(parser)
     parser.add_argument(
         "--answer-tokens", type=int, default=ANSWER_TOKENS,
         help=f"max_tokens of each probe and replayed turn (default {ANSWER_TOKENS})",
@@ -88,6 +90,15 @@ def add_parser(commands: Any) -> None:
         "--report", nargs="+", metavar="ROWS",
         help="run nothing: read saved --out files (a split run's parts), print the table "
         "and draw --chart from all their rows",
+    )  # fmt: skip
+
+
+def add_templates_argument(parser: argparse.ArgumentParser) -> None:
+    """`--templates`: which phrasings the generated conversations are said in."""
+    parser.add_argument(
+        "--templates", default="tune", choices=[*TEMPLATE_SETS, ALL],
+        help="the phrasings of the planted episodes: tune (those the ledger was written "
+        "against, the default), held-out (never tuned on), or all (each seed in both)",
     )  # fmt: skip
 
 
@@ -139,6 +150,8 @@ class Plan:
     locomo: Path | None = None
     """Play these LoCoMo dialogues instead of the seeds' generated conversations."""
     dialogues: Sequence[str] = ()
+    templates: Sequence[TemplateSet] = ("tune",)
+    """The template sets each seed is played in, in turn."""
 
 
 def run(args: argparse.Namespace) -> int:
@@ -174,7 +187,8 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     try:
         plan = Plan(seeds, conditions, kinds, args.locomo and Path(args.locomo),
-                    [d.strip() for d in args.dialogues.split(",") if d.strip()])  # fmt: skip
+                    [d.strip() for d in args.dialogues.split(",") if d.strip()],
+                    template_sets(args.templates))  # fmt: skip
         rows = asyncio.run(_evaluate(args, plan, sink))
     except ConfigError as exc:
         for problem in exc.problems:
@@ -222,16 +236,17 @@ def read_rows(paths: Sequence[Path]) -> list[Row]:
     """The rows of every file, in order; ValueError when two lines answer the same probe
     (the same seed, condition and question), naming where both are."""
     rows: list[Row] = []
-    seen: dict[tuple[int, str, str, str], str] = {}
+    seen: dict[tuple[int, str, str, str, str], str] = {}
     for path in paths:
         with path.open("rb") as source:
             found = read_jsonl(source, str(path))
         for number, row in enumerate(found, 1):
-            key = (row.seed, row.condition, row.kind, row.question)
+            key = (row.seed, row.templates, row.condition, row.kind, row.question)
             if key in seen:
                 raise ValueError(
-                    f"{path} (row {number}): seed {row.seed} {row.condition} {row.kind} "
-                    f"is also in {seen[key]}: give each part of a run once"
+                    f"{path} (row {number}): seed {row.seed} ({row.templates} templates) "
+                    f"{row.condition} {row.kind} is also in {seen[key]}: give each part of a "
+                    "run once"
                 )
             seen[key] = str(path)
         rows += found
@@ -330,7 +345,8 @@ async def _play(
             right = sum(bool(row.correct) for row in done)
             asked_n = sum(row.status == "ok" for row in done)
             print(
-                f"seed {seed} ({conversation.seed_set}, {len(conversation.messages)} messages) "
+                f"seed {seed} ({conversation.seed_set}, {conversation.templates} templates, "
+                f"{len(conversation.messages)} messages) "
                 f"{condition}: {right}/{asked_n} right, {time.monotonic() - started:.0f} s",
                 file=sys.stderr,
                 flush=True,
@@ -348,6 +364,7 @@ def conversations(plan: Plan, fillers: int) -> Iterator[Conversation[Asked]]:
             yield Conversation(dialogue.number, dialogue.messages, asked, locomo.SOURCE)
         return
     for seed in plan.seeds:
-        conversation = generate(seed, fillers=fillers)
-        kept = tuple(probe for probe in conversation.probes if probe.kind in plan.kinds)
-        yield replace(conversation, probes=kept)
+        for templates in plan.templates:
+            conversation = generate(seed, fillers=fillers, templates=templates)
+            kept = tuple(probe for probe in conversation.probes if probe.kind in plan.kinds)
+            yield replace(conversation, probes=kept)

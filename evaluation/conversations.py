@@ -9,7 +9,7 @@ and code searches whose tool results are long) with the planted episodes among t
     tool_fact       a value only a tool result holds (a config file the assistant read)
     corrected_fact  the user states a value, later corrects it (the old one is stale)
     decision        two options discussed, one chosen (the other is stale)
-    identifier      the file an assistant's edit_file call touched
+    identifier      the file an assistant's edit call touched
     next_step       a next step agreed, done later, and a new one agreed (the first is stale)
     instruction     "end every answer with the tag [X]", checked on an unrelated question
 
@@ -19,6 +19,12 @@ found in an answer can only come from the episode that planted it.
 
 Seeds at or above `HELD_OUT_FROM` form the held-out set: prompts and the ledger may be tuned
 on the others, never on these, and reports list the two sets apart.
+
+Independently of the seed, a conversation is said in one *template set* (phrasings.py): the
+tune templates, the sentences the ledger's rules were written against (the default: the
+same bytes as before held-out templates existed), or the held-out templates, phrasings no
+rule was written against. The templates are drawn from a random stream of their own, so a
+seed's values, fillers and positions are the same in either set: only the words differ.
 """
 
 from __future__ import annotations
@@ -29,6 +35,21 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
+from evaluation.phrasings import (
+    ASSISTANT_FACTS,
+    CORRECTED_FACTS,
+    DECISION,
+    IDENTIFIER,
+    INSTRUCTION,
+    NEXT_STEP,
+    TOOL_FACT,
+    USER_FACTS,
+    Phrasings,
+    TemplateSet,
+    Turns,
+    fill,
+    template_label,
+)
 from evaluation.probes import PROBE_KINDS, Asked, Probe
 from kernel.types import Message
 
@@ -45,6 +66,7 @@ def seed_set(seed: int) -> SeedSet:
 
 
 Q = TypeVar("Q", bound=Asked, covariant=True)
+P = TypeVar("P")
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +78,8 @@ class Conversation(Generic[Q]):
     probes: tuple[Q, ...]
     source: str | None = None
     """Where a conversation nobody here wrote comes from (``locomo``); None: generated."""
+    templates: TemplateSet = "tune"
+    """The set its episodes' phrasings were drawn from (evaluation/phrasings.py)."""
 
     @property
     def seed_set(self) -> str:
@@ -168,9 +192,13 @@ CHAT_FILLERS = (
 
 @dataclass(slots=True)
 class _Builder:
-    """The state of one generation: its random source, the values used, the tool call ids."""
+    """The state of one generation: its random source, the values used, the tool call ids,
+    and the template set its phrasings come from (drawn from a stream of their own, so the
+    values do not depend on the set)."""
 
     rng: random.Random
+    phrasing: random.Random
+    templates: TemplateSet = "tune"
     used: set[str] = field(default_factory=set)
     calls: int = 0
 
@@ -189,6 +217,12 @@ class _Builder:
     def word(self, pool: tuple[str, ...]) -> str:
         """A fresh word of the pool (joined with a small number when the pool runs dry)."""
         return self.fresh(lambda: self.rng.choice(pool))
+
+    def say(self, phrasings: Phrasings[P], subject: str = "") -> tuple[P, str]:
+        """A template of the conversation's set, and its label (``template_label``)."""
+        options = phrasings.of(self.templates)
+        index = self.phrasing.randrange(len(options))
+        return options[index], template_label(subject, self.templates, index)
 
     def call(self, name: str, arguments: dict[str, Any], result: str) -> list[Message]:
         """An assistant tool call and its result."""
@@ -213,63 +247,59 @@ def _assistant(text: str) -> Message:
     return {"role": "assistant", "content": text}
 
 
+def _turns(template: Turns, **fields: str) -> list[Message]:
+    """A template's turns filled with `fields`, the user's first, then alternating."""
+    return [
+        (_user if index % 2 == 0 else _assistant)(fill(text, **fields))
+        for index, text in enumerate(template)
+    ]
+
+
 Episode = tuple[list[Message], Probe | None]
 
 
 def _instruction(b: _Builder) -> tuple[list[Message], Probe]:
     tag = b.fresh(lambda: f"{b.rng.choice(ANIMALS).upper()}-{b.rng.randint(101, 999)}")
-    messages = [
-        _user(
-            f"One rule for this whole session: end every answer with the tag [{tag}], so I "
-            "can find your replies in my notes later."
-        ),
-        _assistant(f"Understood. I will end every answer with the tag [{tag}]."),
-    ]
-    return messages, Probe("instruction", b.rng.choice(INSTRUCTION_TASKS), (tag,))
+    template, label = b.say(INSTRUCTION)
+    messages = _turns(template, tag=tag)
+    task = b.rng.choice(INSTRUCTION_TASKS)
+    return messages, Probe("instruction", task, (tag,), template=label)
 
 
 def _user_fact(b: _Builder) -> Episode:
     choice = b.rng.randrange(4)
     if choice == 0:
         value = b.fresh(lambda: f"PRJ-{b.rng.randint(1001, 9999)}")
-        said, question = (
-            f"For the record, our internal project code is {value}.",
-            ("What is our internal project code?"),
-        )
+        question = "What is our internal project code?"
     elif choice == 1:
         value = f"{b.word(ANIMALS)}-{b.number(101, 999)}.staging.internal"
-        said = f"The staging host is {value}; every deploy goes there first."
         question = "What is the host name of the staging server?"
     elif choice == 2:
         value = b.fresh(lambda: f"CUST-{b.rng.randint(10001, 99999)}")
-        said = f"Our customer number with the hosting vendor is {value}."
         question = "What is our customer number with the hosting vendor?"
     else:
         value = f"{b.word(ANIMALS)}_{b.word(NOUNS)}"
-        said = f"The main database is called {value}, in case you need it for queries."
         question = "What is the main database called?"
-    messages = [_user(said), _assistant("Noted, I will keep that in mind.")]
-    return messages, Probe("user_fact", question, (value,))
+    subject = list(USER_FACTS)[choice]
+    template, label = b.say(USER_FACTS[subject], subject)
+    return _turns(template, value=value), Probe("user_fact", question, (value,), template=label)
 
 
 def _assistant_fact(b: _Builder) -> Episode:
     choice = b.rng.randrange(3)
     if choice == 0:
         value = b.number(20001, 29999)
-        asked = "Pick a free port for the mock payment server, anything above twenty thousand."
-        said = f"I'll use port {value} for the mock payment server; nothing else uses it."
         question = "Which port did you pick for the mock payment server?"
     elif choice == 1:
         value = b.fresh(lambda: f"qa.{b.rng.choice(ANIMALS)}{b.rng.randint(101, 999)}@example.test")
-        asked = "Make up an email address for the QA test account."
-        said = f"Use {value}; the example.test domain can never receive real mail."
         question = "Which email address did you make up for the QA test account?"
     else:
         value = f"backups-{b.word(ANIMALS)}-{b.number(1001, 9999)}"
-        asked = "Suggest a name for the new storage bucket for the nightly backups."
-        said = f"I suggest {value}: it follows your naming scheme and is unlikely to be taken."
         question = "Which name did you suggest for the nightly backups' storage bucket?"
-    return [_user(asked), _assistant(said)], Probe("assistant_fact", question, (value,))
+    subject = list(ASSISTANT_FACTS)[choice]
+    template, label = b.say(ASSISTANT_FACTS[subject], subject)
+    probe = Probe("assistant_fact", question, (value,), template=label)
+    return _turns(template, value=value), probe
 
 
 CONFIG_KEYS = (
@@ -278,21 +308,38 @@ CONFIG_KEYS = (
 )  # fmt: skip
 
 
+def _settings_file(path: str, layout: str, settings: list[tuple[str, str]]) -> str:
+    """A config file holding `settings` in one of the layouts a service's config is kept in."""
+    if layout == "toml":
+        lines = [f"{key} = {value}" for key, value in settings]
+        return f"# {path}\n[service]\n" + "\n".join(lines) + "\n"
+    if layout == "yaml":
+        lines = [f"  {key}: {value}" for key, value in settings]
+        return f"# {path}\nservice:\n" + "\n".join(lines) + "\n"
+    if layout == "json":
+        body = {"service": {key: int(value) for key, value in settings}}
+        return json.dumps(body, indent=2) + "\n"
+    lines = [f"SERVICE_{key.upper()}={value}" for key, value in settings]
+    return f"# {path}\n" + "\n".join(lines) + "\n"
+
+
 def _tool_fact(b: _Builder) -> Episode:
-    path = f"config/{b.word(NOUNS)}.toml"
+    word = b.word(NOUNS)
     keys = list(CONFIG_KEYS)
     b.rng.shuffle(keys)
-    lines = [f"{key} = {b.number()}" for key in keys]
+    settings = [(key, b.number()) for key in keys]
     target = b.rng.randrange(len(keys))
-    value = lines[target].split(" = ")[1]
-    content = f"# {path}\n[service]\n" + "\n".join(lines) + "\n"
+    value = settings[target][1]
+    read, label = b.say(TOOL_FACT)
+    path = f"config/{word}.{read.layout}"
+    arguments = {name: fill(text, path=path) for name, text in read.arguments}
     messages = [
-        _user(f"Can you check {path} before we touch the importer?"),
-        *b.call("read_file", {"path": path}, content),
-        _assistant(f"I read {path}: the file is well formed and nothing looks out of place."),
+        _user(fill(read.ask, path=path)),
+        *b.call(read.tool, arguments, _settings_file(path, read.layout, settings)),
+        _assistant(fill(read.reply, path=path)),
     ]
     question = f"According to {path}, what is {keys[target]} set to?"
-    return messages, Probe("tool_fact", question, (value,))
+    return messages, Probe("tool_fact", question, (value,), template=label)
 
 
 def _corrected_fact(b: _Builder) -> tuple[Episode, list[Message]]:
@@ -300,25 +347,21 @@ def _corrected_fact(b: _Builder) -> tuple[Episode, list[Message]]:
     choice = b.rng.randrange(3)
     if choice == 0:
         old, new = b.number(1001, 9999), b.number(1001, 9999)
-        first = f"The API gateway listens on port {old}."
-        fix = f"Correction: the API gateway listens on port {new}, not {old}. I misread the chart."
         question, accept, stale = "Which port does the API gateway listen on?", (new,), (old,)
     elif choice == 1:
         old_last, new_last = b.word(LAST_NAMES), b.word(LAST_NAMES)
         old = f"{b.rng.choice(FIRST_NAMES)} {old_last}"
         new = f"{b.rng.choice(FIRST_NAMES)} {new_last}"
-        first = f"The on-call engineer this week is {old}."
-        fix = f"Update: {old} swapped shifts, so the on-call engineer this week is now {new}."
         question, accept, stale = "Who is the on-call engineer this week?", (new_last,), (old_last,)
     else:
         old, new = b.number(101, 999), b.number(101, 999)
-        first = f"The maximum upload size is {old} MB."
-        fix = f"Correction: the maximum upload size is {new} MB, not {old} MB."
         question = "What is the maximum upload size, in MB?"
         accept, stale = (new,), (old,)
-    opening = [_user(first), _assistant("Noted.")]
-    correction = [_user(fix), _assistant("Thanks, I have updated that.")]
-    return (opening, Probe("corrected_fact", question, accept, stale)), correction
+    subject = list(CORRECTED_FACTS)[choice]
+    template, label = b.say(CORRECTED_FACTS[subject], subject)
+    turns = _turns(template, old=old, new=new)
+    probe = Probe("corrected_fact", question, accept, stale, template=label)
+    return (turns[:2], probe), turns[2:]
 
 
 DECISIONS = (
@@ -334,18 +377,13 @@ def _decision(b: _Builder) -> Episode:
     kind, purpose, options = b.rng.choice(DECISIONS)
     chosen, rejected = b.rng.sample(options, 2)
     first, second = sorted((chosen, rejected), key=lambda _: b.rng.random())
-    messages = [
-        _user(f"For {purpose}, should we use {first} or {second}?"),
-        _assistant(
-            f"Both would work. {first} is simpler to run and well documented; {second} gives "
-            "more headroom but costs more to operate. For a team of your size either is "
-            "defensible, so pick the one your operations people know best."
-        ),
-        _user(f"Decision: we go with {chosen} for {purpose}; {rejected} is out."),
-        _assistant(f"Agreed, {chosen} it is for {purpose}."),
-    ]
+    template, label = b.say(DECISION)
+    messages = _turns(
+        template, kind=kind, purpose=purpose, first=first, second=second,
+        chosen=chosen, rejected=rejected,
+    )  # fmt: skip
     question = f"Which {kind} did we decide to use for {purpose}?"
-    return messages, Probe("decision", question, (chosen,), (rejected,))
+    return messages, Probe("decision", question, (chosen,), (rejected,), template=label)
 
 
 BUGS = (
@@ -360,14 +398,15 @@ def _identifier(b: _Builder) -> Episode:
     bug, package = b.rng.choice(BUGS)
     name = b.fresh(lambda: f"{b.rng.choice(NOUNS)}_{b.rng.choice(ANIMALS)}")
     path = f"src/{package}/{name}.py"
-    edit = {"path": path, "old": "total = round(total)", "new": "total = quantize(total)"}
+    edit, label = b.say(IDENTIFIER)
+    arguments = {key: fill(text, path=path) for key, text in edit.arguments}
     messages = [
-        _user(f"Please fix {bug}."),
-        *b.call("edit_file", edit, f"Edited {path}: three lines changed."),
-        _assistant("Done: the fix is in and the related tests pass."),
+        _user(fill(edit.request, bug=bug)),
+        *b.call(edit.tool, arguments, fill(edit.result, path=path)),
+        _assistant(fill(edit.reply, path=path)),
     ]
     question = f"Which file did you edit to fix {bug}?"
-    return messages, Probe("identifier", question, (path, f"{name}.py"))
+    return messages, Probe("identifier", question, (path, f"{name}.py"), template=label)
 
 
 def _step(b: _Builder) -> tuple[str, str]:
@@ -387,16 +426,11 @@ def _next_step(b: _Builder) -> tuple[Episode, list[Message]]:
     """The first step agreed, then (later, with the probe) done and replaced by a new one."""
     first, first_key = _step(b)
     then, then_key = _step(b)
-    agreed = [
-        _user(f"Let's pause that thread. When we come back to it, the next step is to {first}."),
-        _assistant(f"Noted: next we {first}."),
-    ]
-    replaced = [
-        _user(f"That step is done: we did {first_key}. The next step now is to {then}."),
-        _assistant(f"Noted: the open next step is to {then}."),
-    ]
+    template, label = b.say(NEXT_STEP)
+    turns = _turns(template, first=first, first_key=first_key, then=then)
     question = "What is the open next step we agreed on?"
-    return (replaced, Probe("next_step", question, (then_key,), (first_key,))), agreed
+    probe = Probe("next_step", question, (then_key,), (first_key,), template=label)
+    return (turns[2:], probe), turns[:2]
 
 
 def _chat_filler(b: _Builder) -> list[Message]:
@@ -437,10 +471,13 @@ def _search_filler(b: _Builder) -> list[Message]:
 FILLERS = (_chat_filler, _chat_filler, _tests_filler, _search_filler)
 
 
-def generate(seed: int, *, fillers: int = DEFAULT_FILLERS) -> Conversation[Probe]:
-    """The conversation of `seed`: the same seed and size give the same messages and probes."""
+def generate(
+    seed: int, *, fillers: int = DEFAULT_FILLERS, templates: TemplateSet = "tune"
+) -> Conversation[Probe]:
+    """The conversation of `seed`: the same seed, size and template set give the same
+    messages and probes; another template set says the same values in other words."""
     rng = random.Random(f"overspill-eval:{seed}")
-    b = _Builder(rng)
+    b = _Builder(rng, random.Random(f"overspill-eval-phrasing:{seed}"), templates)
     instruction, instruction_probe = _instruction(b)
     placed: list[tuple[float, list[Message]]] = [
         ((i + 0.5) / fillers, rng.choice(FILLERS)(b)) for i in range(fillers)
@@ -468,4 +505,4 @@ def generate(seed: int, *, fillers: int = DEFAULT_FILLERS) -> Conversation[Probe
         messages += episode
     probes.append(instruction_probe)
     probes.sort(key=lambda probe: PROBE_KINDS.index(probe.kind))
-    return Conversation(seed, tuple(messages), tuple(probes))
+    return Conversation(seed, tuple(messages), tuple(probes), templates=templates)

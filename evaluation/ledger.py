@@ -20,10 +20,13 @@ an edit's call line after "Please fix …"), for the kinds where one is:
 The tail is split off as the history splice does (`split_history`); the sizes and the
 cadence approximate a 2,048-token window (an extraction target of `--target` tokens, a tail
 of `--tail`); the real pipeline with a real model is `overspill eval`. Tune seeds (below
-1000) and held-out seeds are reported apart.
+1000) and held-out seeds are reported apart, and with `--templates all` the tune and held-out
+templates too (evaluation/phrasings.py: the same seeds and values, said otherwise), then the
+points held-out templates are from tune ones.
 
     .venv/bin/python -m evaluation.ledger                 # fillers 24 and 60
     .venv/bin/python -m evaluation.ledger --fillers 60 --seeds 1-8,1000-1007
+    .venv/bin/python -m evaluation.ledger --templates all  # phrasings no rule was tuned on
 
 Compare a revision: run the same command in a worktree of it (`git worktree add /tmp/old
 REV`; before the evaluation left `proxy/`, this was `scripts/bench_ledger.py`).
@@ -37,13 +40,15 @@ import random
 import re
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from evaluation import locomo
-from evaluation.cli import parse_seeds
+from evaluation.cli import add_templates_argument, parse_seeds
 from evaluation.conditions import drop_oldest
-from evaluation.conversations import HELD_OUT_FROM, Conversation, generate
+from evaluation.conversations import Conversation, generate
 from evaluation.locomo import Dialogue
+from evaluation.phrasings import template_sets
 from evaluation.probes import PROBE_KINDS, Probe, contains_any, normalise
 from kernel.config import ContextSettings
 from kernel.tokens import count_messages, count_text
@@ -241,6 +246,7 @@ def main() -> None:
         "--relevant-share", type=float, default=RELEVANT_SHARE, help="with --locomo"
     )
     parser.add_argument("--seeds", default="1-8,1000-1007")
+    add_templates_argument(parser)
     parser.add_argument("--fillers", default="24,60")
     parser.add_argument("--target", type=int, default=480)
     parser.add_argument("--tail", type=int, default=1100)
@@ -261,60 +267,116 @@ def main() -> None:
     low, _, high = args.notes.partition("-")
     notes = stand_in_notes(int(low))
     for fillers in (int(f) for f in args.fillers.split(",")):
-        kept: dict[tuple[str, str, str], list[tuple[bool, bool, bool]]] = defaultdict(list)
-        confirming: dict[tuple[str, str, str], list[bool]] = defaultdict(list)
-        asking: dict[tuple[str, str, str], list[bool]] = defaultdict(list)
-        growths: list[int] = []
+        counted = Counted()
         for seed in parse_seeds(args.seeds):
-            conversation = generate(seed, fillers=fillers)
-            seed_set = "held-out" if seed >= HELD_OUT_FROM else "tune"
-            varied = varying_notes(seed, int(low), int(high)) if high else notes
-            shown_nested, grown = nested(
-                conversation, args.target, args.tail, args.step, varied, args.rebuild
-            )
-            growths.append(grown)
-            for mode, shown in (("once", once(conversation, args.target, args.tail, notes)),
-                                ("nested", shown_nested)):  # fmt: skip
-                quoted = quoted_text(shown)
-                for probe in conversation.probes:
-                    right = probe.present(shown)
-                    clean = probe.present(quoted) and not stale_alone(quoted, probe)
-                    beside = labelled(shown, probe)
-                    kept[(seed_set, mode, probe.kind)].append((right, clean, beside))
-                    confirming[(seed_set, mode, probe.kind)].append(confirmed(quoted, probe))
-                    asking[(seed_set, mode, probe.kind)].append(requested(quoted, probe))
-        span = f"{min(growths)}-{max(growths)}"
+            for templates in template_sets(args.templates):
+                conversation = generate(seed, fillers=fillers, templates=templates)
+                varied = varying_notes(seed, int(low), int(high)) if high else notes
+                shown_nested, grown = nested(
+                    conversation, args.target, args.tail, args.step, varied, args.rebuild
+                )
+                counted.growths.append(grown)
+                for mode, shown in (("once", once(conversation, args.target, args.tail, notes)),
+                                    ("nested", shown_nested)):  # fmt: skip
+                    counted.add(conversation, mode, shown)
+        span = f"{min(counted.growths)}-{max(counted.growths)}"
         rebuilt = ", rebuilt at each growth" if args.rebuild else ""
-        print(f"\nfillers {fillers}, notes {args.notes}{rebuilt}: right value present"
-              " (ledger + tail) / quoted in a line, no stale value alone in a line / quoted or"
-              f" with its name on the merged line; growths {span}")  # fmt: skip
-        sets = [s for s in ("tune", "held-out") if any(k[0] == s for k in kept)]
-        columns = [(s, m) for s in sets for m in ("once", "nested")]
+        said = template_sets(args.templates)
+        for templates in said:
+            print(f"\nfillers {fillers}, notes {args.notes}{rebuilt}, {templates} templates:"
+                  " right value present (ledger + tail) / quoted in a line, no stale value alone"
+                  " in a line / quoted or with its name on the merged line;"
+                  f" growths {span}")  # fmt: skip
+            counted.print_table(templates)
+        if len(said) > 1:
+            counted.print_gap()
+
+
+Column = tuple[str, str]
+"""A seed set and a mode (``once``, ``nested``)."""
+MODES = ("once", "nested")
+
+
+@dataclass
+class Counted:
+    """Per template set, seed set, mode and probe kind: what was kept of each probe."""
+
+    kept: dict[tuple[str, str, str, str], list[tuple[bool, bool, bool]]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
+    confirming: dict[tuple[str, str, str, str], list[bool]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
+    asking: dict[tuple[str, str, str, str], list[bool]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
+    growths: list[int] = field(default_factory=list)
+
+    def add(self, conversation: Conversation[Probe], mode: str, shown: str) -> None:
+        """Count what `shown` keeps of each of the conversation's probes."""
+        quoted = quoted_text(shown)
+        for probe in conversation.probes:
+            key = (conversation.templates, conversation.seed_set, mode, probe.kind)
+            right = probe.present(shown)
+            clean = probe.present(quoted) and not stale_alone(quoted, probe)
+            self.kept[key].append((right, clean, labelled(shown, probe)))
+            self.confirming[key].append(confirmed(quoted, probe))
+            self.asking[key].append(requested(quoted, probe))
+
+    def columns(self) -> list[Column]:
+        """The seed sets counted, each once and nested."""
+        sets = [s for s in ("tune", "held-out") if any(k[1] == s for k in self.kept)]
+        return [(s, m) for s in sets for m in MODES]
+
+    def figures(self, templates: str, column: Column, kind: str) -> tuple[int, int, int, int]:
+        """Present, answerable (quoted, no stale value alone), named, and how many probes."""
+        found = self.kept[(templates, *column, kind)]
+        present = sum(right for right, _, _ in found)
+        answerable = sum(clean for _, clean, _ in found)
+        return present, answerable, sum(beside for _, _, beside in found), len(found)
+
+    def print_table(self, templates: str) -> None:
+        """The three figures per kind and column, then the confirmations and requests."""
+        columns = self.columns()
         print(f"{'':<16}" + "".join(f"{s + ' ' + m:>18}" for s, m in columns))
         for kind in PROBE_KINDS:
             cells = []
-            for seed_set, mode in columns:
-                found = kept[(seed_set, mode, kind)]
-                present = sum(right for right, _, _ in found)
-                answerable = sum(clean for _, clean, _ in found)
-                named = sum(beside for _, _, beside in found)
-                cells.append(
-                    f"{present}/{len(found)} {answerable}/{len(found)} {named}/{len(found)}"
-                )
+            for column in columns:
+                present, answerable, named, n = self.figures(templates, column, kind)
+                cells.append(f"{present}/{n} {answerable}/{n} {named}/{n}")
             print(f"{kind:<16}" + "".join(f"{cell:>18}" for cell in cells))
-        print_counts("with the assistant's confirmation:", confirming, columns)
-        print_counts("after the user's request it answered:", asking, columns)
+        keyed = [(templates, *column) for column in columns]
+        print_counts("with the assistant's confirmation:", self.confirming, keyed)
+        print_counts("after the user's request it answered:", self.asking, keyed)
+
+    def print_gap(self) -> None:
+        """Per kind and column, the held-out templates' three figures minus the tune
+        templates', in points (the same seeds and values, said otherwise)."""
+        columns = self.columns()
+        print("\nheld-out templates against tune templates, points (present / quoted, no stale"
+              " alone / quoted or named)")  # fmt: skip
+        print(f"{'':<16}" + "".join(f"{s + ' ' + m:>18}" for s, m in columns))
+        for kind in PROBE_KINDS:
+            cells = []
+            for column in columns:
+                held = self.figures("held-out", column, kind)
+                tune = self.figures("tune", column, kind)
+                pairs = zip(held[:3], tune[:3], strict=True)
+                gaps = [round(100 * (h / held[3] - t / tune[3])) for h, t in pairs]
+                cells.append(" ".join(f"{gap:+d}" for gap in gaps))
+            print(f"{kind:<16}" + "".join(f"{cell:>18}" for cell in cells))
 
 
 def print_counts(
     title: str,
-    counted: dict[tuple[str, str, str], list[bool]],
-    columns: Sequence[tuple[str, str]],
+    counted: dict[tuple[str, str, str, str], list[bool]],
+    columns: Sequence[tuple[str, str, str]],
 ) -> None:
-    """One count per kind and column, for the kinds counted anywhere."""
+    """One count per kind and column (a template set, a seed set, a mode), for the kinds
+    counted anywhere."""
     print(title)
     for kind in PROBE_KINDS:
-        counts = [counted[(seed_set, mode, kind)] for seed_set, mode in columns]
+        counts = [counted[(*column, kind)] for column in columns]
         if any(any(found) for found in counts):
             cells = [f"{sum(found)}/{len(found)}" for found in counts]
             print(f"{kind:<16}" + "".join(f"{cell:>18}" for cell in cells))

@@ -51,6 +51,8 @@ class Probe:
     question: str
     accept: tuple[str, ...]
     stale: tuple[str, ...] = ()
+    template: str = ""
+    """The phrasing it was planted with (``phrasings.template_label``); empty: none named."""
 
     def __post_init__(self) -> None:
         if not self.accept:

@@ -27,6 +27,7 @@ import httpx
 
 from evaluation.conditions import text_of
 from evaluation.conversations import generate
+from evaluation.phrasings import template_sets
 from evaluation.probes import Probe
 from evaluation.runner import ANSWER_TOKENS
 from kernel.types import Message
@@ -64,7 +65,8 @@ def request_of(row: dict[str, Any], fillers: int) -> Found | None:
     """The system message, the stored extraction, how many messages it stood in for, the
     messages after them (the question last), and the probe (None: no extraction stood in
     for any message when the row was asked)."""
-    conversation = generate(int(row["seed"]), fillers=fillers)
+    templates = template_sets(str(row.get("templates") or "tune"))[0]
+    conversation = generate(int(row["seed"]), fillers=fillers, templates=templates)
     probe = next(p for p in conversation.probes if p.kind == row["kind"])
     messages = [*conversation.messages, {"role": "user", "content": probe.prompt}]
     shown = str(row["shown"])

@@ -1,4 +1,5 @@
-"""The results: JSON lines, the printed table (tune and held-out seeds apart), the chart.
+"""The results: JSON lines, the printed table (tune and held-out seeds apart, and within
+each, tune and held-out templates apart), the chart.
 
 Recall in a cell is the share of right answers among the probes of that kind the condition
 could ask; probes it could not ask (it overflowed the window, or the model failed) are counted
@@ -16,6 +17,7 @@ from typing import IO, Any
 
 import orjson
 
+from evaluation.phrasings import TEMPLATE_SETS
 from evaluation.probes import PROBE_KINDS
 from evaluation.runner import Row
 
@@ -35,6 +37,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "status": (str,), "answer": (str, type(None)), "correct": (bool, type(None)),
     "present": (bool, type(None)), "growths": (int, type(None)),
     "condensed": (int, type(None)), "detail": (str,), "shown": (str, type(None)),
+    "templates": (str,),
 }  # fmt: skip
 
 
@@ -83,14 +86,23 @@ def _cell(value: float | None) -> str:
 
 
 def table(rows: Sequence[Row], conditions: Sequence[str]) -> str:
-    """Recall per probe kind (lines) and condition (columns), one block per seed set."""
+    """Recall per probe kind (lines) and condition (columns), one block per seed set and,
+    for generated conversations, per template set, then the points held-out templates are
+    from tune ones when both were played."""
     blocks = []
     sets = sorted({row.seed_set for row in rows}, key=_set_order)
     for seed_set in sets:
         chosen = [row for row in rows if row.seed_set == seed_set]
-        blocks.append(_block(seed_set, chosen, conditions))
         if seed_set not in SEED_SETS:  # an outside dataset: is the answer still there at all
+            blocks.append(_block(seed_set, chosen, conditions))
             blocks.append(_presence(seed_set, chosen, conditions))
+            continue
+        said = sorted({row.templates for row in chosen}, key=_set_order)
+        for templates in said:
+            of = [row for row in chosen if row.templates == templates]
+            blocks.append(_block(seed_set, of, conditions, templates))
+        if set(TEMPLATE_SETS) <= set(said):
+            blocks.append(_template_gap(seed_set, chosen, conditions))
     return "\n\n".join(blocks)
 
 
@@ -134,11 +146,43 @@ def _presence(seed_set: str, rows: Sequence[Row], conditions: Sequence[str]) -> 
     return "\n".join(lines)
 
 
-def _block(seed_set: str, rows: Sequence[Row], conditions: Sequence[str]) -> str:
+def _template_gap(seed_set: str, rows: Sequence[Row], conditions: Sequence[str]) -> str:
+    """Per kind and condition, held-out templates' recall minus tune templates', in points,
+    over the probes (a seed's kind) answered in both: the same values said otherwise."""
+    width = max(len(name) for name in conditions) + 2
+    lines = [
+        f"{seed_set} seeds: points of held-out templates against tune templates, "
+        "on the probes both asked",
+        f"{'':<16}" + "".join(f"{name:>{width}}" for name in conditions),
+    ]
+    right: dict[tuple[str, str, int, str], bool] = {
+        (row.templates, row.condition, row.seed, row.kind): bool(row.correct)
+        for row in rows
+        if row.status == "ok"
+    }
+    for kind in [*kinds_of(rows), "all"]:
+        cells = []
+        for condition in conditions:
+            pairs = [
+                (mine, right[("tune", condition, seed, asked)])
+                for (templates, of, seed, asked), mine in right.items()
+                if templates == "held-out" and of == condition and kind in ("all", asked)
+                and ("tune", condition, seed, asked) in right
+            ]  # fmt: skip
+            gap = 100 * sum(int(a) - int(b) for a, b in pairs) / len(pairs) if pairs else None
+            cells.append(_points(gap))
+        lines.append(f"{'  ' + kind:<16}" + "".join(f"{cell:>{width}}" for cell in cells))
+    return "\n".join(lines)
+
+
+def _block(
+    seed_set: str, rows: Sequence[Row], conditions: Sequence[str], templates: str = ""
+) -> str:
     seeds = sorted({row.seed for row in rows})
     width = max(len(name) for name in conditions) + 2
     head = f"{'':<16}" + "".join(f"{name:>{width}}" for name in conditions)
-    lines = [f"{seed_set} seeds {seed_ranges(seeds)}: recall by probe kind", head]
+    said = f", {templates} templates" if templates else ""
+    lines = [f"{seed_set} seeds {seed_ranges(seeds)}{said}: recall by probe kind", head]
 
     def line(label: str, values: Iterable[str]) -> str:
         return f"{label:<16}" + "".join(f"{value:>{width}}" for value in values)
@@ -313,7 +357,9 @@ def chart(rows: Sequence[Row], conditions: Sequence[str], path: Path) -> None:
     _trend(trend, rows, conditions)
     seeds = sorted({row.seed for row in rows})
     sets = " and ".join(s for s in ("tune", "held-out") if any(r.seed_set == s for r in rows))
-    figure.suptitle(f"{len(seeds)} conversations, {sets} seeds {seed_ranges(seeds)}")
+    said = [t for t in TEMPLATE_SETS if any(r.templates == t for r in rows)]
+    templates = f", {' and '.join(said)} templates" if said != ["tune"] and said else ""
+    figure.suptitle(f"{len(seeds)} conversations, {sets} seeds {seed_ranges(seeds)}{templates}")
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)

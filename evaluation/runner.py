@@ -74,6 +74,9 @@ class Row:
     detail: str = ""
     shown: str | None = None
     """What the model was shown before the question (only when the run keeps it)."""
+    templates: str = "tune"
+    """The template set its conversation's phrasings came from (a row written before there
+    were held-out templates reads as tune); empty for an outside dataset's conversation."""
 
     def as_dict(self) -> dict[str, Any]:
         """The row as a JSON object."""
@@ -148,7 +151,7 @@ async def _condition(
 ) -> list[Row]:
     messages = conversation.messages
     if condition == "short":  # the model's own floor: the same kinds, nothing to compact
-        short = generate(conversation.seed, fillers=0)
+        short = generate(conversation.seed, fillers=0, templates=conversation.templates)
         kinds = {probe.kind for probe in conversation.probes}
         short = replace(short, probes=tuple(p for p in short.probes if p.kind in kinds))
         return await _ask_each(target, short, condition, short.messages, setup)
@@ -203,6 +206,8 @@ async def _through_overspill(
     """The probes after overspill's layers saw the conversation (replayed first for turns)."""
     messages = conversation.messages
     name = f"{setup.run}-{conversation.seed}-{condition}"
+    if conversation.templates != "tune":  # the same seed said otherwise: another conversation
+        name += f"-{conversation.templates}"
     replaced: set[int] = set()
     if condition == "overspill-turns":
         for point in conversation.request_points():
@@ -270,9 +275,10 @@ def _status(error: OverspillError) -> str:
 def _row(
     conversation: Conversation[Asked], condition: str, probe: Asked, status: str, **fields: Any
 ) -> Row:
+    templates = "" if conversation.source else conversation.templates
     return Row(
         conversation.seed, conversation.seed_set, condition, probe.kind, probe.question, status,
-        **fields,
+        templates=templates, **fields,
     )  # fmt: skip
 
 

@@ -46,4 +46,4 @@ def test_eval_scores_every_condition_on_the_real_model(llama_server: str, tmp_pa
         assert all(r["growths"] >= 1 for r in rows if r["condition"] == condition), condition
     asked = [row for row in rows if row["status"] == "ok"]
     assert all(isinstance(row["correct"], bool) for row in asked)
-    assert "tune seeds 1: recall by probe kind" in done.stdout
+    assert "tune seeds 1, tune templates: recall by probe kind" in done.stdout

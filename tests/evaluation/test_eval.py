@@ -383,8 +383,9 @@ def test_the_cli_writes_json_lines_and_prints_a_table(
     assert {r["kind"] for r in rows} == {"user_fact", "tool_fact", "instruction"}
     assert {r["seed_set"] for r in rows} == {"tune", "held-out"}
     printed = capsys.readouterr().out
-    assert "tune seeds 1:" in printed
-    assert "held-out seeds 1000:" in printed
+    assert "tune seeds 1, tune templates:" in printed
+    assert "held-out seeds 1000, tune templates:" in printed
+    assert {r["templates"] for r in rows} == {"tune"}
     assert all(name in printed for name in ("full", "overspill-once", "drop-oldest"))
 
 
