@@ -149,19 +149,21 @@ def _openai_events(config: BaseConfig, json_mode: bool, litellm_params: dict[str
 def _openai_endpoint(entry: ModelEntry) -> tuple[str | None, str | None] | None:
     """(api_base, api_key) as litellm resolves them for an OpenAI-family deployment: its own,
     else the provider's from litellm's `get_llm_provider` (its variables and default base),
-    else OpenAI's variables for `openai`. None when either stays unknown: litellm knows every
-    provider's variable names, so the deployment stays with litellm.acompletion."""
+    else OpenAI's variables for `openai`. A deployment that names its own `api_base` needs no
+    key (a local server: sent without one, where litellm's call refuses to send). None when
+    the base or a provider's key stays unknown: litellm knows every provider's variable
+    names, so the deployment stays with litellm.acompletion."""
     given = _given(entry)
     assert given is not None
-    base, key = given
+    own_base, key = given
     _, _, found_key, found_base = get_llm_provider(
-        entry.litellm_params.model, api_base=base, api_key=key
+        entry.litellm_params.model, api_base=own_base, api_key=key
     )
-    base, key = base or found_base, key or found_key
+    base, key = own_base or found_base, key or found_key
     if entry.litellm_params.provider == "openai":
         base = base or os.environ.get("OPENAI_BASE_URL") or os.environ.get("OPENAI_API_BASE")
         base, key = base or OPENAI_BASE, key or os.environ.get("OPENAI_API_KEY")
-    return (base, key) if base and key else None
+    return (base, key) if base and (key or own_base) else None
 
 
 def _family_config(entry: ModelEntry) -> BaseConfig | None:

@@ -292,6 +292,17 @@ def overspill(llama_server: str, tmp_path_factory: pytest.TempPathFactory) -> It
 
 
 @pytest.fixture(scope="session")
+def litellm_road(llama_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """overspill serve with no layers, its model kept off the byte passthrough
+    (`passthrough: false`): litellm's translation of OpenAI's wire, sent by overspill."""
+    config = local_config(llama_server).replace(
+        "      timeout: 300\n", "      timeout: 300\n    passthrough: false\n"
+    )
+    assert "passthrough: false" in config
+    yield from serve(config, tmp_path_factory.mktemp("litellm-road"), llama_server)
+
+
+@pytest.fixture(scope="session")
 def recovering(llama_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     """overspill serve with its default layers before the real llama-server, not told its
     window: the first overflow is how compaction starts (fail-first)."""

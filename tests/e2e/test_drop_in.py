@@ -1,4 +1,5 @@
-"""The real OpenAI SDK, through `overspill serve`, against the real local model."""
+"""The real OpenAI SDK, through `overspill serve`, against the real local model: by the byte
+passthrough, and (the tests taking `road`) by litellm's translation sent by overspill."""
 
 from __future__ import annotations
 
@@ -21,9 +22,17 @@ TOO_LONG: list[ChatCompletionMessageParam] = [
 ]
 
 
-def test_json_chat(overspill: Served) -> None:
+@pytest.fixture(params=["passthrough", "litellm"])
+def road(request: pytest.FixtureRequest) -> Served:
+    """The same model by each road: `overspill` (byte passthrough), `litellm_road`."""
+    name = "overspill" if request.param == "passthrough" else "litellm_road"
+    served: Served = request.getfixturevalue(name)
+    return served
+
+
+def test_json_chat(road: Served) -> None:
     """A plain chat completion comes back in OpenAI's shape with usage and a request id."""
-    raw = overspill.client().chat.completions.with_raw_response.create(
+    raw = road.client().chat.completions.with_raw_response.create(
         model="local",
         messages=QUESTION,
         max_tokens=8,
@@ -38,9 +47,9 @@ def test_json_chat(overspill: Served) -> None:
     assert 0 < completion.usage.completion_tokens <= 8
 
 
-def test_streamed_chat_with_usage(overspill: Served) -> None:
+def test_streamed_chat_with_usage(road: Served) -> None:
     """A streamed chat yields chunks, then a usage chunk, then ends cleanly."""
-    stream = overspill.client().chat.completions.create(
+    stream = road.client().chat.completions.create(
         model="local", messages=QUESTION, max_tokens=8, temperature=0, stream=True,
         stream_options={"include_usage": True},
     )  # fmt: skip
@@ -52,10 +61,10 @@ def test_streamed_chat_with_usage(overspill: Served) -> None:
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_prompt_larger_than_the_window(overspill: Served, stream: bool) -> None:
+def test_prompt_larger_than_the_window(road: Served, stream: bool) -> None:
     """A prompt over the window is 400 context_length_exceeded with the sizes, streamed or not."""
     with pytest.raises(openai.BadRequestError) as caught:
-        overspill.client().chat.completions.create(
+        road.client().chat.completions.create(
             model="local",
             messages=TOO_LONG,
             max_tokens=8,
@@ -68,7 +77,7 @@ def test_prompt_larger_than_the_window(overspill: Served, stream: bool) -> None:
     assert error.response.headers["x-overspill-window"] == str(WINDOW)
     assert int(error.response.headers["x-overspill-requested-tokens"]) > WINDOW
     overflow_logs = [
-        orjson.loads(line) for line in overspill.log_lines() if "context window overflow" in line
+        orjson.loads(line) for line in road.log_lines() if "context window overflow" in line
     ]
     assert overflow_logs[-1]["limit"] == WINDOW
 

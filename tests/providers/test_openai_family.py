@@ -104,7 +104,6 @@ def test_a_deployment_litellm_must_resolve_stays_with_litellms_call(
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     for line in (
         "{model: groq/llama-3.3-70b}",
-        f"{{model: openai/m-1, api_base: '{BASE}'}}",
         f"{{model: azure/gpt-4o, api_base: '{BASE}', api_key: k, api_version: '2024-06-01'}}",
         f"{{model: openai/m-1, api_base: '{BASE}', api_key: k, organization: org-1}}",
         "{model: bedrock/anthropic.claude-3-haiku}",
@@ -126,6 +125,18 @@ async def test_the_request_is_litellms_body_with_the_deployments_key(client: Ups
     assert body["seed"] == 7
     assert [m["role"] for m in body["messages"]] == ["system", "user"]
     assert "stream" not in body
+
+
+@respx.mock
+async def test_a_deployment_with_its_own_base_and_no_key_is_sent_without_one(
+    client: Upstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A local server named by `api_base` gets no Authorization header (litellm's call refuses)."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    route = respx.post(URL).respond(200, json=ANSWER)
+    local = translated(client, entry(f"{{model: openai/m-1, api_base: '{BASE}'}}"))
+    await local.complete(parse_chat_request(chat()), CTX)
+    assert "authorization" not in route.calls.last.request.headers
 
 
 @respx.mock
