@@ -43,6 +43,7 @@ from middleware.condensing.extraction import (
     plan_sizes,
     rejection,
 )
+from middleware.condensing.ledger import Previous
 from middleware.condensing.prompt import clean_output, condense_prompt
 
 log = logging.getLogger("overspill.ladder")
@@ -187,7 +188,7 @@ async def extract_on_ladder(
     *,
     rungs: Sequence[Rung],
     target_tokens: int,
-    previous: str | None = None,
+    previous: Previous | None = None,
     focus: str | None = None,
     model: str = "",
     beyond_bound: Sequence[Message] = (),
