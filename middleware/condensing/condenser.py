@@ -299,6 +299,7 @@ class Condenser:
         start = previous.historical_end_index if previous else 0
         historical = [request.messages[i] for i in plan.split.historical if i >= start]
         condensed = [request.messages[i] for i in plan.split.historical if i < start]
+        positions = tuple(plan.split.historical)
         earlier = Previous.of(previous) if previous else None
         target = _target(plan, entry, self._framing(entry, plan))
         model = entry.litellm_params.upstream_model
@@ -307,7 +308,7 @@ class Condenser:
             if name == "extract":
                 made = await self._extract(request, entry, plan, previous, target, spend)
             elif name == "middle_cut":
-                made = _middle_cut(historical, earlier, target, model, condensed)
+                made = _middle_cut(historical, earlier, target, model, condensed, positions)
             else:
                 masked = masked_history(
                     historical,
@@ -325,7 +326,9 @@ class Condenser:
                 "condensing strategy did not fit; trying the next",
                 extra={"request_id": ctx.request_id, "strategy": name},
             )
-        return _middle_cut(historical, earlier, target, model, condensed)  # pragma: no cover - last
+        return _middle_cut(  # pragma: no cover - last
+            historical, earlier, target, model, condensed, positions
+        )
 
     async def _extract(
         self,
@@ -369,6 +372,7 @@ class Condenser:
                 model=model,
                 beyond_bound=older,
                 condensed=[request.messages[i] for i in plan.split.historical if i < start],
+                positions=tuple(plan.split.historical),
                 fallback=False,
             )
         except OverBudget as error:
@@ -473,11 +477,17 @@ def _middle_cut(
     target: int,
     model: str,
     condensed: Sequence[Message],
+    positions: Sequence[int],
 ) -> Extraction:
     """The history cut in the middle (whole units, marked), beside its quoted facts (those
     of the `condensed` messages, which `earlier` stands in for, quoted anew)."""
     made = middle_cut_history(
-        messages, previous=earlier, target_tokens=target, model=model, condensed=condensed
+        messages,
+        previous=earlier,
+        target_tokens=target,
+        model=model,
+        condensed=condensed,
+        positions=positions,
     )
     return replace(_made(made, "middle_cut", earlier), cut=True)
 

@@ -1,7 +1,7 @@
 """The extraction engine: condense old conversation turns into a dense, fact-keeping text.
 
-``extract_history`` renders the historical messages as a transcript and builds a fact ledger
-(fact-bearing sentences quoted verbatim, pure and deterministic, see ``fact_ledger``).
+``extract_history`` renders the historical messages as a transcript and grows a fact ledger
+(fact-bearing sentences quoted verbatim as records, pure and deterministic: ``ledger.Ledger``).
 The extractor model writes structured notes: in one call when the input fits its window,
 else by map-reduce. Every answer that is empty or a refusal/error text, and final notes not
 shorter than what they summarise (transcript + earlier notes), raise ``BadExtraction``. Note
@@ -17,7 +17,9 @@ the messages the previous extraction stands in for (``condensed``: the client re
 whole history, and the splice only reuses an extraction whose messages are unchanged), every
 growth quotes all of them anew and ranks them with the new turns' lines, so a line that one
 growth short of room dropped comes back at the next growth with room; without them the
-previous ledger is parsed back and carried forward. Earlier notes are never dropped: they go
+previous ledger's records (``Previous``: stored with the extraction) are carried forward. The
+extraction comes back with its notes and the records it quotes, which its stored entry keeps
+for the next growth. Earlier notes are never dropped: they go
 into the one call or, when earlier notes and new turns no longer fit one call, into the merge
 as its first partial; and an earlier note line whose key terms the new notes no longer hold
 (the model merged it away, or the notes were cut to budget) is carried into the ledger as a
@@ -308,10 +310,12 @@ async def extract_history(
     model: str = "",
     beyond_bound: Sequence[Message] = (),
     condensed: Sequence[Message] = (),
+    positions: Sequence[int] = (),
 ) -> Extraction:
     """Condense historical messages (after a previous extraction) into at most target_tokens;
     `beyond_bound`: older messages past the extraction bound, kept only as quoted facts;
-    `condensed`: the messages `previous` stands in for, quoted anew (see the module doc)."""
+    `condensed`: the messages `previous` stands in for, quoted anew (see the module doc);
+    `positions`: the request's index of each of `condensed`, `beyond_bound`, `messages`."""
     _check_sizes(target_tokens, extractor_window)
     if not messages:
         if not previous:
@@ -319,7 +323,7 @@ async def extract_history(
         text = cut_tail(previous.text, target_tokens, model)
         return Extraction(text, 0, 0, 0, True, notes=previous.notes, facts=previous.facts)
     ledger, ledger_tokens = await asyncio.to_thread(
-        _grown, previous, condensed, [*beyond_bound, *messages], focus, model
+        _grown, previous, condensed, [*beyond_bound, *messages], focus, model, positions
     )
     transcript = render_transcript(messages)
     overhead = count_messages(map_prompt("", max_words=999, earlier_notes="-", focus=focus), model)
@@ -360,13 +364,18 @@ def cut_history(
     focus: str | None = None,
     model: str = "",
     beyond_bound: Sequence[Message] = (),
+    positions: Sequence[int] = (),
 ) -> Extraction:
     """The last rung, without a model: the earlier notes and the transcript cut in the middle
     (whole units where it can, a visible marker where), beside the fact ledger, within
-    target_tokens."""
+    target_tokens; `positions`: the request's index of each of `beyond_bound`, `messages`."""
     everything = [*beyond_bound, *messages]
     made = middle_cut_history(
-        everything, previous=previous, target_tokens=target_tokens, model=model
+        everything,
+        previous=previous,
+        target_tokens=target_tokens,
+        model=model,
+        positions=positions,
     )
     return Extraction(
         made.text,
@@ -387,9 +396,10 @@ def _grown(
     messages: Sequence[Message],
     focus: str | None,
     model: str,
+    positions: Sequence[int],
 ) -> tuple[Ledger, int]:
     """A growth's ledger (``Ledger.grow``) and its size in tokens."""
-    ledger = Ledger.grow(previous, condensed, messages, focus)
+    ledger = Ledger.grow(previous, condensed, messages, focus, positions)
     return ledger, ledger.tokens(model)
 
 

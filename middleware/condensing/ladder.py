@@ -193,6 +193,7 @@ async def extract_on_ladder(
     model: str = "",
     beyond_bound: Sequence[Message] = (),
     condensed: Sequence[Message] = (),
+    positions: Sequence[int] = (),
     fallback: bool = True,
 ) -> Extraction:
     """Historical messages extracted by the first rung that manages, else cut (no model);
@@ -212,6 +213,7 @@ async def extract_on_ladder(
                 model=model,
                 beyond_bound=beyond_bound,
                 condensed=condensed,
+                positions=positions,
             )
         except (BadExtraction, ContextWindowExceeded, UpstreamError) as error:
             log.warning("extraction rung failed", extra={"model": rung.name, "error": str(error)})
@@ -228,4 +230,5 @@ async def extract_on_ladder(
         focus=focus,
         model=model,
         beyond_bound=beyond_bound,
+        positions=positions[len(condensed) :],
     )

@@ -189,12 +189,13 @@ def middle_cut_history(
     target_tokens: int,
     model: str = "",
     condensed: Sequence[Message] = (),
+    positions: Sequence[int] = (),
 ) -> Rendered:
     """The earlier stand-in's notes and the new turns cut in the middle by whole units, beside
     the fact ledger (``Ledger.grow``: with `condensed`, the messages `previous` stands in
-    for, quoted anew), within `target_tokens`; cut by tokens, marked, when whole units cannot
-    do it."""
-    ledger = Ledger.grow(previous, condensed, messages)
+    for, quoted anew; `positions`: the request's index of each of them and of `messages`),
+    within `target_tokens`; cut by tokens, marked, when whole units cannot do it."""
+    ledger = Ledger.grow(previous, condensed, messages, positions=positions)
     earlier = ledger.earlier
     notes_tokens = ledger.notes_room(target_tokens, model)
     room = notes_tokens - count_text(earlier, model) - count_text(CUT_HEADER, model) - 4

@@ -97,12 +97,15 @@ def growth_facts(
     condensed: Sequence[Message],
     messages: Sequence[Message],
     focus: str | None = None,
+    positions: Sequence[int] = (),
 ) -> list[Fact]:
     """A growth's ledger lines before selection: the `condensed` messages (those the previous
     extraction stands in for) quoted anew with the new `messages`, and of the previous
     ledger (`earlier`, ``carried``) only the note lines it carried, which no message holds;
-    without `condensed`, the previous ledger carried forward, then the messages' facts."""
+    without `condensed`, the previous ledger carried forward, then the messages' facts.
+    `positions`: each message's index in the request, the condensed ones first."""
     if condensed:
         notes = [fact for fact in earlier if is_carried_note(fact)]
-        return dedupe_facts([*fact_lines([*condensed, *messages], focus), *notes])
-    return dedupe_facts([*earlier, *fact_lines(messages, focus)])
+        quoted = fact_lines([*condensed, *messages], focus, positions)
+        return dedupe_facts([*quoted, *notes])
+    return dedupe_facts([*earlier, *fact_lines(messages, focus, positions)])

@@ -101,8 +101,8 @@ class Fact:
     """What the tool call that returned it read (``read_file config/app.toml``), for a tool's
     line whose call the ledger saw."""
     index: int = -1
-    """The position of the message it came from among the messages the growth that quoted it
-    read (-1: none, a carried note or a merged line)."""
+    """The index in the request of the message it came from (its place among the messages
+    quoted when the caller gave no index; -1: none, a carried note or a merged line)."""
     supersedes: str = ""
     """The user's earlier statement this one corrects (``supersede.settled``)."""
     rule: str = ""

@@ -145,7 +145,9 @@ def is_listing(lines: Sequence[str]) -> bool:
     return bool(shapes) and shapes.most_common(1)[0][1] >= LISTING_ROWS
 
 
-def fact_lines(messages: Sequence[Message], focus: str | None = None) -> list[Fact]:
+def fact_lines(
+    messages: Sequence[Message], focus: str | None = None, positions: Sequence[int] = ()
+) -> list[Fact]:
     """The fact ledger: every fact-bearing sentence of the messages, verbatim, in order; a
     user's short message (`MAX_LINE_CHARS`) is one line, scored by its best sentence, so a
     correction or a finished step keeps the sentence that says what replaced it.
@@ -157,13 +159,16 @@ def fact_lines(messages: Sequence[Message], focus: str | None = None) -> list[Fa
     naming the call that read them. A user's request that holds no fact rides on the first
     line of the action that answered it (``Fact.asked``), and the assistant's reply that
     only confirmed a user's line rides on that line (``Fact.confirmed``). Each record names
-    the message it came from (``Fact.index``) and, for a tool's, the call that read it."""
+    the message it came from (``Fact.index``: its index in the request, `positions`, when
+    given one per message, else its place among `messages`) and, for a tool's, the call that
+    read it."""
     focus_words = focus_words_of(focus)
     found: list[Fact] = []
     sources: dict[str, str] = {}
     request = ""  # the user's latest request, while no action's line has taken it
     stated: list[int] = []  # where the previous message's user lines are in `found`
-    for index, message in enumerate(messages):
+    where = positions if len(positions) == len(messages) else range(len(messages))
+    for index, message in zip(where, messages, strict=True):
         role = speaker(message)
         sources.update(call_sources(message))
         found_in = sentences(quoted_part(content_text(message)))

@@ -76,13 +76,15 @@ class Ledger:
         condensed: Sequence[Message] = (),
         messages: Sequence[Message] = (),
         focus: str | None = None,
+        positions: Sequence[int] = (),
     ) -> Ledger:
         """The records of a growth: the previous ones carried, then the new `messages`
         quoted; with `condensed` (the messages `previous` stands in for, still in the
         request) those are quoted anew and only the previous carried note lines kept
-        (``carry.growth_facts``)."""
+        (``carry.growth_facts``). `positions`: the request's index of each message, the
+        condensed ones first (each record names its message by it)."""
         earlier = carried(previous.facts, focus) if previous else []
-        facts = growth_facts(earlier, condensed, messages, focus)
+        facts = growth_facts(earlier, condensed, messages, focus, positions)
         return cls(previous.notes if previous else "", tuple(facts))
 
     @classmethod

@@ -183,8 +183,8 @@ def test_a_rendered_extraction_keeps_its_notes_and_the_records_it_quotes() -> No
     facts = fact_lines(conversation())
     made = fit(NOTES, facts, 1000)
     assert made.notes == NOTES
-    parsed = carried(made.facts)
-    assert [(f.role, f.text) for f in parsed] == [(f.role, f.text) for f in facts]
+    carried_on = carried(made.facts)
+    assert [(f.role, f.text) for f in carried_on] == [(f.role, f.text) for f in facts]
     assert all(fact.render() in made.text for fact in made.facts)
 
 

@@ -82,22 +82,22 @@ def test_facts_that_do_not_fit_are_merged_into_one_visible_line() -> None:
 def test_a_merged_line_is_carried_and_keeps_its_count_when_merged_again() -> None:
     """The next growth reads the merged record as one fact standing for N facts, and N adds
     up."""
-    parsed = carried(fit("", facts_about(30), 260).facts)
-    merged = [f for f in parsed if f.role.startswith("merged")]
+    carried_on = carried(fit("", facts_about(30), 260).facts)
+    merged = [f for f in carried_on if f.role.startswith("merged")]
     assert len(merged) == 1
     before = merged[0].count
-    second = fit("", [*parsed, *facts_about(40)[30:]], 260).text
+    second = fit("", [*carried_on, *facts_about(40)[30:]], 260).text
     match = MERGED.search(second)
     assert match is not None
-    kept = sum(f.render() in second for f in parsed if not f.role.startswith("merged"))
-    assert int(match.group(1)) >= before + (len(parsed) - 1 - kept)
+    kept = sum(f.render() in second for f in carried_on if not f.role.startswith("merged"))
+    assert int(match.group(1)) >= before + (len(carried_on) - 1 - kept)
 
 
 def test_an_earlier_merged_line_is_folded_into_the_new_one_never_quoted_beside_it() -> None:
     """After nested growths there is one merged line, holding the earlier one's terms."""
-    parsed = carried(fit("", facts_about(30), 260).facts)
-    earlier = next(f for f in parsed if f.role.startswith("merged"))
-    second = fit("", [*parsed, *facts_about(34)[30:]], 400).text
+    carried_on = carried(fit("", facts_about(30), 260).facts)
+    earlier = next(f for f in carried_on if f.role.startswith("merged"))
+    second = fit("", [*carried_on, *facts_about(34)[30:]], 400).text
     assert len(MERGED.findall(second)) == 1
     assert earlier.render() not in second
     terms = re.findall(r"`([^`]+)`", earlier.text)
@@ -202,12 +202,12 @@ SEARCH_HITS = "\n".join(
 
 def test_a_tool_result_of_one_shaped_lines_is_a_listing_quoted_last() -> None:
     """Search hits are quoted as `tool listing` with the lowest score, and keep that when
-    an extraction's ledger is parsed back."""
+    an extraction's records are carried."""
     facts = fact_lines([{"role": "tool", "content": SEARCH_HITS}])
     assert {fact.role for fact in facts} == {f"tool {LISTING}"}
     assert {fact.score for fact in facts} == {LISTING_SCORE}
-    parsed = carried(fit("", facts, 400).facts)
-    assert [fact.score for fact in parsed] == [LISTING_SCORE] * len(facts)
+    carried_on = carried(fit("", facts, 400).facts)
+    assert [fact.score for fact in carried_on] == [LISTING_SCORE] * len(facts)
 
 
 def test_a_tool_result_in_prose_is_no_listing() -> None:
@@ -282,7 +282,7 @@ CONFIG_READ: list[Message] = [
 def test_a_settings_file_is_quoted_on_one_line_naming_the_call_that_read_it() -> None:
     """`name = value` lines of a file read are one `tool settings` line that starts with the
     call that read them (the file's name beside every value): above search hits, below a
-    statement, and the rank holds when the ledger is parsed back."""
+    statement, and the rank holds when the records are carried."""
     facts = fact_lines([*CONFIG_READ, {"role": "tool", "content": SEARCH_HITS}])
     (setting,) = [fact for fact in facts if fact.role == f"tool {SETTINGS}"]
     assert setting.text == (
@@ -294,8 +294,8 @@ def test_a_settings_file_is_quoted_on_one_line_naming_the_call_that_read_it() ->
         < setting.score
         < fact_lines([{"role": "tool", "content": "Edited src/a.py: three lines."}])[0].score
     )
-    parsed = carried(fit("", [setting], 100).facts)
-    assert parsed == [setting]
+    carried_on = carried(fit("", [setting], 100).facts)
+    assert carried_on == [setting]
 
 
 def test_a_long_settings_file_is_split_into_lines_each_naming_its_source() -> None:
@@ -315,7 +315,7 @@ def test_a_long_settings_file_is_split_into_lines_each_naming_its_source() -> No
 
 def test_a_setting_left_out_keeps_its_name_beside_its_value_on_the_merged_line() -> None:
     """A settings line not quoted leaves each `name = value` as one term on the merged line
-    (a value apart from its name answers nothing); parsed back at a nested growth the pairs
+    (a value apart from its name answers nothing); carried to a nested growth the pairs
     are a settings line again (naming no file), and not quoted they are the same terms."""
     statement = Fact("user", "Our customer number with the vendor is CUST-89712.", 12)
     (setting,) = [fact for fact in fact_lines(CONFIG_READ) if fact.role.endswith(SETTINGS)]
@@ -325,14 +325,14 @@ def test_a_setting_left_out_keeps_its_name_beside_its_value_on_the_merged_line()
     assert "`retry_limit = 794`" in merged.text
     assert "`config/channel.toml`" in merged.text
     assert "`794`" not in merged.text
-    parsed = carried([statement, merged])
-    assert parsed[1] == Fact(
+    carried_on = carried([statement, merged])
+    assert carried_on[1] == Fact(
         f"tool {SETTINGS}",
         "pool_size = 4200; shard_count = 735; queue_depth = 136; retry_limit = 794",
         REGAINED_SETTING_SCORE,
         rule="regained",
     )
-    again = merged_line(parsed, [statement], "", None)
+    again = merged_line(carried_on, [statement], "", None)
     assert again is not None
     assert sorted(re.findall(r"`([^`]+)`", again[0].text)) == sorted(
         re.findall(r"`([^`]+)`", merged.text)
@@ -351,8 +351,8 @@ def test_settings_squeezed_onto_the_merged_line_are_quoted_again_when_there_is_r
     squeezed = fit("", [statement, setting], count_text(layout("", [statement])) + 40)
     assert "`pool_size = 4200`" in squeezed.text
     assert "- tool settings:" not in squeezed.text
-    parsed = carried(squeezed.facts)
-    assert "- tool settings: pool_size = 4200\n" in fit("", parsed, 400).text
+    carried_on = carried(squeezed.facts)
+    assert "- tool settings: pool_size = 4200\n" in fit("", carried_on, 400).text
 
 
 def test_a_call_names_its_source_by_name_and_short_arguments() -> None:
@@ -406,7 +406,7 @@ def test_a_question_ranks_below_what_anyone_stated() -> None:
     assistant's pick and above its explanations, below what a tool or the user stated."""
     (question,) = fact_lines([{"role": "user", "content": "What does an HTTP 404 mean?"}])
     setting = Fact(f"tool {SETTINGS}", "[read_file a.toml] pool_size = 8751", 5)
-    (parsed,) = carried(fit("", [setting], 100).facts)
+    (carried_on,) = carried(fit("", [setting], 100).facts)
     picked = "I picked port 24642 for the mock server."
     (pick,) = fact_lines([{"role": "assistant", "content": picked}])
     said = "Unlike Forbidden or Gone, it never says whether the resource existed."
@@ -414,8 +414,8 @@ def test_a_question_ranks_below_what_anyone_stated() -> None:
     modal = "It differs from Forbidden, where the resource exists but you may not access it."
     assert fact_lines([{"role": "assistant", "content": modal}]) == []  # "may" is no month
     (edited,) = fact_lines([{"role": "tool", "content": "Edited src/a.py: three lines."}])
-    assert LISTING_SCORE < question.score < explained.score < parsed.score
-    assert parsed.score == pick.score < edited.score
+    assert LISTING_SCORE < question.score < explained.score < carried_on.score
+    assert carried_on.score == pick.score < edited.score
 
 
 def test_a_date_is_a_month_or_a_day_not_a_word_starting_like_one() -> None:
@@ -439,7 +439,7 @@ def test_a_short_user_message_is_one_line() -> None:
 
 def test_a_carried_note_copying_a_listings_rows_ranks_as_those_rows() -> None:
     """An earlier note line copying a listing's row (spacing and backticks aside) or a search
-    hit comes back as a listing's row, below the notes that say something, also when parsed
+    hit comes back as a listing's row, below the notes that say something, also when carried_on
     back; a note of another shape stays a note."""
     rows = "\n".join(f"tests/test_{n}.py::test_{n}_split PASSED" for n in ("cart", "box", "tag"))
     facts = fact_lines([{"role": "tool", "tool_call_id": "c1", "content": rows}])
@@ -452,8 +452,8 @@ def test_a_carried_note_copying_a_listings_rows_ranks_as_those_rows() -> None:
     for copied in (row, hit):
         assert (copied.role, copied.score) == (f"notes {LISTING}", LISTING_SCORE)
     assert (note.role, note.score) == ("notes", NOTES_SCORE)
-    parsed = carried([row, hit, note])
-    assert [(fact.role, fact.score) for fact in parsed] == [
+    carried_on = carried([row, hit, note])
+    assert [(fact.role, fact.score) for fact in carried_on] == [
         (fact.role, fact.score) for fact in (row, hit, note)
     ]
 
@@ -501,8 +501,8 @@ def test_a_carried_note_ranks_below_every_statement_and_keeps_that_when_parsed_b
     (note,) = carried_notes("- 16 passed in 4s for module quota_report", "")
     (pick,) = fact_lines([{"role": "assistant", "content": "I picked port 24642 for the mock."}])
     assert LISTING_SCORE < note.score < pick.score
-    parsed = carried(fit("", [note, pick], 200).facts)
-    assert [fact.score for fact in parsed] == [note.score, pick.score]
+    carried_on = carried(fit("", [note, pick], 200).facts)
+    assert [fact.score for fact in carried_on] == [note.score, pick.score]
 
 
 FIX_REQUEST: list[Message] = [
@@ -522,7 +522,7 @@ FIX_REQUEST: list[Message] = [
 def test_an_action_is_quoted_beside_the_request_it_answered() -> None:
     """The user's request, quoted nowhere for holding no fact, is rendered just before the
     first line of the action that answered it (and no other), adds no key term and no score,
-    goes with that line, and parses back onto it."""
+    goes with that line, and is carried with it."""
     facts = fact_lines(FIX_REQUEST)
     assert [fact.asked for fact in facts] == [FIX_REQUEST[0]["content"], "", ""]
     call = facts[0]
@@ -532,8 +532,8 @@ def test_an_action_is_quoted_beside_the_request_it_answered() -> None:
     )
     (alone,) = fact_lines([FIX_REQUEST[1]])
     assert (call.score, key_tokens(call.text)) == (alone.score, key_tokens(alone.text))
-    parsed = carried(fit("", facts, 200).facts)
-    assert parsed == facts
+    carried_on = carried(fit("", facts, 200).facts)
+    assert carried_on == facts
     kept = select_facts(facts, "", sum(count_text(f.render()) + 1 for f in facts[1:]))
     assert "invoice totals" not in layout("", kept)
 
@@ -553,13 +553,13 @@ def test_a_request_is_carried_only_when_it_says_something_no_line_quotes() -> No
 
 def test_a_request_sharing_the_focus_ranks_its_action_higher() -> None:
     """Asked which file fixed the rounding bug, the edit that answered that request ranks as
-    a line sharing the question's words would, also when parsed back."""
+    a line sharing the question's words would, also when carried."""
     focus = "Which file did you edit to fix the rounding bug?"
     plain = fact_lines(FIX_REQUEST)[0]
     focused = fact_lines(FIX_REQUEST, focus)[0]
     assert focused.score == plain.score + FOCUS_BONUS
-    parsed = carried([focused], focus)
-    assert parsed == [focused]
+    carried_on = carried([focused], focus)
+    assert carried_on == [focused]
 
 
 DECIDED: list[Message] = [
@@ -573,7 +573,7 @@ DECIDED: list[Message] = [
 def test_a_reply_confirming_a_users_line_is_quoted_with_it() -> None:
     """The assistant's short reply repeating the user's line is rendered with it, not on its
     own line (a decision's first, on the line's bullet, so the chosen option is read before
-    the rejected one), adds no key term and no score, goes with the line, and parses back."""
+    the rejected one), adds no key term and no score, goes with the line, and is carried."""
     facts = fact_lines(DECIDED)
     assert [fact.confirmed for fact in facts] == [DECIDED[1]["content"], ""]
     decision = facts[0]
@@ -585,8 +585,8 @@ def test_a_reply_confirming_a_users_line_is_quoted_with_it() -> None:
     assert rule.render() == f"- user: {RULE[0]['content']}\n- assistant: {RULE[1]['content']}"
     (alone,) = fact_lines(DECIDED[:1])
     assert (decision.score, decision.text) == (alone.score, alone.text)
-    parsed = carried(fit("", facts, 200).facts)
-    assert parsed == facts
+    carried_on = carried(fit("", facts, 200).facts)
+    assert carried_on == facts
     kept = select_facts(facts, "", count_text(facts[1].render()) + 1)
     assert "Agreed" not in layout("", kept)
 
@@ -623,7 +623,7 @@ def test_a_confirmation_goes_before_any_stated_value_and_with_its_line() -> None
 def test_a_decisions_confirmation_goes_and_stays_with_its_line() -> None:
     """The confirmation of a decision ("Decision: X; Y is out") says which value holds:
     short of room it stays while its line does, before any lower line, and goes with its
-    line when the line is the one to go; parsed back too."""
+    line when the line is the one to go; carried too."""
     decision, _ = fact_lines(DECIDED)
     assert settles(decision)
     assert confirmation_score(decision) == decision.score
@@ -634,8 +634,8 @@ def test_a_decisions_confirmation_goes_and_stays_with_its_line() -> None:
     stronger = Fact("user", "Our customer number with the vendor is CUST-15312.", 11)
     assert decision.score < stronger.score
     assert select_facts([decision, stronger], "", count_text(stronger.render()) + 1) == [stronger]
-    parsed = carried(fit("", [decision], 200).facts)
-    assert parsed == [decision]
+    carried_on = carried(fit("", [decision], 200).facts)
+    assert carried_on == [decision]
     (aside,) = fact_lines(
         [
             {"role": "user", "content": "Decision: we go with Jenkins (hosted: v2) for "
@@ -644,7 +644,7 @@ def test_a_decisions_confirmation_goes_and_stays_with_its_line() -> None:
         ]
     )  # fmt: skip
     assert carried([aside]) == [aside]
-    assert kept_short_of_one_line([parsed[0], stated]) == [decision]
+    assert kept_short_of_one_line([carried_on[0], stated]) == [decision]
 
 
 def test_only_a_short_reply_mostly_of_the_lines_words_confirms_it() -> None:
@@ -701,7 +701,7 @@ def test_words_saying_how_to_answer_make_no_line_about_the_question() -> None:
 
 def test_the_confirmation_of_a_line_about_the_question_outranks_explanations() -> None:
     """Asked about a line taking no decision, its confirmation ranks above the assistant's
-    explanations, still below its line, also when parsed back; unasked, it goes first."""
+    explanations, still below its line, also when carried_on back; unasked, it goes first."""
     question = "Which tag did we agree on for the session? Answer with just the value."
     (rule,) = fact_lines(RULE, question)
     (unasked,) = fact_lines(RULE)
@@ -711,7 +711,7 @@ def test_the_confirmation_of_a_line_about_the_question_outranks_explanations() -
     brief = Fact("assistant", "It builds in 9 min.", CONFIRMATION_SCORE)
     assert kept_short_of_one_line([rule, brief]) == [rule]
     assert kept_short_of_one_line([unasked, brief]) == [replace(unasked, confirmed=""), brief]
-    parsed = carried(fit("", [rule], 200).facts, question)
-    assert parsed == [rule]
+    carried_on = carried(fit("", [rule], 200).facts, question)
+    assert carried_on == [rule]
     decision, _ = fact_lines(DECIDED, CI_QUESTION)
     assert confirmation_score(decision) == decision.score

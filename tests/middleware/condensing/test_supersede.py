@@ -112,12 +112,12 @@ def test_the_ledger_quotes_the_correction_and_counts_the_replaced_line() -> None
     assert "- user: Correction: the maximum upload size is 380 MB, not 550." in text
     assert "- user: The maximum upload size is 550 MB." not in text
     assert "- merged(1 facts): (no key terms)" in text
-    parsed = carried(made.facts)
-    assert [fact.text for fact in parsed if fact.role == "user"] == [
+    carried_on = carried(made.facts)
+    assert [fact.text for fact in carried_on if fact.role == "user"] == [
         "Our project code is PRJ-4410.",
         "Correction: the maximum upload size is 380 MB, not 550.",
     ]
-    assert parsed[1].supersedes == "The maximum upload size is 550 MB."
+    assert carried_on[1].supersedes == "The maximum upload size is 550 MB."
 
 
 def test_an_echo_goes_before_any_statement_under_pressure() -> None:

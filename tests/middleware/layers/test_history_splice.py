@@ -10,6 +10,7 @@ import orjson
 import pytest
 
 from kernel.conversation import chain_matches
+from kernel.records import StoredFact
 from kernel.services import Services
 from kernel.store import DiskHistoryStore
 from kernel.types import ChatRequest, ChatResponse, RequestContext
@@ -272,6 +273,40 @@ async def test_a_growth_quotes_the_condensed_messages_anew(store: DiskHistorySto
     assert grown is not None
     assert grown.historical_end_index > cached.historical_end_index
     assert "- user: Remember: our project code is ZX-4471." in grown.extraction
+
+
+async def test_the_stored_entry_keeps_its_records_and_a_growth_reads_them(
+    store: DiskHistoryStore,
+) -> None:
+    """The cached entry holds the records its extraction quotes (each naming its message's
+    index), and the next growth reads those records, not the text: a carried note line only
+    the records hold is accounted for (quoted, or a term of the merged line)."""
+    extractor = Extractor()
+    messages = conversation(30)
+    messages[1] = {"role": "user", "content": "Remember: our project code is ZX-4471."}
+    await seed(store, extractor, messages)
+    cached = await store.get("tenant-a", "conv-1")
+    assert cached is not None
+    (stated,) = [fact for fact in cached.facts if "ZX-4471" in fact.text]
+    assert (stated.role, stated.index) == ("user", 1)
+    assert all(f"- {fact.role}: {fact.text}" in cached.extraction for fact in cached.facts)
+    note = StoredFact(role="notes", text="The signing key is KEY-9071.", score=3, rule="notes")
+    await store.put(cached.model_copy(update={"facts": (*cached.facts, note)}))
+    much_longer = [*messages]
+    for turn in range(20):
+        much_longer = next_turn(
+            much_longer, f"turn {turn}: the user planned a trip " + "word " * 60
+        )
+    ctx = ctx_for()
+    await HistorySplice(services(store, extractor)).handle(chat(much_longer), ctx, Upstream(40))
+    assert ctx.notes["action"] == "spliced+extracted"
+    grown = await store.get("tenant-a", "conv-1")
+    assert grown is not None
+    assert "KEY-9071" not in cached.extraction
+    assert "KEY-9071" in grown.extraction
+    assert any("KEY-9071" in (fact.text, *fact.terms) for fact in grown.facts) or any(
+        fact.text == note.text for fact in grown.facts
+    )
 
 
 def with_a_fact(turns: int) -> list[dict[str, Any]]:
