@@ -28,8 +28,10 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    SerializerFunctionWrapHandler,
     ValidationError,
     ValidationInfo,
+    model_serializer,
     model_validator,
 )
 from pydantic_core import PydanticSerializationError
@@ -124,6 +126,18 @@ class StoredFact(BaseModel):
     """(A stored JSON array of strings.)"""
     count: int = Field(default=1, ge=1)
     left_out: int = Field(default=0, ge=0)
+
+    @model_serializer(mode="wrap")
+    def _without_defaults(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Stored without the fields at their defaults (most of a record's: a quarter of an
+        entry's bytes, and its decoding time); they read back as the defaults."""
+        data: dict[str, Any] = handler(self)
+        fields = type(self).model_fields
+        return {
+            name: value
+            for name, value in data.items()
+            if fields[name].is_required() or getattr(self, name) != fields[name].default
+        }
 
 
 class HistoryEntry(Record):

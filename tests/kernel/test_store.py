@@ -111,6 +111,13 @@ def test_an_entry_keeps_its_ledger_records_through_json() -> None:
     assert HistoryEntry.from_json(entry.to_json()).facts == facts
 
 
+def test_a_ledger_record_is_stored_without_its_defaults() -> None:
+    """A record's fields at their defaults are left out of the stored JSON and read back."""
+    fact = StoredFact(role="user", text="Our code is ZX-4471.", score=9)
+    stored = orjson.loads(make_entry(facts=(fact,)).to_json())["facts"]
+    assert stored == [{"role": "user", "text": "Our code is ZX-4471.", "score": 9}]
+
+
 @pytest.mark.parametrize(
     ("change", "problem"),
     [

@@ -189,4 +189,4 @@ def to_stored(fact: Fact) -> StoredFact:
 
 def from_stored(stored: StoredFact) -> Fact:
     """The record a stored extraction kept."""
-    return Fact(**stored.model_dump())
+    return Fact(**{name: getattr(stored, name) for name in StoredFact.model_fields})
