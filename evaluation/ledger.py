@@ -10,12 +10,12 @@ rejected option, a finished step): what a small model can answer from, since a b
 the merged line has no sentence around it; the third figure also counts a merged term that
 holds the value with words around it (a setting's ``name = value``). Under the table, how
 often the user's line holding the value is quoted with the assistant's reply confirming it
-(``FactLine.confirmed``), for the kinds where a user's line is confirmed, and how often a
-line holding the value is quoted after the user's request it answered (``FactLine.asked``:
+(``Fact.confirmed``), for the kinds where a user's line is confirmed, and how often a
+line holding the value is quoted after the user's request it answered (``Fact.asked``:
 an edit's call line after "Please fix …"), for the kinds where one is:
 
     once    one extraction of everything before the tail
-    nested  a growth every `--step` messages, each carrying the previous ledger forward
+    nested  a growth every `--step` messages, each carrying the previous ledger's records forward
 
 The tail is split off as the history splice does (`split_history`); the sizes and the
 cadence approximate a 2,048-token window (an extraction target of `--target` tokens, a tail
@@ -53,7 +53,7 @@ from evaluation.probes import PROBE_KINDS, Probe, contains_any, normalise
 from kernel.config import ContextSettings
 from kernel.tokens import count_messages, count_text
 from kernel.types import Message
-from middleware.condensing.ledger import assemble, dedupe_facts, fact_lines, parse_extraction
+from middleware.condensing.ledger import Fact, Ledger, Previous
 from middleware.condensing.prompt import render_transcript
 from middleware.condensing.relevance import passages, pick, quoted
 from middleware.condensing.split import split_history
@@ -85,11 +85,15 @@ def varying_notes(seed: int, low: int, high: int) -> Callable[[int], str]:
     return notes
 
 
-def once(conversation: Conversation[Probe], target: int, tail: int, notes: str = "") -> str:
+Shown = tuple[str, tuple[Fact, ...]]
+"""What a condition shows (the ledger, then the tail), and the records its ledger quotes."""
+
+
+def once(conversation: Conversation[Probe], target: int, tail: int, notes: str = "") -> Shown:
     """One extraction's ledger of everything before the tail, then the tail."""
     end = tail_start(conversation.messages, tail)
-    ledger = assemble(notes, fact_lines(conversation.messages[1:end]), target)
-    return f"{ledger}\n{render_transcript(conversation.messages[end:])}"
+    made = Ledger.grow(None, (), conversation.messages[1:end]).render(notes, target)
+    return f"{made.text}\n{render_transcript(conversation.messages[end:])}", made.facts
 
 
 def nested(
@@ -99,25 +103,30 @@ def nested(
     step: int,
     notes: str | Callable[[int], str] = "",
     rebuild: bool = False,
-) -> tuple[str, int]:
-    """Growths every `step` messages as the conversation is played; the last ledger, the
-    tail after it, and how many growths there were. `notes`: the same at every growth, or
-    a growth's by its number; `rebuild`: each growth quotes every message it stands for
-    anew (the client resent them) instead of carrying the previous ledger forward."""
+) -> tuple[Shown, int]:
+    """Growths every `step` messages as the conversation is played; the last ledger (and
+    its records), the tail after it, and how many growths there were. `notes`: the same at
+    every growth, or a growth's by its number; `rebuild`: each growth quotes every message
+    it stands for anew (the client resent them) instead of carrying the previous ledger's
+    records forward."""
     messages = conversation.messages
-    previous, done, growths = "", 1, 0
+    previous: Previous | None = None
+    done, growths = 1, 0
     for point in conversation.request_points():
         end = tail_start(messages[:point], tail)
         first = not previous and end > done and count_messages(messages[:point]) > target + tail
         if end - done >= step or first:
             if rebuild:
-                facts = fact_lines(messages[1:end])
+                ledger = Ledger.grow(None, (), messages[1:end])
             else:
-                carried = parse_extraction(previous)[1] if previous else []
-                facts = dedupe_facts([*carried, *fact_lines(messages[done:end])])
+                ledger = Ledger.grow(previous, (), messages[done:end])
             text = notes if isinstance(notes, str) else notes(growths)
-            previous, done, growths = assemble(text, facts, target), end, growths + 1
-    return f"{previous}\n{render_transcript(messages[done:])}", growths
+            made = ledger.render(text, target)
+            previous = Previous(made.text, made.notes, made.facts)
+            done, growths = end, growths + 1
+    shown = previous.text if previous else ""
+    facts = previous.facts if previous else ()
+    return (f"{shown}\n{render_transcript(messages[done:])}", facts), growths
 
 
 def quoted_text(shown: str) -> str:
@@ -147,20 +156,19 @@ def stale_alone(quoted: str, probe: Probe) -> bool:
     )
 
 
-def confirmed(quoted: str, probe: Probe) -> bool:
+def confirmed(facts: Sequence[Fact], probe: Probe) -> bool:
     """Whether a user's line holding the right value is quoted with the assistant's reply
-    that confirmed it (``FactLine.confirmed``, as the ledger parses its lines back: the
-    reply on the line after, or a decision's first on one ``- decided:`` line), holding the
-    value too."""
+    that confirmed it (``Fact.confirmed``: the reply on the line after, or a decision's
+    first on one ``- decided:`` line), holding the value too."""
     return any(
         fact.confirmed and probe.present(fact.text) and probe.present(fact.confirmed)
-        for fact in parse_extraction(quoted)[1]
+        for fact in facts
     )
 
 
 def requested(quoted: str, probe: Probe) -> bool:
     """Whether a line holding the right value is quoted after the user's request it answered
-    (``FactLine.asked``: an edit's call line after "Please fix …"): what ties the file
+    (``Fact.asked``: an edit's call line after "Please fix …"): what ties the file
     touched to the bug a question names."""
     lines = quoted.splitlines()
     return any(
@@ -192,7 +200,8 @@ def locomo_shown(
     messages = dialogue.messages
     end = tail_start(messages, int(budget * LANDING_TAIL_SHARE))
     history = render_transcript(messages[end:])
-    ledger = assemble(notes, fact_lines(messages[1:end]), int(budget * EXTRACTION_SHARE))
+    target = int(budget * EXTRACTION_SHARE)
+    ledger = Ledger.grow(None, (), messages[1:end]).render(notes, target).text
     spliced = f"{ledger}\n{history}"
     found = passages(messages, range(end))
     dropped = render_transcript(drop_oldest(messages, budget, count_messages) or [])
@@ -276,9 +285,11 @@ def main() -> None:
                     conversation, args.target, args.tail, args.step, varied, args.rebuild
                 )
                 counted.growths.append(grown)
-                for mode, shown in (("once", once(conversation, args.target, args.tail, notes)),
-                                    ("nested", shown_nested)):  # fmt: skip
-                    counted.add(conversation, mode, shown)
+                for mode, (shown, facts) in (
+                    ("once", once(conversation, args.target, args.tail, notes)),
+                    ("nested", shown_nested),
+                ):
+                    counted.add(conversation, mode, shown, facts)
         span = f"{min(counted.growths)}-{max(counted.growths)}"
         rebuilt = ", rebuilt at each growth" if args.rebuild else ""
         said = template_sets(args.templates)
@@ -312,15 +323,18 @@ class Counted:
     )
     growths: list[int] = field(default_factory=list)
 
-    def add(self, conversation: Conversation[Probe], mode: str, shown: str) -> None:
-        """Count what `shown` keeps of each of the conversation's probes."""
+    def add(
+        self, conversation: Conversation[Probe], mode: str, shown: str, facts: Sequence[Fact]
+    ) -> None:
+        """Count what `shown` (and the ledger's `facts`) keeps of each of the conversation's
+        probes."""
         quoted = quoted_text(shown)
         for probe in conversation.probes:
             key = (conversation.templates, conversation.seed_set, mode, probe.kind)
             right = probe.present(shown)
             clean = probe.present(quoted) and not stale_alone(quoted, probe)
             self.kept[key].append((right, clean, labelled(shown, probe)))
-            self.confirming[key].append(confirmed(quoted, probe))
+            self.confirming[key].append(confirmed(facts, probe))
             self.asking[key].append(requested(quoted, probe))
 
     def columns(self) -> list[Column]:

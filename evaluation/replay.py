@@ -6,7 +6,7 @@ row (the conversation's system message, the extraction as overspill's context me
 messages after it, the question), sends it to an OpenAI-compatible server at temperature 0,
 and prints the recorded answer beside the new one. With `--rerender` a decision's line and
 its confirmation, recorded as two lines (``- user:`` then ``- assistant: Agreed, …``), are
-rendered as this code renders them (``FactLine.render``); nothing else changes, so a
+rendered as this code renders them (``Fact.render``); nothing else changes, so a
 difference in the answers is the rendering's, not the notes' or the growths'. The replay of
 an unchanged row gives its recorded answer as long as the server runs with the settings the
 run had (with llama-server's prompt cache, the same request may answer otherwise).
@@ -31,7 +31,9 @@ from evaluation.phrasings import template_sets
 from evaluation.probes import Probe
 from evaluation.runner import ANSWER_TOKENS
 from kernel.types import Message
-from middleware.condensing.ledger import FactLine, confirms, settles
+from middleware.condensing.ledger import Fact
+from middleware.condensing.ledger.records import settles
+from middleware.condensing.ledger.select import confirms
 from middleware.condensing.split import context_message
 
 USER, REPLY = "- user: ", "- assistant: "
@@ -46,9 +48,7 @@ def rerendered(extraction: str) -> str:
     while i < len(lines):
         after = lines[i + 1] if i + 1 < len(lines) else ""
         if lines[i].startswith(USER) and after.startswith(REPLY):
-            fact = FactLine(
-                "user", lines[i].removeprefix(USER), 1, confirmed=after.removeprefix(REPLY)
-            )
+            fact = Fact("user", lines[i].removeprefix(USER), 1, confirmed=after.removeprefix(REPLY))
             if confirms(fact.text, fact.confirmed) and settles(fact):
                 out.append(fact.render())
                 i += 2

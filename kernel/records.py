@@ -28,8 +28,10 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    SerializerFunctionWrapHandler,
     ValidationError,
     ValidationInfo,
+    model_serializer,
     model_validator,
 )
 from pydantic_core import PydanticSerializationError
@@ -51,6 +53,7 @@ __all__ = [
     "Record",
     "StoreError",
     "StoredBatch",
+    "StoredFact",
     "StoredResponse",
     "decode",
 ]
@@ -103,8 +106,43 @@ class Record(BaseModel):
         return decode(cls, raw)
 
 
+class StoredFact(BaseModel):
+    """One record of an extraction's fact ledger (middleware/condensing/ledger/records.py's
+    `Fact`, field for field): what a growth reads back instead of the rendered text."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
+
+    role: str = Field(min_length=1)
+    text: str
+    score: int
+    asked: str = ""
+    confirmed: str = ""
+    focused: bool = False
+    source: str = ""
+    index: int = Field(default=-1, ge=-1)
+    supersedes: str = ""
+    rule: str = ""
+    terms: tuple[str, ...] = Field(default=(), strict=False)
+    """(A stored JSON array of strings.)"""
+    count: int = Field(default=1, ge=1)
+    left_out: int = Field(default=0, ge=0)
+
+    @model_serializer(mode="wrap")
+    def _without_defaults(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Stored without the fields at their defaults (most of a record's: a quarter of an
+        entry's bytes, and its decoding time); they read back as the defaults."""
+        data: dict[str, Any] = handler(self)
+        fields = type(self).model_fields
+        return {
+            name: value
+            for name, value in data.items()
+            if fields[name].is_required() or getattr(self, name) != fields[name].default
+        }
+
+
 class HistoryEntry(Record):
-    """One cached extraction: `messages[:historical_end_index]` condensed into `extraction`."""
+    """One cached extraction: `messages[:historical_end_index]` condensed into `extraction`,
+    with what it was made of: its `notes` and the `facts` its ledger quotes."""
 
     model_id: str
     historical_end_index: int = Field(ge=0)
@@ -118,6 +156,12 @@ class HistoryEntry(Record):
     strategy: str = "extract"
     """What made `extraction` (a condensing strategy's name); entries written before the
     field existed read as `extract`."""
+    notes: str = ""
+    """The notes section of `extraction` (a model's notes, or a masked or cut transcript)."""
+    facts: tuple[StoredFact, ...] = Field(default=(), strict=False)
+    """The ledger's records `extraction` renders, the merged line among them, which the next
+    growth reads back (a stored JSON array; each record validated strictly). Entries written
+    before the field existed decode with none; their prompt version keeps them from reuse."""
 
     @model_validator(mode="after")
     def _end_within_count(self) -> HistoryEntry:

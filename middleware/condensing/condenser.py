@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kernel import metrics
 from kernel.config import ModelEntry
@@ -52,6 +52,7 @@ from middleware.condensing.ladder import (
     extraction_room,
     ladder_for,
 )
+from middleware.condensing.ledger import Previous, Rendered
 from middleware.condensing.prompt import map_prompt
 from middleware.condensing.slots import Found, look_up
 from middleware.condensing.split import (
@@ -298,7 +299,8 @@ class Condenser:
         start = previous.historical_end_index if previous else 0
         historical = [request.messages[i] for i in plan.split.historical if i >= start]
         condensed = [request.messages[i] for i in plan.split.historical if i < start]
-        earlier = previous.extraction if previous else None
+        positions = tuple(plan.split.historical)
+        earlier = Previous.of(previous) if previous else None
         target = _target(plan, entry, self._framing(entry, plan))
         model = entry.litellm_params.upstream_model
         spend = ctx.spending()
@@ -306,16 +308,16 @@ class Condenser:
             if name == "extract":
                 made = await self._extract(request, entry, plan, previous, target, spend)
             elif name == "middle_cut":
-                made = _middle_cut(historical, earlier, target, model, condensed)
+                made = _middle_cut(historical, earlier, target, model, condensed, positions)
             else:
-                text = masked_history(
+                masked = masked_history(
                     historical,
                     previous=earlier,
                     target_tokens=target,
                     replies=name == "mask_observations",
                     model=model,
                 )
-                made = _made(text, name, earlier) if text is not None else None
+                made = _made(masked, name, earlier) if masked is not None else None
             if made is not None:
                 if spend.bound is not None and made.strategy != "extract":
                     spend.took(f"history:{made.strategy}")
@@ -324,7 +326,9 @@ class Condenser:
                 "condensing strategy did not fit; trying the next",
                 extra={"request_id": ctx.request_id, "strategy": name},
             )
-        return _middle_cut(historical, earlier, target, model, condensed)  # pragma: no cover - last
+        return _middle_cut(  # pragma: no cover - last
+            historical, earlier, target, model, condensed, positions
+        )
 
     async def _extract(
         self,
@@ -363,11 +367,12 @@ class Condenser:
                 newer,
                 rungs=rungs,
                 target_tokens=target,
-                previous=previous.extraction if previous else None,
+                previous=Previous.of(previous) if previous else None,
                 focus=focus,
                 model=model,
                 beyond_bound=older,
                 condensed=[request.messages[i] for i in plan.split.historical if i < start],
+                positions=tuple(plan.split.historical),
                 fallback=False,
             )
         except OverBudget as error:
@@ -416,6 +421,8 @@ class Condenser:
             tokens_after=self.estimator.count_text(entry, extraction.text),
             created_at=time.time(),
             strategy=extraction.strategy,
+            notes=extraction.notes,
+            facts=Previous.stored(extraction.facts),
         )
 
 
@@ -450,24 +457,39 @@ def _same_entry(entry: HistoryEntry, other: HistoryEntry | None) -> bool:
     )
 
 
-def _made(text: str, strategy: StrategyName, earlier: str | None) -> Extraction:
+def _made(made: Rendered, strategy: StrategyName, earlier: Previous | None) -> Extraction:
     """A model-free strategy's text as an extraction (no calls)."""
-    return Extraction(text, 0, 0, 0, earlier is not None, strategy=strategy)
+    return Extraction(
+        made.text,
+        0,
+        0,
+        0,
+        earlier is not None,
+        strategy=strategy,
+        notes=made.notes,
+        facts=made.facts,
+    )
 
 
 def _middle_cut(
     messages: Sequence[Message],
-    earlier: str | None,
+    earlier: Previous | None,
     target: int,
     model: str,
     condensed: Sequence[Message],
+    positions: Sequence[int],
 ) -> Extraction:
     """The history cut in the middle (whole units, marked), beside its quoted facts (those
     of the `condensed` messages, which `earlier` stands in for, quoted anew)."""
-    text = middle_cut_history(
-        messages, previous=earlier, target_tokens=target, model=model, condensed=condensed
+    made = middle_cut_history(
+        messages,
+        previous=earlier,
+        target_tokens=target,
+        model=model,
+        condensed=condensed,
+        positions=positions,
     )
-    return Extraction(text, 0, 0, 0, earlier is not None, cut=True, strategy="middle_cut")
+    return replace(_made(made, "middle_cut", earlier), cut=True)
 
 
 _RESULTS = {"mask_tool_results": "masked-tool-results", "mask_observations": "masked"}

@@ -1,7 +1,7 @@
 """The extraction engine: condense old conversation turns into a dense, fact-keeping text.
 
-``extract_history`` renders the historical messages as a transcript and builds a fact ledger
-(fact-bearing sentences quoted verbatim, pure and deterministic, see ``fact_ledger``).
+``extract_history`` renders the historical messages as a transcript and grows a fact ledger
+(fact-bearing sentences quoted verbatim as records, pure and deterministic: ``ledger.Ledger``).
 The extractor model writes structured notes: in one call when the input fits its window,
 else by map-reduce. Every answer that is empty or a refusal/error text, and final notes not
 shorter than what they summarise (transcript + earlier notes), raise ``BadExtraction``. Note
@@ -17,7 +17,9 @@ the messages the previous extraction stands in for (``condensed``: the client re
 whole history, and the splice only reuses an extraction whose messages are unchanged), every
 growth quotes all of them anew and ranks them with the new turns' lines, so a line that one
 growth short of room dropped comes back at the next growth with room; without them the
-previous ledger is parsed back and carried forward. Earlier notes are never dropped: they go
+previous ledger's records (``Previous``: stored with the extraction) are carried forward. The
+extraction comes back with its notes and the records it quotes, which its stored entry keeps
+for the next growth. Earlier notes are never dropped: they go
 into the one call or, when earlier notes and new turns no longer fit one call, into the merge
 as its first partial; and an earlier note line whose key terms the new notes no longer hold
 (the model merged it away, or the notes were cut to budget) is carried into the ledger as a
@@ -48,22 +50,10 @@ from kernel.tokens import count_messages, count_text
 from kernel.types import Complete, Completion, Message
 from middleware.condensing.chunking import Chunk, chunk_text
 from middleware.condensing.cutting import cut_tail
-from middleware.condensing.ledger import (
-    NOTES_SCORE,
-    FactLine,
-    assemble,
-    copied_rows_demoted,
-    drop_contradicted,
-    drop_copied,
-    growth_facts,
-    key_tokens,
-    notes_room,
-    parse_extraction,
-)
+from middleware.condensing.ledger import Fact, Ledger, Previous, notes_room
 from middleware.condensing.prompt import (
     PROMPT_VERSION,
     clean_output,
-    drop_unsupported,
     looks_refused,
     map_prompt,
     merge_prompt,
@@ -87,9 +77,6 @@ MIN_CHUNK_TOKENS = 320
 MAX_MERGE_PASSES = 8
 MAP_CONCURRENCY = 4
 WORDS_PER_TOKEN = 0.7
-CARRIED_NOTE_SCORE = NOTES_SCORE
-"""An earlier note line carried into the ledger is a model's paraphrase: it ranks below what
-anyone stated (a small model's notes are often a guess; the quoted lines are the words)."""
 _T = TypeVar("_T")
 
 
@@ -114,6 +101,10 @@ class Extraction:
     strategy: str = "extract"
     """What made it: `extract` (a model), `mask_tool_results`, `mask_observations` or
     `middle_cut` (middleware/condensing/strategies.py)."""
+    notes: str = ""
+    """Its notes section, as the next growth reads it."""
+    facts: tuple[Fact, ...] = ()
+    """The ledger's records its text quotes, as the next growth reads them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -314,41 +305,54 @@ async def extract_history(
     complete: Complete,
     target_tokens: int,
     extractor_window: int,
-    previous: str | None = None,
+    previous: Previous | None = None,
     focus: str | None = None,
     model: str = "",
     beyond_bound: Sequence[Message] = (),
     condensed: Sequence[Message] = (),
+    positions: Sequence[int] = (),
 ) -> Extraction:
     """Condense historical messages (after a previous extraction) into at most target_tokens;
     `beyond_bound`: older messages past the extraction bound, kept only as quoted facts;
-    `condensed`: the messages `previous` stands in for, quoted anew (see the module doc)."""
+    `condensed`: the messages `previous` stands in for, quoted anew (see the module doc);
+    `positions`: the request's index of each of `condensed`, `beyond_bound`, `messages`."""
     _check_sizes(target_tokens, extractor_window)
     if not messages:
         if not previous:
             raise BadExtraction("no messages to extract")
-        return Extraction(cut_tail(previous, target_tokens, model), 0, 0, 0, True)
-    earlier, facts, ledger_tokens = await asyncio.to_thread(
-        _ledger, previous, condensed, [*beyond_bound, *messages], focus, model
+        text = cut_tail(previous.text, target_tokens, model)
+        return Extraction(text, 0, 0, 0, True, notes=previous.notes, facts=previous.facts)
+    ledger, ledger_tokens = await asyncio.to_thread(
+        _grown, previous, condensed, [*beyond_bound, *messages], focus, model, positions
     )
     transcript = render_transcript(messages)
     overhead = count_messages(map_prompt("", max_words=999, earlier_notes="-", focus=focus), model)
     sizes = plan_sizes(target_tokens, extractor_window, ledger_tokens, overhead)
     run = _Run(complete, model, focus, sizes)
+    earlier = ledger.earlier
     notes = await run.notes(transcript, earlier)
     reason = rejection(notes, run.count(transcript) + run.count(earlier), model)
     if reason is not None:
         raise BadExtraction(f"the extractor's notes were {reason}")
-    source = f"{previous or ''}\n{transcript}"
-    kept = _Kept(earlier, facts, source, _bound_note(beyond_bound), run.budget.notes)
-    text = await asyncio.to_thread(kept.assemble, notes, focus, target_tokens, model)
+    made = await asyncio.to_thread(
+        ledger.extraction,
+        notes,
+        source=f"{previous.text if previous else ''}\n{transcript}",
+        focus=focus,
+        lead=_bound_note(beyond_bound),
+        notes_tokens=run.budget.notes,
+        target_tokens=target_tokens,
+        model=model,
+    )
     return Extraction(
-        text,
+        made.text,
         run.calls,
         run.prompt_tokens,
         run.completion_tokens,
         bool(previous),
         bounded=len(beyond_bound),
+        notes=made.notes,
+        facts=made.facts,
     )
 
 
@@ -356,68 +360,47 @@ def cut_history(
     messages: Sequence[Message],
     *,
     target_tokens: int,
-    previous: str | None = None,
+    previous: Previous | None = None,
     focus: str | None = None,
     model: str = "",
     beyond_bound: Sequence[Message] = (),
+    positions: Sequence[int] = (),
 ) -> Extraction:
     """The last rung, without a model: the earlier notes and the transcript cut in the middle
     (whole units where it can, a visible marker where), beside the fact ledger, within
-    target_tokens."""
+    target_tokens; `positions`: the request's index of each of `beyond_bound`, `messages`."""
     everything = [*beyond_bound, *messages]
-    text = middle_cut_history(
-        everything, previous=previous, target_tokens=target_tokens, model=model
+    made = middle_cut_history(
+        everything,
+        previous=previous,
+        target_tokens=target_tokens,
+        model=model,
+        positions=positions,
     )
-    return Extraction(text, 0, 0, 0, bool(previous), cut=True, strategy="middle_cut")
+    return Extraction(
+        made.text,
+        0,
+        0,
+        0,
+        bool(previous),
+        cut=True,
+        strategy="middle_cut",
+        notes=made.notes,
+        facts=made.facts,
+    )
 
 
-def carried_notes(earlier: str, notes: str) -> list[FactLine]:
-    """The earlier note lines whose key terms the new notes no longer all hold, as ledger
-    lines (``- notes: …``): what the model merged away or a cut removed comes back quoted."""
-    held = key_tokens(notes)
-    carried = []
-    for raw in earlier.splitlines():
-        line = raw.strip().lstrip("-*• ").strip()
-        keys = key_tokens(line)
-        if line and not line.startswith("[") and keys and not keys <= held:
-            carried.append(FactLine("notes", line, CARRIED_NOTE_SCORE))
-    return carried
-
-
-@dataclass(frozen=True, slots=True)
-class _Kept:
-    """What an extraction's notes are judged against and assembled with."""
-
-    earlier: str
-    """The previous extraction's notes."""
-    facts: list[FactLine]
-    source: str
-    """What the notes may draw on: the previous extraction and the new turns' transcript."""
-    bound_note: str
-    notes_tokens: int
-
-    def assemble(self, notes: str, focus: str | None, target_tokens: int, model: str) -> str:
-        """The extraction text: the model's notes without what the ledger judges a copy, a
-        guess or an invention, cut to their room, beside the ledger (with the earlier note
-        lines the new notes lost)."""
-        notes = drop_copied(notes, self.facts)
-        notes = drop_contradicted(drop_unsupported(notes, self.source, focus), self.facts)
-        notes = cut_tail(self.bound_note + notes, self.notes_tokens, model)
-        carried = copied_rows_demoted([*self.facts, *carried_notes(self.earlier, notes)])
-        return assemble(notes, carried, target_tokens, model)
-
-
-def _ledger(
-    previous: str | None,
+def _grown(
+    previous: Previous | None,
     condensed: Sequence[Message],
     messages: Sequence[Message],
     focus: str | None,
     model: str,
-) -> tuple[str, list[FactLine], int]:
-    """The earlier notes, the fact ledger (``growth_facts``) and its size in tokens."""
-    earlier, old_facts = parse_extraction(previous, focus) if previous else ("", [])
-    facts = growth_facts(old_facts, condensed, messages, focus)
-    return earlier, facts, sum(count_text(f.render(), model) + 1 for f in facts)
+    positions: Sequence[int],
+) -> tuple[Ledger, int]:
+    """A growth's ledger (``Ledger.grow``) and its size in tokens."""
+    ledger = Ledger.grow(previous, condensed, messages, focus, positions)
+    return ledger, ledger.tokens(model)
 
 
 def _bound_note(beyond_bound: Sequence[Message]) -> str:

@@ -43,6 +43,7 @@ from middleware.condensing.extraction import (
     plan_sizes,
     rejection,
 )
+from middleware.condensing.ledger import Previous
 from middleware.condensing.prompt import clean_output, condense_prompt
 
 log = logging.getLogger("overspill.ladder")
@@ -187,11 +188,12 @@ async def extract_on_ladder(
     *,
     rungs: Sequence[Rung],
     target_tokens: int,
-    previous: str | None = None,
+    previous: Previous | None = None,
     focus: str | None = None,
     model: str = "",
     beyond_bound: Sequence[Message] = (),
     condensed: Sequence[Message] = (),
+    positions: Sequence[int] = (),
     fallback: bool = True,
 ) -> Extraction:
     """Historical messages extracted by the first rung that manages, else cut (no model);
@@ -211,6 +213,7 @@ async def extract_on_ladder(
                 model=model,
                 beyond_bound=beyond_bound,
                 condensed=condensed,
+                positions=positions,
             )
         except (BadExtraction, ContextWindowExceeded, UpstreamError) as error:
             log.warning("extraction rung failed", extra={"model": rung.name, "error": str(error)})
@@ -227,4 +230,5 @@ async def extract_on_ladder(
         focus=focus,
         model=model,
         beyond_bound=beyond_bound,
+        positions=positions[len(condensed) :],
     )

@@ -4,7 +4,7 @@ The model's answers are checked here: repeated lines, a third line of one templa
 in-line loops are cut, lines echoing the prompt's own wording dropped, and note lines naming
 a number the source never had or made mostly of words it never used (a small model's
 elaboration) removed. The fact ledger
-that follows the notes is ``fact_ledger``; cutting to a token budget is ``cutting``.
+that follows the notes is ``ledger``; cutting to a token budget is ``cutting``.
 
 ``PROMPT_VERSION`` is part of a cached extraction's validity: bump it whenever a prompt, the
 transcript rendering, the ledger's rules or the extraction's layout changes.
@@ -36,7 +36,7 @@ __all__ = [
     "speaker",
 ]
 
-PROMPT_VERSION = "x26"
+PROMPT_VERSION = "x27"
 NOTES_HEADER = "Notes:"
 MIN_GROUNDED = 0.5  # share of a note line's words the source must contain
 _LOOP_NGRAM = 8

@@ -20,7 +20,7 @@ changes in later turns (a provider's prefix cache keeps hitting). The text forms
 (`masked_history`, `middle_cut_history`) carry the earlier stand-in's text forward unchanged,
 in front of the new turns. `masked_history` carries its quoted facts too; `middle_cut_history`
 quotes anew the messages the earlier stand-in stands in for, when it is given them, as an
-extraction's growth does (``ledger.growth_facts``).
+extraction's growth does (``ledger.Ledger.grow``).
 """
 
 from __future__ import annotations
@@ -32,15 +32,7 @@ from typing import Any, Literal, get_args
 from kernel.tokens import count_text
 from kernel.types import Message
 from middleware.condensing.cutting import cut_middle
-from middleware.condensing.ledger import (
-    FactLine,
-    assemble,
-    growth_facts,
-    layout,
-    ledger_tokens,
-    notes_room,
-    parse_extraction,
-)
+from middleware.condensing.ledger import Ledger, Previous, Rendered
 from middleware.condensing.prompt import content_text, render_transcript
 from middleware.condensing.split import units
 
@@ -173,43 +165,39 @@ def middle_cut(
     return [*messages[:first], marker, *messages[last:]]
 
 
-def _earlier(previous: str | None) -> tuple[str, list[FactLine]]:
-    """The earlier stand-in's text before its quoted facts, and those facts."""
-    return parse_extraction(previous) if previous else ("", [])
-
-
 def masked_history(
     messages: Sequence[Message],
     *,
-    previous: str | None,
+    previous: Previous | None,
     target_tokens: int,
     replies: bool,
     model: str = "",
-) -> str | None:
-    """The earlier stand-in's text, then the masked transcript of the new turns, then the
-    earlier quoted facts; None when it does not fit `target_tokens`."""
-    earlier, facts = _earlier(previous)
+) -> Rendered | None:
+    """The earlier stand-in's notes, then the masked transcript of the new turns, then the
+    earlier quoted facts (``Ledger.carry``); None when it does not fit `target_tokens`."""
+    ledger = Ledger.carry(previous)
     masked = render_transcript(mask_messages(messages, replies=replies, model=model))
-    notes = "\n\n".join(part for part in (earlier, f"{MASKED_HEADER}\n{masked}") if part)
-    text = layout(notes, facts)
-    return text if count_text(text, model) <= target_tokens else None
+    notes = "\n\n".join(part for part in (ledger.earlier, f"{MASKED_HEADER}\n{masked}") if part)
+    made = ledger.as_is(notes)
+    return made if count_text(made.text, model) <= target_tokens else None
 
 
 def middle_cut_history(
     messages: Sequence[Message],
     *,
-    previous: str | None,
+    previous: Previous | None,
     target_tokens: int,
     model: str = "",
     condensed: Sequence[Message] = (),
-) -> str:
-    """The earlier stand-in's text and the new turns cut in the middle by whole units, beside
-    the fact ledger (``growth_facts``: with `condensed`, the messages `previous` stands in
-    for, quoted anew), within `target_tokens`; cut by tokens, marked, when whole units cannot
-    do it."""
-    earlier, old_facts = _earlier(previous)
-    facts = growth_facts(old_facts, condensed, messages)
-    notes_tokens = notes_room(target_tokens, ledger_tokens(facts, model))
+    positions: Sequence[int] = (),
+) -> Rendered:
+    """The earlier stand-in's notes and the new turns cut in the middle by whole units, beside
+    the fact ledger (``Ledger.grow``: with `condensed`, the messages `previous` stands in
+    for, quoted anew; `positions`: the request's index of each of them and of `messages`),
+    within `target_tokens`; cut by tokens, marked, when whole units cannot do it."""
+    ledger = Ledger.grow(previous, condensed, messages, positions=positions)
+    earlier = ledger.earlier
+    notes_tokens = ledger.notes_room(target_tokens, model)
     room = notes_tokens - count_text(earlier, model) - count_text(CUT_HEADER, model) - 4
     counts = [count_text(render_transcript([m]), model) + 2 for m in messages]
     kept = middle_cut(messages, counts, room) if room > 0 else None
@@ -219,7 +207,7 @@ def middle_cut_history(
     else:
         transcript = "\n\n".join(_line(m) for m in kept)
         notes = "\n\n".join(p for p in (earlier, f"{CUT_HEADER}\n{transcript}") if p)
-    return assemble(notes, facts, target_tokens, model)
+    return ledger.render(notes, target_tokens, model)
 
 
 def _line(message: Message) -> str:

@@ -601,11 +601,11 @@ def test_the_ledger_alone_keeps_every_probes_value_of_a_long_generated_conversat
     """On tune seeds with 60 filler episodes (hundreds of search hits and test lines), one
     extraction's quoted facts at a 2,048-token window's size, with no notes at all, still
     hold the right value of every probe kind."""
-    from middleware.condensing.ledger import assemble, fact_lines
+    from middleware.condensing.ledger import Ledger
 
     for seed in (1, 2, 3):
         conversation = generate(seed, fillers=60)
-        shown = assemble("", fact_lines(conversation.messages[1:-12]), 480).lower()
+        shown = Ledger.grow(None, (), conversation.messages[1:-12]).render("", 480).text.lower()
         tail = text_of(conversation.messages[-12:]).lower()
         for probe in conversation.probes:
             assert any(v.lower() in f"{shown}\n{tail}" for v in probe.accept), (seed, probe.kind)

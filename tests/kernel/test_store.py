@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from kernel.config import StoreSettings
 from kernel.config_loading import ConfigError, parse_config
 from kernel.estimator import Estimator
+from kernel.records import StoredFact
 from kernel.store import SQLITE_CACHE_PAGES, DiskHistoryStore, HistoryEntry, StoreError
 from proxy.stores import open_store
 from tests.kernel.store_contract import (
@@ -90,6 +91,53 @@ def test_an_entry_written_before_strategies_reads_as_an_extraction() -> None:
     record = orjson.loads(make_entry().to_json())
     del record["strategy"]
     assert HistoryEntry.from_json(orjson.dumps(record)).strategy == "extract"
+
+
+def test_an_entry_written_before_ledger_records_decodes_with_none() -> None:
+    """A stored entry without `notes` and `facts` (before x27) decodes with empty ones."""
+    record = orjson.loads(make_entry().to_json())
+    del record["notes"], record["facts"]
+    entry = HistoryEntry.from_json(orjson.dumps(record))
+    assert (entry.notes, entry.facts) == ("", ())
+
+
+def test_an_entry_keeps_its_ledger_records_through_json() -> None:
+    """The notes and the quoted facts' records come back field for field."""
+    facts = (
+        StoredFact(role="user", text="Our code is ZX-4471.", score=9, index=3, rule="said"),
+        StoredFact(role="merged(4 facts)", text="`8443`", score=1, terms=("8443",), count=4),
+    )
+    entry = make_entry(notes="- the trip", facts=facts)
+    assert HistoryEntry.from_json(entry.to_json()).facts == facts
+
+
+def test_a_ledger_record_is_stored_without_its_defaults() -> None:
+    """A record's fields at their defaults are left out of the stored JSON and read back."""
+    fact = StoredFact(role="user", text="Our code is ZX-4471.", score=9)
+    stored = orjson.loads(make_entry(facts=(fact,)).to_json())["facts"]
+    assert stored == [{"role": "user", "text": "Our code is ZX-4471.", "score": 9}]
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        (lambda r: {**r, "score": "9"}, "score: .* integer"),
+        (lambda r: {**r, "focused": 1}, "focused: .* boolean"),
+        (lambda r: {**r, "count": 0}, "count: .* greater than or equal to 1"),
+        (lambda r: {**r, "index": -2}, "index: .* greater than or equal to -1"),
+        (lambda r: {**r, "role": ""}, "role: .* at least 1"),
+        (lambda r: {**r, "why": "x"}, "why: Extra inputs"),
+    ],
+)
+def test_a_bad_ledger_record_is_a_store_error(
+    change: Callable[[dict[str, Any]], dict[str, Any]], problem: str
+) -> None:
+    """A stored fact record that does not validate makes its entry a StoreError naming it."""
+    fact = StoredFact(role="user", text="Our code is ZX-4471.", score=9)
+    record = orjson.loads(make_entry(facts=(fact,)).to_json())
+    record["facts"] = [change(record["facts"][0])]
+    with pytest.raises(StoreError, match=f"facts.0.{problem}"):
+        HistoryEntry.from_json(orjson.dumps(record))
 
 
 @pytest.mark.parametrize(

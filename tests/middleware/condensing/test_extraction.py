@@ -16,27 +16,25 @@ from hypothesis import strategies as st
 from kernel.errors import ContextWindowExceeded
 from kernel.tokens import count_messages, count_text
 from kernel.types import Completion, Message
-from middleware.condensing import extraction
 from middleware.condensing.cutting import cut_middle, cut_tail
 from middleware.condensing.extraction import (
     MIN_CHUNK_TOKENS,
     PROMPT_VERSION,
     BadExtraction,
+    Extraction,
     cut_history,
     extract_history,
     plan_merge_groups,
     plan_sizes,
     rejection,
 )
-from middleware.condensing.ledger import (
-    FACTS_HEADER,
-    FactLine,
-    assemble,
-    fact_lines,
-    growth_facts,
-    parse_extraction,
-    select_facts,
-)
+from middleware.condensing.ledger import Ledger, Previous
+from middleware.condensing.ledger.carry import carried
+from middleware.condensing.ledger.fit import fit
+from middleware.condensing.ledger.rank import select_facts
+from middleware.condensing.ledger.records import Fact
+from middleware.condensing.ledger.render import FACTS_HEADER
+from middleware.condensing.ledger.select import fact_lines
 from middleware.condensing.prompt import clean_output, drop_unsupported, looks_refused
 
 FACTS = {
@@ -46,6 +44,13 @@ FACTS = {
     "Halvorsen": "My manager is Ingrid Halvorsen, please cc her on status mails.",
     "14 March": "The public release is scheduled for 14 March 2025.",
 }
+
+
+def grown(made: Extraction) -> Previous:
+    """An extraction as the next growth starts from it (as its stored entry reads back)."""
+    return Previous(made.text, made.notes, made.facts)
+
+
 FILLER_Q = "Can you explain how list comprehensions work?"
 FILLER_A = (
     "A list comprehension builds a list from an iterable in one expression. You can add a "
@@ -172,18 +177,15 @@ def test_fact_lines_are_deterministic(pairs: list[tuple[str, str]]) -> None:
     assert fact_lines(messages) == fact_lines(list(messages))
 
 
-def test_parse_extraction_reads_back_notes_and_facts() -> None:
-    """An assembled extraction parses back into its notes and its ledger lines."""
+def test_a_rendered_extraction_keeps_its_notes_and_the_records_it_quotes() -> None:
+    """An assembled extraction comes with its notes and its ledger's records, which the next
+    growth carries as they were quoted."""
     facts = fact_lines(conversation())
-    text = assemble(NOTES, facts, 1000)
-    notes, parsed = parse_extraction(text)
-    assert notes == NOTES
-    assert [(f.role, f.text) for f in parsed] == [(f.role, f.text) for f in facts]
-
-
-def test_parse_extraction_of_foreign_text_is_all_notes() -> None:
-    """A text without the facts header is taken as notes."""
-    assert parse_extraction("just a summary") == ("just a summary", [])
+    made = fit(NOTES, facts, 1000)
+    assert made.notes == NOTES
+    carried_on = carried(made.facts)
+    assert [(f.role, f.text) for f in carried_on] == [(f.role, f.text) for f in facts]
+    assert all(fact.render() in made.text for fact in made.facts)
 
 
 # ---------------------------------------------------------------- output checks (pure)
@@ -389,7 +391,7 @@ def test_cut_tail_fits_and_keeps_the_head(text: str, max_tokens: int) -> None:
 
 facts_strategy = st.lists(
     st.builds(
-        FactLine, st.sampled_from(["user", "assistant"]), st.text(min_size=1), st.integers(1, 12)
+        Fact, st.sampled_from(["user", "assistant"]), st.text(min_size=1), st.integers(1, 12)
     ),
     max_size=25,
 )
@@ -397,14 +399,14 @@ facts_strategy = st.lists(
 
 @given(notes=st.text(), facts=facts_strategy, target=st.integers(1, 600))
 @settings(max_examples=100, deadline=None)
-def test_assemble_never_exceeds_the_target(notes: str, facts: list[FactLine], target: int) -> None:
+def test_assemble_never_exceeds_the_target(notes: str, facts: list[Fact], target: int) -> None:
     """Whatever the notes and facts, the extraction fits target_tokens."""
-    assert count_text(assemble(notes, facts, target)) <= target
+    assert count_text(fit(notes, facts, target).text) <= target
 
 
 def test_select_facts_drops_covered_lines_first() -> None:
     """A fact whose codes the notes already hold goes before an uncovered one."""
-    facts = [FactLine("user", "The code is ZX-4471.", 9), FactLine("user", "Port 8443 it is.", 9)]
+    facts = [Fact("user", "The code is ZX-4471.", 9), Fact("user", "Port 8443 it is.", 9)]
     cost = count_text(facts[0].render()) + 1
     kept = select_facts(facts, "- code ZX-4471", cost + 1)
     assert kept == [facts[1]]
@@ -413,7 +415,7 @@ def test_select_facts_drops_covered_lines_first() -> None:
 def test_select_facts_drops_the_lowest_score_then_keeps_order() -> None:
     """Under pressure the weakest fact goes; the kept ones stay in order."""
     facts = [
-        FactLine("user", f"Item {n} is K-{n}0{n}.", score) for n, score in [(1, 9), (2, 3), (3, 8)]
+        Fact("user", f"Item {n} is K-{n}0{n}.", score) for n, score in [(1, 9), (2, 3), (3, 8)]
     ]
     costs = sum(count_text(f.render()) + 1 for f in facts)
     assert select_facts(facts, "", costs - 1) == [facts[0], facts[2]]
@@ -489,7 +491,7 @@ async def test_incremental_extraction_keeps_the_previous_facts() -> None:
     ]
     complete = Scripted(fixed("Goal:\n- plan the offsite"))
     second = await extract_history(
-        new, complete=complete, target_tokens=300, extractor_window=4096, previous=first.text
+        new, complete=complete, target_tokens=300, extractor_window=4096, previous=grown(first)
     )
     assert second.incremental
     sent = prompt_text(complete.prompts[0])
@@ -502,7 +504,7 @@ async def test_incremental_extraction_keeps_the_previous_facts() -> None:
 async def test_nested_extractions_stay_within_target_and_keep_facts() -> None:
     """Five nested extractions over slices keep every planted fact within the target."""
     messages = conversation(20, filler_repeat=2)
-    previous: str | None = None
+    previous: Previous | None = None
     for i in range(5):
         result = await extract_history(
             messages[i * 8 : (i + 1) * 8],
@@ -512,10 +514,10 @@ async def test_nested_extractions_stay_within_target_and_keep_facts() -> None:
             previous=previous,
         )
         assert count_text(result.text) <= 250
-        previous = result.text
+        previous = grown(result)
     assert previous is not None
     for key in FACTS:
-        assert key in previous
+        assert key in previous.text
 
 
 async def test_invented_codes_are_dropped_from_the_notes() -> None:
@@ -538,10 +540,9 @@ async def test_a_note_copying_a_message_gives_its_room_to_the_ledger() -> None:
     result = await extract_history(
         conversation(), complete=complete, target_tokens=300, extractor_window=4096
     )
-    notes, facts = parse_extraction(result.text)
-    assert notes.splitlines() == ["Goal:", "- cc the manager"]
+    assert result.notes.splitlines() == ["Goal:", "- cc the manager"]
     assert result.text.count(copied) == 1
-    assert copied in [fact.text for fact in facts]
+    assert copied in [fact.text for fact in result.facts]
 
 
 async def test_a_looping_answer_is_cleaned_before_use() -> None:
@@ -594,10 +595,12 @@ async def test_notes_not_shorter_than_their_input_are_rejected() -> None:
 async def test_no_messages_returns_the_previous_or_is_rejected() -> None:
     """Nothing new keeps the previous extraction; nothing at all is a bad extraction."""
     complete = Scripted(fixed(NOTES))
+    earlier = Previous("Notes:\n- x", "- x", (Fact("user", "My code is QZ-7000.", 9),))
     kept = await extract_history(
-        [], complete=complete, target_tokens=300, extractor_window=4096, previous="Notes:\n- x"
+        [], complete=complete, target_tokens=300, extractor_window=4096, previous=earlier
     )
     assert (kept.text, kept.calls, kept.incremental) == ("Notes:\n- x", 0, True)
+    assert (kept.notes, kept.facts) == (earlier.notes, earlier.facts)
     with pytest.raises(BadExtraction, match="no messages"):
         await extract_history([], complete=complete, target_tokens=300, extractor_window=4096)
 
@@ -670,9 +673,7 @@ async def test_a_single_call_that_overflows_falls_back_to_halves() -> None:
 
 def test_select_facts_on_a_huge_ledger_is_bounded_and_fits() -> None:
     """Thousands of fact lines are narrowed to the best before the exact selection."""
-    facts = [
-        FactLine("user", f"Ticket T-{n} goes to Maria on Friday.", n % 7 + 1) for n in range(3000)
-    ]
+    facts = [Fact("user", f"Ticket T-{n} goes to Maria on Friday.", n % 7 + 1) for n in range(3000)]
     kept = select_facts(facts, "", 400)
     assert sum(count_text(f.render()) + 1 for f in kept) <= 400
     assert min(f.score for f in kept) >= 6
@@ -769,7 +770,7 @@ async def test_a_refusal_in_one_chunk_rejects_the_extraction() -> None:
 
 def test_the_extraction_text_names_its_sections() -> None:
     """The layout has the notes header and the verbatim-facts header."""
-    text = assemble(NOTES, fact_lines(conversation()), 400)
+    text = fit(NOTES, fact_lines(conversation()), 400).text
     assert text.startswith("Notes:\n")
     assert FACTS_HEADER in text
 
@@ -856,15 +857,15 @@ async def test_a_growth_quotes_again_a_line_an_earlier_growth_dropped() -> None:
     ]
 
     async def grow(condensed: Sequence[Message]) -> str:
-        grown = await extract_history(
+        made = await extract_history(
             new,
             complete=Scripted(fixed(NOTES)),
             target_tokens=300,
             extractor_window=4096,
-            previous=tight.text,
+            previous=grown(tight),
             condensed=condensed,
         )
-        return grown.text
+        return made.text
 
     assert "Halvorsen" not in await grow(())
     regrown = await grow(messages)
@@ -875,8 +876,9 @@ async def test_a_growth_quotes_again_a_line_an_earlier_growth_dropped() -> None:
 async def test_a_growth_quoting_anew_keeps_the_earlier_carried_note_lines() -> None:
     """The note lines an earlier extraction carried into its ledger (no message holds them)
     stay in the ledger of a growth that quotes the condensed messages anew."""
-    carried = FactLine("notes", "The Android build needs signing key 4471.", 3)
-    previous = assemble(NOTES, [carried], 300)
+    note = Fact("notes", "The Android build needs signing key 4471.", 3)
+    made = fit(NOTES, [note], 300)
+    previous = Previous(made.text, made.notes, made.facts)
     first, second = conversation(2)[:2], conversation(2)[2:]
     grown = await extract_history(
         second,
@@ -903,8 +905,8 @@ async def test_the_ledger_is_built_and_assembled_off_the_event_loop(
 
         return call
 
-    monkeypatch.setattr(extraction, "growth_facts", recorded("quote", growth_facts))
-    monkeypatch.setattr(extraction, "assemble", recorded("assemble", assemble))
+    monkeypatch.setattr(Ledger, "grow", recorded("quote", Ledger.grow))
+    monkeypatch.setattr(Ledger, "extraction", recorded("assemble", Ledger.extraction))
     result = await extract_history(
         conversation(), complete=Scripted(fixed(NOTES)), target_tokens=300, extractor_window=4096
     )

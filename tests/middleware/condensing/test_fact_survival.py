@@ -18,6 +18,7 @@ from kernel.store import DiskHistoryStore
 from kernel.tokens import count_messages, count_text
 from kernel.types import ChatRequest, ChatResponse, Completion, Message, RequestContext
 from middleware.condensing.extraction import extract_history
+from middleware.condensing.ledger import Previous
 from middleware.layers.history_splice import HistorySplice
 from middleware.layers.overflow_recovery import OverflowRecovery
 from middleware.pipeline import compose
@@ -156,7 +157,7 @@ async def test_100_growths_with_a_perfect_summariser_lose_no_fact() -> None:
     """100 incremental extractions at a 2,500-token window's sizes keep all 25 planted codes."""
     whole = planted_conversation(200, 25)[1:]
     summariser = PerfectSummariser()
-    previous: str | None = None
+    previous: Previous | None = None
     for growth in range(100):
         result = await extract_history(
             whole[growth * 4 : (growth + 1) * 4],
@@ -166,15 +167,16 @@ async def test_100_growths_with_a_perfect_summariser_lose_no_fact() -> None:
             previous=previous,
         )
         assert count_text(result.text) <= 575
-        previous = result.text
+        previous = Previous(result.text, result.notes, result.facts)
     assert previous is not None
-    assert [code_of(i) for i in range(25) if code_of(i) not in previous] == []
+    assert [code_of(i) for i in range(25) if code_of(i) not in previous.text] == []
 
 
 async def test_earlier_notes_enter_the_merge_when_one_call_cannot_hold_them() -> None:
     """Earlier notes plus new turns past one call: the merge's first part is the earlier notes."""
     summariser = PerfectSummariser()
-    earlier = "Notes:\n" + "\n".join(f"- the code for item {i} is {code_of(i)}" for i in range(40))
+    notes = "\n".join(f"- the code for item {i} is {code_of(i)}" for i in range(40))
+    earlier = Previous(f"Notes:\n{notes}", notes)
     new = planted_conversation(30, 3)[1:]
     result = await extract_history(
         new,

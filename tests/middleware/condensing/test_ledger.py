@@ -10,48 +10,41 @@ from hypothesis import strategies as st
 
 from kernel.tokens import count_text
 from kernel.types import Message
-from middleware.condensing.extraction import carried_notes
-from middleware.condensing.ledger import (
+from middleware.condensing.ledger.carry import carried
+from middleware.condensing.ledger.fit import MERGED_SHARE, fit, merged_line
+from middleware.condensing.ledger.notes import carried_notes, copied_rows_demoted, drop_copied
+from middleware.condensing.ledger.rank import confirmation_score, select_facts
+from middleware.condensing.ledger.records import (
     CONFIRMATION_SCORE,
-    FACTS_HEADER,
     FOCUS_BONUS,
     LISTING,
     LISTING_SCORE,
-    MAX_LINE_CHARS,
-    MERGED_SHARE,
     NOTES_SCORE,
     REGAINED_SETTING_SCORE,
     SETTING_SCORE,
     SETTINGS,
-    FactLine,
-    assemble,
-    call_sources,
-    confirmation_score,
-    confirms,
-    copied_rows_demoted,
-    drop_copied,
-    fact_lines,
-    fact_signal,
-    key_spans,
-    key_tokens,
-    layout,
-    merged_count,
-    merged_line,
-    parse_extraction,
-    select_facts,
-    setting_pairs,
+    Fact,
+    merged_fact,
     settles,
-    term_weight,
 )
+from middleware.condensing.ledger.render import FACTS_HEADER, layout
+from middleware.condensing.ledger.select import (
+    MAX_LINE_CHARS,
+    call_sources,
+    confirms,
+    fact_lines,
+    setting_pairs,
+)
+from middleware.condensing.ledger.terms import fact_signal, key_spans, key_tokens, term_weight
 from middleware.condensing.prompt import focus_words_of
 from tests.reliability import examples
 
 MERGED = re.compile(r"^- merged\((\d+) facts\): ", re.MULTILINE)
 
 
-def facts_about(n: int) -> list[FactLine]:
+def facts_about(n: int) -> list[Fact]:
     """`n` distinct user facts, each hanging on one code."""
-    return [FactLine("user", f"The code for box {i} is QZ-{7000 + i}.", 9) for i in range(n)]
+    return [Fact("user", f"The code for box {i} is QZ-{7000 + i}.", 9) for i in range(n)]
 
 
 def test_key_spans_keep_the_case_and_skip_case_blind_repeats() -> None:
@@ -72,7 +65,7 @@ def test_facts_that_do_not_fit_are_merged_into_one_visible_line() -> None:
     the quoted sentences."""
     facts = facts_about(30)
     for target in (260, 500):
-        text = assemble("", facts, target)
+        text = fit("", facts, target).text
         assert count_text(text) <= target
         match = MERGED.search(text)
         assert match is not None
@@ -82,30 +75,29 @@ def test_facts_that_do_not_fit_are_merged_into_one_visible_line() -> None:
         assert listed == 30 or "more key terms left out: no room" in text
         quoted = sum(count_text(f.render()) + 1 for f in facts if f.render() in text)
         assert quoted >= (1 - MERGED_SHARE) * target - 40
-    roomy = assemble("", facts, 500)
+    roomy = fit("", facts, 500).text
     assert all(f"QZ-{7000 + i}" in roomy for i in range(30))
 
 
-def test_a_merged_line_parses_back_and_keeps_its_count_when_merged_again() -> None:
-    """The next growth reads the merged line as one fact standing for N facts, and N adds up."""
-    first = assemble("", facts_about(30), 260)
-    _, parsed = parse_extraction(first)
-    merged = [f for f in parsed if f.role.startswith("merged")]
+def test_a_merged_line_is_carried_and_keeps_its_count_when_merged_again() -> None:
+    """The next growth reads the merged record as one fact standing for N facts, and N adds
+    up."""
+    carried_on = carried(fit("", facts_about(30), 260).facts)
+    merged = [f for f in carried_on if f.role.startswith("merged")]
     assert len(merged) == 1
-    before = merged_count(merged[0])
-    second = assemble("", [*parsed, *facts_about(40)[30:]], 260)
+    before = merged[0].count
+    second = fit("", [*carried_on, *facts_about(40)[30:]], 260).text
     match = MERGED.search(second)
     assert match is not None
-    kept = sum(f.render() in second for f in parsed if not f.role.startswith("merged"))
-    assert int(match.group(1)) >= before + (len(parsed) - 1 - kept)
+    kept = sum(f.render() in second for f in carried_on if not f.role.startswith("merged"))
+    assert int(match.group(1)) >= before + (len(carried_on) - 1 - kept)
 
 
 def test_an_earlier_merged_line_is_folded_into_the_new_one_never_quoted_beside_it() -> None:
     """After nested growths there is one merged line, holding the earlier one's terms."""
-    first = assemble("", facts_about(30), 260)
-    _, parsed = parse_extraction(first)
-    earlier = next(f for f in parsed if f.role.startswith("merged"))
-    second = assemble("", [*parsed, *facts_about(34)[30:]], 400)
+    carried_on = carried(fit("", facts_about(30), 260).facts)
+    earlier = next(f for f in carried_on if f.role.startswith("merged"))
+    second = fit("", [*carried_on, *facts_about(34)[30:]], 400).text
     assert len(MERGED.findall(second)) == 1
     assert earlier.render() not in second
     terms = re.findall(r"`([^`]+)`", earlier.text)
@@ -115,9 +107,9 @@ def test_an_earlier_merged_line_is_folded_into_the_new_one_never_quoted_beside_i
 
 def test_an_earlier_merged_lines_terms_take_no_room_from_quoted_statements() -> None:
     """Statements that fit are quoted; an earlier merged line's terms get what is left."""
-    earlier = FactLine("merged(60 facts)", " ".join(f"`OLD-{100 + i}`" for i in range(60)), 2)
+    earlier = merged_fact(60, tuple(f"OLD-{100 + i}" for i in range(60)), score=2)
     facts = facts_about(8)
-    text = assemble("", [earlier, *facts], count_text(layout("", facts)) + 40)
+    text = fit("", [earlier, *facts], count_text(layout("", facts)) + 40).text
     assert all(fact.render() in text for fact in facts)
     assert MERGED.search(text) is not None
 
@@ -125,26 +117,26 @@ def test_an_earlier_merged_lines_terms_take_no_room_from_quoted_statements() -> 
 def test_an_earlier_merged_lines_terms_take_the_room_of_a_listings_rows() -> None:
     """A setting an earlier growth could only list on the merged line is listed again before
     any listing's row is quoted; with room for both, the rows stay."""
-    settings = " ".join(f"`limit_{i} = {5000 + i}`" for i in range(8))
-    earlier = FactLine("merged(30 facts)", settings, 2)
+    settings = tuple(f"limit_{i} = {5000 + i}" for i in range(8))
+    earlier = merged_fact(30, settings, score=2)
     rows = [
-        FactLine(f"tool {LISTING}", f"tests/test_{n}.py::test_{n}_split PASSED", LISTING_SCORE)
+        Fact(f"tool {LISTING}", f"tests/test_{n}.py::test_{n}_split PASSED", LISTING_SCORE)
         for n in ("cart", "box", "tag", "lid", "pan", "cup")
     ]
     facts = facts_about(3)
     tight = count_text(layout("", [*facts, *rows])) + 8
-    text = assemble("", [earlier, *facts, *rows], tight)
+    text = fit("", [earlier, *facts, *rows], tight).text
     assert all(fact.render() in text for fact in facts)
     assert "`limit_0 = 5000`" in text
     assert not all(row.render() in text for row in rows)
-    roomy = assemble("", [earlier, *facts, *rows], tight + 200)
+    roomy = fit("", [earlier, *facts, *rows], tight + 200).text
     assert all(row.render() in roomy for row in rows)
     assert "`limit_7 = 5007`" in roomy
 
 
 def test_when_even_key_terms_do_not_fit_the_line_says_how_many_were_left_out() -> None:
     """A budget too small for every key term lists fewer and counts the rest, visibly."""
-    text = assemble("", facts_about(200), 120)
+    text = fit("", facts_about(200), 120).text
     assert "more key terms left out: no room" in text
     assert count_text(text) <= 120
 
@@ -163,9 +155,7 @@ fact_text = st.builds(
     st.from_regex(r"[A-Z]{2}-[0-9]{3,5}|[0-9]{2,6}", fullmatch=True),
 )
 facts_strategy = st.lists(
-    st.builds(
-        FactLine, st.sampled_from(["user", "tool", "assistant"]), fact_text, st.integers(1, 12)
-    ),
+    st.builds(Fact, st.sampled_from(["user", "tool", "assistant"]), fact_text, st.integers(1, 12)),
     max_size=40,
 )
 
@@ -173,10 +163,10 @@ facts_strategy = st.lists(
 @given(notes=st.sampled_from(["", "- the plan is set", "- code AB-123 is live"]),
        facts=facts_strategy, target=st.integers(40, 500))  # fmt: skip
 @settings(max_examples=examples(40, 300), deadline=None)
-def test_no_fact_is_dropped_silently(notes: str, facts: list[FactLine], target: int) -> None:
+def test_no_fact_is_dropped_silently(notes: str, facts: list[Fact], target: int) -> None:
     """Each fact's key terms are in the output, or the output says visibly that some were left
     out; the merged line's count covers every line not kept; the output fits the target."""
-    text = assemble(notes, facts, target)
+    text = fit(notes, facts, target).text
     assert count_text(text) <= target
     visible_cut = "left out: no room" in text or "tokens cut …]" in text
     out_keys = key_tokens(text)
@@ -196,7 +186,7 @@ def test_a_lone_name_is_a_key_term_and_survives_a_merge() -> None:
     merged line when its quoted line does not fit."""
     assert key_spans("The team offsite will take place in Tallinn.") == ("Tallinn",)
     assert key_spans("Ask Ingrid Halvorsen in Oslo.") == ("Ingrid Halvorsen", "Oslo")
-    facts = [FactLine("user", "The team offsite will take place in Tallinn.", 2)]
+    facts = [Fact("user", "The team offsite will take place in Tallinn.", 2)]
     line = merged_line(facts, [], "", None)
     assert line is not None
     assert "`Tallinn`" in line[0].text
@@ -212,12 +202,12 @@ SEARCH_HITS = "\n".join(
 
 def test_a_tool_result_of_one_shaped_lines_is_a_listing_quoted_last() -> None:
     """Search hits are quoted as `tool listing` with the lowest score, and keep that when
-    an extraction's ledger is parsed back."""
+    an extraction's records are carried."""
     facts = fact_lines([{"role": "tool", "content": SEARCH_HITS}])
     assert {fact.role for fact in facts} == {f"tool {LISTING}"}
     assert {fact.score for fact in facts} == {LISTING_SCORE}
-    _, parsed = parse_extraction(assemble("", facts, 400))
-    assert [fact.score for fact in parsed] == [LISTING_SCORE] * len(facts)
+    carried_on = carried(fit("", facts, 400).facts)
+    assert [fact.score for fact in carried_on] == [LISTING_SCORE] * len(facts)
 
 
 def test_a_tool_result_in_prose_is_no_listing() -> None:
@@ -254,7 +244,7 @@ def test_hundreds_of_listing_rows_never_push_a_users_fact_out() -> None:
     salted = [{"role": "tool", "content": SEARCH_HITS.replace("self", f"s{i}")} for i in range(60)]
     user = {"role": "user", "content": "Our customer number with the vendor is CUST-89712."}
     facts = fact_lines([*hits[:30], *salted[:30], user, *salted[30:]])
-    text = assemble("", facts, 200)
+    text = fit("", facts, 200).text
     assert "- user: Our customer number with the vendor is CUST-89712." in text
     match = MERGED.search(text)
     assert match is not None
@@ -292,7 +282,7 @@ CONFIG_READ: list[Message] = [
 def test_a_settings_file_is_quoted_on_one_line_naming_the_call_that_read_it() -> None:
     """`name = value` lines of a file read are one `tool settings` line that starts with the
     call that read them (the file's name beside every value): above search hits, below a
-    statement, and the rank holds when the ledger is parsed back."""
+    statement, and the rank holds when the records are carried."""
     facts = fact_lines([*CONFIG_READ, {"role": "tool", "content": SEARCH_HITS}])
     (setting,) = [fact for fact in facts if fact.role == f"tool {SETTINGS}"]
     assert setting.text == (
@@ -304,8 +294,8 @@ def test_a_settings_file_is_quoted_on_one_line_naming_the_call_that_read_it() ->
         < setting.score
         < fact_lines([{"role": "tool", "content": "Edited src/a.py: three lines."}])[0].score
     )
-    _, parsed = parse_extraction(assemble("", [setting], 100))
-    assert parsed == [setting]
+    carried_on = carried(fit("", [setting], 100).facts)
+    assert carried_on == [setting]
 
 
 def test_a_long_settings_file_is_split_into_lines_each_naming_its_source() -> None:
@@ -325,9 +315,9 @@ def test_a_long_settings_file_is_split_into_lines_each_naming_its_source() -> No
 
 def test_a_setting_left_out_keeps_its_name_beside_its_value_on_the_merged_line() -> None:
     """A settings line not quoted leaves each `name = value` as one term on the merged line
-    (a value apart from its name answers nothing); parsed back at a nested growth the pairs
+    (a value apart from its name answers nothing); carried to a nested growth the pairs
     are a settings line again (naming no file), and not quoted they are the same terms."""
-    statement = FactLine("user", "Our customer number with the vendor is CUST-89712.", 12)
+    statement = Fact("user", "Our customer number with the vendor is CUST-89712.", 12)
     (setting,) = [fact for fact in fact_lines(CONFIG_READ) if fact.role.endswith(SETTINGS)]
     found = merged_line([statement, setting], [statement], "", None)
     assert found is not None
@@ -335,13 +325,14 @@ def test_a_setting_left_out_keeps_its_name_beside_its_value_on_the_merged_line()
     assert "`retry_limit = 794`" in merged.text
     assert "`config/channel.toml`" in merged.text
     assert "`794`" not in merged.text
-    _, parsed = parse_extraction(layout("", [statement, merged]))
-    assert parsed[1] == FactLine(
+    carried_on = carried([statement, merged])
+    assert carried_on[1] == Fact(
         f"tool {SETTINGS}",
         "pool_size = 4200; shard_count = 735; queue_depth = 136; retry_limit = 794",
         REGAINED_SETTING_SCORE,
+        rule="regained",
     )
-    again = merged_line(parsed, [statement], "", None)
+    again = merged_line(carried_on, [statement], "", None)
     assert again is not None
     assert sorted(re.findall(r"`([^`]+)`", again[0].text)) == sorted(
         re.findall(r"`([^`]+)`", merged.text)
@@ -355,13 +346,13 @@ def test_settings_squeezed_onto_the_merged_line_are_quoted_again_when_there_is_r
     """A growth with little room lists a file's setting on the merged line; the next growth,
     with room, quotes it as a settings line again (not as a bare term below every quoted
     line)."""
-    statement = FactLine("user", "Our customer number with the vendor is CUST-89712.", 12)
+    statement = Fact("user", "Our customer number with the vendor is CUST-89712.", 12)
     (setting,) = [fact for fact in fact_lines(CONFIG_READ) if fact.role.endswith(SETTINGS)]
-    squeezed = assemble("", [statement, setting], count_text(layout("", [statement])) + 40)
-    assert "`pool_size = 4200`" in squeezed
-    assert "- tool settings:" not in squeezed
-    _, parsed = parse_extraction(squeezed)
-    assert "- tool settings: pool_size = 4200\n" in assemble("", parsed, 400)
+    squeezed = fit("", [statement, setting], count_text(layout("", [statement])) + 40)
+    assert "`pool_size = 4200`" in squeezed.text
+    assert "- tool settings:" not in squeezed.text
+    carried_on = carried(squeezed.facts)
+    assert "- tool settings: pool_size = 4200\n" in fit("", carried_on, 400).text
 
 
 def test_a_call_names_its_source_by_name_and_short_arguments() -> None:
@@ -383,8 +374,8 @@ def test_a_call_names_its_source_by_name_and_short_arguments() -> None:
 def test_a_covered_line_of_a_higher_score_outlives_the_line_that_covers_it() -> None:
     """The user's line and an assistant's line share their one key term: under pressure the
     assistant's goes, though the user's alone was covered."""
-    user = FactLine("user", "Please fix src/billing/session_ocelot.py before Friday's release.", 12)
-    echo = FactLine("assistant", "Opening src/billing/session_ocelot.py now.", 4)
+    user = Fact("user", "Please fix src/billing/session_ocelot.py before Friday's release.", 12)
+    echo = Fact("assistant", "Opening src/billing/session_ocelot.py now.", 4)
     chosen = select_facts([user, echo], "", count_text(user.render()) + 2)
     assert chosen == [user]
 
@@ -414,8 +405,8 @@ def test_a_question_ranks_below_what_anyone_stated() -> None:
     """The user's question with a number ranks below a file's settings, which rank with an
     assistant's pick and above its explanations, below what a tool or the user stated."""
     (question,) = fact_lines([{"role": "user", "content": "What does an HTTP 404 mean?"}])
-    setting = FactLine(f"tool {SETTINGS}", "[read_file a.toml] pool_size = 8751", 5)
-    (parsed,) = parse_extraction(assemble("", [setting], 100))[1]
+    setting = Fact(f"tool {SETTINGS}", "[read_file a.toml] pool_size = 8751", 5)
+    (carried_on,) = carried(fit("", [setting], 100).facts)
     picked = "I picked port 24642 for the mock server."
     (pick,) = fact_lines([{"role": "assistant", "content": picked}])
     said = "Unlike Forbidden or Gone, it never says whether the resource existed."
@@ -423,8 +414,8 @@ def test_a_question_ranks_below_what_anyone_stated() -> None:
     modal = "It differs from Forbidden, where the resource exists but you may not access it."
     assert fact_lines([{"role": "assistant", "content": modal}]) == []  # "may" is no month
     (edited,) = fact_lines([{"role": "tool", "content": "Edited src/a.py: three lines."}])
-    assert LISTING_SCORE < question.score < explained.score < parsed.score
-    assert parsed.score == pick.score < edited.score
+    assert LISTING_SCORE < question.score < explained.score < carried_on.score
+    assert carried_on.score == pick.score < edited.score
 
 
 def test_a_date_is_a_month_or_a_day_not_a_word_starting_like_one() -> None:
@@ -448,7 +439,7 @@ def test_a_short_user_message_is_one_line() -> None:
 
 def test_a_carried_note_copying_a_listings_rows_ranks_as_those_rows() -> None:
     """An earlier note line copying a listing's row (spacing and backticks aside) or a search
-    hit comes back as a listing's row, below the notes that say something, also when parsed
+    hit comes back as a listing's row, below the notes that say something, also when carried_on
     back; a note of another shape stays a note."""
     rows = "\n".join(f"tests/test_{n}.py::test_{n}_split PASSED" for n in ("cart", "box", "tag"))
     facts = fact_lines([{"role": "tool", "tool_call_id": "c1", "content": rows}])
@@ -461,8 +452,8 @@ def test_a_carried_note_copying_a_listings_rows_ranks_as_those_rows() -> None:
     for copied in (row, hit):
         assert (copied.role, copied.score) == (f"notes {LISTING}", LISTING_SCORE)
     assert (note.role, note.score) == ("notes", NOTES_SCORE)
-    _, parsed = parse_extraction(layout("", [row, hit, note]))
-    assert [(fact.role, fact.score) for fact in parsed] == [
+    carried_on = carried([row, hit, note])
+    assert [(fact.role, fact.score) for fact in carried_on] == [
         (fact.role, fact.score) for fact in (row, hit, note)
     ]
 
@@ -510,8 +501,8 @@ def test_a_carried_note_ranks_below_every_statement_and_keeps_that_when_parsed_b
     (note,) = carried_notes("- 16 passed in 4s for module quota_report", "")
     (pick,) = fact_lines([{"role": "assistant", "content": "I picked port 24642 for the mock."}])
     assert LISTING_SCORE < note.score < pick.score
-    _, parsed = parse_extraction(assemble("", [note, pick], 200))
-    assert [fact.score for fact in parsed] == [note.score, pick.score]
+    carried_on = carried(fit("", [note, pick], 200).facts)
+    assert [fact.score for fact in carried_on] == [note.score, pick.score]
 
 
 FIX_REQUEST: list[Message] = [
@@ -531,7 +522,7 @@ FIX_REQUEST: list[Message] = [
 def test_an_action_is_quoted_beside_the_request_it_answered() -> None:
     """The user's request, quoted nowhere for holding no fact, is rendered just before the
     first line of the action that answered it (and no other), adds no key term and no score,
-    goes with that line, and parses back onto it."""
+    goes with that line, and is carried with it."""
     facts = fact_lines(FIX_REQUEST)
     assert [fact.asked for fact in facts] == [FIX_REQUEST[0]["content"], "", ""]
     call = facts[0]
@@ -541,8 +532,8 @@ def test_an_action_is_quoted_beside_the_request_it_answered() -> None:
     )
     (alone,) = fact_lines([FIX_REQUEST[1]])
     assert (call.score, key_tokens(call.text)) == (alone.score, key_tokens(alone.text))
-    _, parsed = parse_extraction(assemble("", facts, 200))
-    assert parsed == facts
+    carried_on = carried(fit("", facts, 200).facts)
+    assert carried_on == facts
     kept = select_facts(facts, "", sum(count_text(f.render()) + 1 for f in facts[1:]))
     assert "invoice totals" not in layout("", kept)
 
@@ -562,13 +553,13 @@ def test_a_request_is_carried_only_when_it_says_something_no_line_quotes() -> No
 
 def test_a_request_sharing_the_focus_ranks_its_action_higher() -> None:
     """Asked which file fixed the rounding bug, the edit that answered that request ranks as
-    a line sharing the question's words would, also when parsed back."""
+    a line sharing the question's words would, also when carried."""
     focus = "Which file did you edit to fix the rounding bug?"
     plain = fact_lines(FIX_REQUEST)[0]
     focused = fact_lines(FIX_REQUEST, focus)[0]
     assert focused.score == plain.score + FOCUS_BONUS
-    _, parsed = parse_extraction(layout("", [focused]), focus)
-    assert parsed == [focused]
+    carried_on = carried([focused], focus)
+    assert carried_on == [focused]
 
 
 DECIDED: list[Message] = [
@@ -582,7 +573,7 @@ DECIDED: list[Message] = [
 def test_a_reply_confirming_a_users_line_is_quoted_with_it() -> None:
     """The assistant's short reply repeating the user's line is rendered with it, not on its
     own line (a decision's first, on the line's bullet, so the chosen option is read before
-    the rejected one), adds no key term and no score, goes with the line, and parses back."""
+    the rejected one), adds no key term and no score, goes with the line, and is carried."""
     facts = fact_lines(DECIDED)
     assert [fact.confirmed for fact in facts] == [DECIDED[1]["content"], ""]
     decision = facts[0]
@@ -594,8 +585,8 @@ def test_a_reply_confirming_a_users_line_is_quoted_with_it() -> None:
     assert rule.render() == f"- user: {RULE[0]['content']}\n- assistant: {RULE[1]['content']}"
     (alone,) = fact_lines(DECIDED[:1])
     assert (decision.score, decision.text) == (alone.score, alone.text)
-    _, parsed = parse_extraction(assemble("", facts, 200))
-    assert parsed == facts
+    carried_on = carried(fit("", facts, 200).facts)
+    assert carried_on == facts
     kept = select_facts(facts, "", count_text(facts[1].render()) + 1)
     assert "Agreed" not in layout("", kept)
 
@@ -609,7 +600,7 @@ RULE: list[Message] = [
 ]  # fmt: skip
 
 
-def kept_short_of_one_line(lines: list[FactLine]) -> list[FactLine]:
+def kept_short_of_one_line(lines: list[Fact]) -> list[Fact]:
     """What `select_facts` keeps with one token less than all the lines cost."""
     return select_facts(lines, "", sum(count_text(f.render()) + 1 for f in lines) - 1)
 
@@ -621,7 +612,7 @@ def test_a_confirmation_goes_before_any_stated_value_and_with_its_line() -> None
     (rule,) = fact_lines(RULE)
     assert rule.confirmed
     assert confirmation_score(rule) == CONFIRMATION_SCORE
-    stated = FactLine("assistant", "I'll use port 26567 for the mock payment server.", 4)
+    stated = Fact("assistant", "I'll use port 26567 for the mock payment server.", 4)
     lines = [rule, stated]
     kept = kept_short_of_one_line(lines)
     assert kept == [replace(rule, confirmed=""), stated]
@@ -632,19 +623,19 @@ def test_a_confirmation_goes_before_any_stated_value_and_with_its_line() -> None
 def test_a_decisions_confirmation_goes_and_stays_with_its_line() -> None:
     """The confirmation of a decision ("Decision: X; Y is out") says which value holds:
     short of room it stays while its line does, before any lower line, and goes with its
-    line when the line is the one to go; parsed back too."""
+    line when the line is the one to go; carried too."""
     decision, _ = fact_lines(DECIDED)
     assert settles(decision)
     assert confirmation_score(decision) == decision.score
-    stated = FactLine("assistant", "I'll use port 26567 for the mock payment server.", 5)
-    setting = FactLine("tool settings", "pool_size = 8663; retry_limit = 4863", SETTING_SCORE)
+    stated = Fact("assistant", "I'll use port 26567 for the mock payment server.", 5)
+    setting = Fact("tool settings", "pool_size = 8663; retry_limit = 4863", SETTING_SCORE)
     for other in (stated, setting):
         assert kept_short_of_one_line([decision, other]) == [decision]
-    stronger = FactLine("user", "Our customer number with the vendor is CUST-15312.", 11)
+    stronger = Fact("user", "Our customer number with the vendor is CUST-15312.", 11)
     assert decision.score < stronger.score
     assert select_facts([decision, stronger], "", count_text(stronger.render()) + 1) == [stronger]
-    _, parsed = parse_extraction(assemble("", [decision], 200))
-    assert parsed == [decision]
+    carried_on = carried(fit("", [decision], 200).facts)
+    assert carried_on == [decision]
     (aside,) = fact_lines(
         [
             {"role": "user", "content": "Decision: we go with Jenkins (hosted: v2) for "
@@ -652,8 +643,8 @@ def test_a_decisions_confirmation_goes_and_stays_with_its_line() -> None:
             DECIDED[1],
         ]
     )  # fmt: skip
-    assert parse_extraction(layout("", [aside]))[1] == [aside]
-    assert kept_short_of_one_line([parsed[0], stated]) == [decision]
+    assert carried([aside]) == [aside]
+    assert kept_short_of_one_line([carried_on[0], stated]) == [decision]
 
 
 def test_only_a_short_reply_mostly_of_the_lines_words_confirms_it() -> None:
@@ -683,7 +674,7 @@ def test_a_corrected_line_goes_with_its_confirmation() -> None:
         {"role": "user", "content": "Correction: the release is on March 10."},
         {"role": "assistant", "content": "Noted, the release is on March 10."},
     ]
-    text = assemble("", fact_lines(messages), 200)
+    text = fit("", fact_lines(messages), 200).text
     assert "March 3" not in text
     assert "- assistant: Noted, the release is on March 10." in text
 
@@ -710,17 +701,17 @@ def test_words_saying_how_to_answer_make_no_line_about_the_question() -> None:
 
 def test_the_confirmation_of_a_line_about_the_question_outranks_explanations() -> None:
     """Asked about a line taking no decision, its confirmation ranks above the assistant's
-    explanations, still below its line, also when parsed back; unasked, it goes first."""
+    explanations, still below its line, also when carried_on back; unasked, it goes first."""
     question = "Which tag did we agree on for the session? Answer with just the value."
     (rule,) = fact_lines(RULE, question)
     (unasked,) = fact_lines(RULE)
     assert rule.focused
     assert not unasked.focused
     assert confirmation_score(rule) == CONFIRMATION_SCORE + FOCUS_BONUS < rule.score
-    brief = FactLine("assistant", "It builds in 9 min.", CONFIRMATION_SCORE)
+    brief = Fact("assistant", "It builds in 9 min.", CONFIRMATION_SCORE)
     assert kept_short_of_one_line([rule, brief]) == [rule]
     assert kept_short_of_one_line([unasked, brief]) == [replace(unasked, confirmed=""), brief]
-    _, parsed = parse_extraction(assemble("", [rule], 200), question)
-    assert parsed == [rule]
+    carried_on = carried(fit("", [rule], 200).facts, question)
+    assert carried_on == [rule]
     decision, _ = fact_lines(DECIDED, CI_QUESTION)
     assert confirmation_score(decision) == decision.score

@@ -15,6 +15,7 @@ from kernel.store import DiskHistoryStore
 from kernel.tokens import count_text
 from kernel.types import ChatRequest, Completion, Message, RequestContext
 from middleware.condensing.condenser import Condenser, bounded, report
+from middleware.condensing.ledger import Previous
 from middleware.condensing.split import split_history
 from middleware.condensing.strategies import (
     MARKER_TOKENS,
@@ -138,10 +139,12 @@ def test_masked_history_carries_the_earlier_text_and_facts_forward() -> None:
     """A second masking keeps the first one's text byte for byte, then the new turns."""
     first = masked_history(agent_turns(2), previous=None, target_tokens=2000, replies=False)
     assert first is not None
-    second = masked_history(agent_turns(4)[8:], previous=first, target_tokens=2000, replies=False)
+    earlier = Previous(first.text, first.notes, first.facts)
+    second = masked_history(agent_turns(4)[8:], previous=earlier, target_tokens=2000, replies=False)
     assert second is not None
-    assert second.startswith(first)
-    assert "src/m3.py" in second
+    assert second.text.startswith(first.text)
+    assert "src/m3.py" in second.text
+    assert second.facts == first.facts
 
 
 def test_masked_history_that_does_not_fit_says_so() -> None:
@@ -178,7 +181,7 @@ def test_the_middle_cut_is_none_when_not_even_both_ends_fit() -> None:
 
 def test_middle_cut_history_keeps_facts_and_fits() -> None:
     """The text form fits its target, marks the cut and quotes the turns' facts."""
-    text = middle_cut_history(agent_turns(20, result="ok"), previous=None, target_tokens=500)
+    text = middle_cut_history(agent_turns(20, result="ok"), previous=None, target_tokens=500).text
     assert count_text(text) <= 500
     assert "overspill removed" in text or "tokens omitted" in text
     assert "handler_19" in text
@@ -191,11 +194,12 @@ def test_middle_cut_history_quotes_the_condensed_messages_anew() -> None:
         {"role": "user", "content": "For the record, our internal project code is ZX-4471."},
         {"role": "assistant", "content": "Noted."},
     ]
-    previous = "Notes:\n- the user is refactoring the handlers"
+    notes = "- the user is refactoring the handlers"
+    previous = Previous(f"Notes:\n{notes}", notes)
     for condensed, held in (((), False), (stated, True)):
         text = middle_cut_history(
             agent_turns(4, result="ok"), previous=previous, target_tokens=500, condensed=condensed
-        )
+        ).text
         assert ("ZX-4471" in text) is held
         assert "refactoring the handlers" in text
 
@@ -342,10 +346,10 @@ def test_no_strategy_orphans_a_tool_result_and_each_fits_or_says_it_cannot(
         masked = mask_messages(messages, replies=replies)
         assert orphan_tools(masked) == []
         assert [m.get("role") for m in masked] == [m.get("role") for m in messages]
-        text = masked_history(
+        made = masked_history(
             messages, previous=None, target_tokens=max(1, budget), replies=replies
         )
-        assert text is None or count_text(text) <= max(1, budget)
+        assert made is None or count_text(made.text) <= max(1, budget)
     kept = middle_cut(messages, counts, budget)
     if kept is not None:
         assert orphan_tools(kept) == []

@@ -10,8 +10,9 @@ import orjson
 import pytest
 
 from kernel.conversation import chain_matches
+from kernel.records import StoredFact
 from kernel.services import Services
-from kernel.store import DiskHistoryStore
+from kernel.store import DiskHistoryStore, HistoryEntry
 from kernel.types import ChatRequest, ChatResponse, RequestContext
 from middleware.condensing.extraction import PROMPT_VERSION
 from middleware.condensing.relevance import END, LABEL
@@ -253,13 +254,30 @@ async def test_a_growth_quotes_the_condensed_messages_anew(store: DiskHistorySto
     """A growth quotes the facts of the messages the cached extraction stands in for, from
     the client's resent history: a line an earlier growth dropped comes back."""
     extractor = Extractor()
+    messages, cached = await seeded_with_a_code(store, extractor)
+    assert "ZX-4471" in cached.extraction
+    await store.put(cached.model_copy(update={"extraction": SUMMARY}))  # a growth dropped it
+    grown = await grown_later(store, extractor, messages)
+    assert grown.historical_end_index > cached.historical_end_index
+    assert "- user: Remember: our project code is ZX-4471." in grown.extraction
+
+
+async def seeded_with_a_code(
+    store: DiskHistoryStore, extractor: Extractor
+) -> tuple[list[dict[str, Any]], HistoryEntry]:
+    """A conversation whose first user turn states a code, and the entry seeding cached."""
     messages = conversation(30)
     messages[1] = {"role": "user", "content": "Remember: our project code is ZX-4471."}
     await seed(store, extractor, messages)
     cached = await store.get("tenant-a", "conv-1")
     assert cached is not None
-    assert "ZX-4471" in cached.extraction
-    await store.put(cached.model_copy(update={"extraction": SUMMARY}))  # a growth dropped it
+    return messages, cached
+
+
+async def grown_later(
+    store: DiskHistoryStore, extractor: Extractor, messages: list[dict[str, Any]]
+) -> HistoryEntry:
+    """The entry after the conversation went on for 20 long turns and the splice grew it."""
     much_longer = [*messages]
     for turn in range(20):
         much_longer = next_turn(
@@ -270,8 +288,28 @@ async def test_a_growth_quotes_the_condensed_messages_anew(store: DiskHistorySto
     assert ctx.notes["action"] == "spliced+extracted"
     grown = await store.get("tenant-a", "conv-1")
     assert grown is not None
-    assert grown.historical_end_index > cached.historical_end_index
-    assert "- user: Remember: our project code is ZX-4471." in grown.extraction
+    return grown
+
+
+async def test_the_stored_entry_keeps_its_records_and_a_growth_reads_them(
+    store: DiskHistoryStore,
+) -> None:
+    """The cached entry holds the records its extraction quotes (each naming its message's
+    index), and the next growth reads those records, not the text: a carried note line only
+    the records hold is accounted for (quoted, or a term of the merged line)."""
+    extractor = Extractor()
+    messages, cached = await seeded_with_a_code(store, extractor)
+    (stated,) = [fact for fact in cached.facts if "ZX-4471" in fact.text]
+    assert (stated.role, stated.index) == ("user", 1)
+    assert all(f"- {fact.role}: {fact.text}" in cached.extraction for fact in cached.facts)
+    note = StoredFact(role="notes", text="The signing key is KEY-9071.", score=3, rule="notes")
+    await store.put(cached.model_copy(update={"facts": (*cached.facts, note)}))
+    grown = await grown_later(store, extractor, messages)
+    assert "KEY-9071" not in cached.extraction
+    assert "KEY-9071" in grown.extraction
+    assert any("KEY-9071" in (fact.text, *fact.terms) for fact in grown.facts) or any(
+        fact.text == note.text for fact in grown.facts
+    )
 
 
 def with_a_fact(turns: int) -> list[dict[str, Any]]:

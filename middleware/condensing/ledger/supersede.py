@@ -1,4 +1,4 @@
-"""Corrections: which stated values a later statement replaced, and which lines only echo.
+"""Supersede: which stated values a later statement replaced, and which lines only echo. Pure.
 
 A user who corrects a value ("Correction: the upload limit is 380 MB, not 550 MB", "the
 on-call engineer this week is now Tomasz Novak") leaves two statements of one subject in the
@@ -21,7 +21,9 @@ An *echo* is a line that is not the user's or a tool's and whose values all appe
 user or tool lines (an assistant's "Noted: next we run X"): it adds nothing, and when its
 values are all replaced ones it would bring a stale value back, so it goes with them.
 
-Pure: lines come in as (role, text, key spans), in conversation order.
+Lines come in as (role, text, key spans), in conversation order (``settle``); ``settled``
+applies it to the ledger's records: a replaced one goes, its correction names it
+(``Fact.supersedes``), an echo ranks with a listing's rows.
 """
 
 from __future__ import annotations
@@ -29,9 +31,12 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-__all__ = ["Line", "Settled", "contradicts", "settle", "stated_subject", "subjects"]
+from middleware.condensing.ledger.records import LISTING_SCORE, Fact
+from middleware.condensing.ledger.terms import key_spans
+
+__all__ = ["Line", "Settled", "contradicts", "settle", "settled", "stated_subject", "subjects"]
 
 _CLAUSE_BREAK = re.compile(r"[,;:()\[\]!?]|\s[-\u2013\u2014]\s|\.\s")
 _VERB = re.compile(r"\b(?:is|are|was|were|will be|becomes)\b", re.IGNORECASE)
@@ -61,6 +66,8 @@ class Settled:
 
     replaced: frozenset[int]
     echoes: frozenset[int]
+    corrections: tuple[tuple[int, int], ...] = ()
+    """(replaced, by): each statement a later one replaced, and that later one."""
 
 
 def subjects(text: str, keys: Sequence[str]) -> list[tuple[frozenset[str], str]]:
@@ -118,6 +125,7 @@ def settle(lines: Sequence[Line]) -> Settled:
             naming.setdefault(key, []).append(i)
     corrective = [j for j in users if _CORRECTION.search(lines[j].text)]
     replaced: set[int] = set()
+    corrections: list[tuple[int, int]] = []
     stale: set[str] = set()
     for i in users:
         later = set(corrective[bisect_right(corrective, i) :])
@@ -128,6 +136,7 @@ def settle(lines: Sequence[Line]) -> Settled:
             old = _replaced_value(lines[j], lines[i])
             if old is not None:
                 replaced.add(i)
+                corrections.append((i, j))
                 stale.add(old)
                 break
     stated: set[str] = set()
@@ -141,7 +150,7 @@ def settle(lines: Sequence[Line]) -> Settled:
             echoes.add(i)
             if keys <= stale:
                 replaced.add(i)
-    return Settled(frozenset(replaced), frozenset(echoes - replaced))
+    return Settled(frozenset(replaced), frozenset(echoes - replaced), tuple(corrections))
 
 
 def stated_subject(text: str) -> frozenset[str]:
@@ -170,3 +179,22 @@ def contradicts(note: str, statements: Sequence[Line]) -> bool:
             if words == subject and value not in lowered:
                 return True
     return False
+
+
+def settled(facts: Sequence[Fact]) -> tuple[list[Fact], list[Fact]]:
+    """(all, live): the facts with echoes scored `LISTING_SCORE` and each correction naming
+    the statement it replaced (``Fact.supersedes``), and those of them no later statement
+    replaced: a replaced line is never quoted beside its correction, and is counted on the
+    merged line like any line not quoted."""
+    lines = [Line(fact.role, fact.text, key_spans(fact.text)) for fact in facts]
+    found = settle(lines)
+    replaces = {later: facts[earlier].text for earlier, later in reversed(found.corrections)}
+    every = [
+        replace(fact, score=min(fact.score, LISTING_SCORE), rule="echo")
+        if i in found.echoes
+        else replace(fact, supersedes=replaces[i])
+        if i in replaces
+        else fact
+        for i, fact in enumerate(facts)
+    ]
+    return every, [fact for i, fact in enumerate(every) if i not in found.replaced]

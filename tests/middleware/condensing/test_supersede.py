@@ -5,23 +5,20 @@ from __future__ import annotations
 import pytest
 
 from kernel.types import Message
-from middleware.condensing.corrections import (
+from middleware.condensing.ledger.carry import carried
+from middleware.condensing.ledger.fit import fit
+from middleware.condensing.ledger.notes import drop_contradicted
+from middleware.condensing.ledger.records import LISTING_SCORE, Fact
+from middleware.condensing.ledger.select import fact_lines
+from middleware.condensing.ledger.supersede import (
     Line,
     contradicts,
     settle,
+    settled,
     stated_subject,
     subjects,
 )
-from middleware.condensing.ledger import (
-    LISTING_SCORE,
-    FactLine,
-    assemble,
-    drop_contradicted,
-    fact_lines,
-    key_spans,
-    parse_extraction,
-    settled,
-)
+from middleware.condensing.ledger.terms import key_spans
 
 
 def lines(*said: tuple[str, str]) -> list[Line]:
@@ -101,7 +98,8 @@ def test_an_assistant_echo_ranks_last_and_goes_with_a_replaced_value() -> None:
 
 def test_the_ledger_quotes_the_correction_and_counts_the_replaced_line() -> None:
     """Assembled, the correction is quoted and the replaced statement is not; the merged line
-    counts it, and the next growth parses the ledger back without it."""
+    counts it, and the next growth carries the records without it; the correction names the
+    statement it supersedes."""
     messages: list[Message] = [
         {"role": "user", "content": "The maximum upload size is 550 MB."},
         {"role": "assistant", "content": "Noted."},
@@ -109,27 +107,29 @@ def test_the_ledger_quotes_the_correction_and_counts_the_replaced_line() -> None
         {"role": "user", "content": "Correction: the maximum upload size is 380 MB, not 550."},
     ]
     facts = fact_lines(messages)
-    text = assemble("", facts, 400)
+    made = fit("", facts, 400)
+    text = made.text
     assert "- user: Correction: the maximum upload size is 380 MB, not 550." in text
     assert "- user: The maximum upload size is 550 MB." not in text
     assert "- merged(1 facts): (no key terms)" in text
-    _, parsed = parse_extraction(text)
-    assert [fact.text for fact in parsed if fact.role == "user"] == [
+    carried_on = carried(made.facts)
+    assert [fact.text for fact in carried_on if fact.role == "user"] == [
         "Our project code is PRJ-4410.",
         "Correction: the maximum upload size is 380 MB, not 550.",
     ]
+    assert carried_on[1].supersedes == "The maximum upload size is 550 MB."
 
 
 def test_an_echo_goes_before_any_statement_under_pressure() -> None:
     """At every target the assistant's repeat of the user's code is quoted only if the tool's
     line (scored lower than the echo was) is quoted too."""
-    user = FactLine("user", "Our project code is PRJ-4410.", 9)
-    echo = FactLine("assistant", "Noted, the project code is PRJ-4410.", 5)
-    tool = FactLine("tool", "Edited src/a/b.py: two lines changed.", 4)
+    user = Fact("user", "Our project code is PRJ-4410.", 9)
+    echo = Fact("assistant", "Noted, the project code is PRJ-4410.", 5)
+    tool = Fact("tool", "Edited src/a/b.py: two lines changed.", 4)
     assert settled([user, echo, tool])[0][1].score == LISTING_SCORE
     seen = set()
     for target in range(20, 120, 2):
-        text = assemble("", [user, echo, tool], target)
+        text = fit("", [user, echo, tool], target).text
         quoted = tuple(fact.render() in text for fact in (user, echo, tool))
         assert not (quoted[1] and not quoted[2])
         seen.add(quoted)

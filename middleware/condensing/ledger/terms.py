@@ -1,0 +1,131 @@
+"""A fact's key terms, and how surely a sentence bears a fact. Pure, for any language's text.
+
+A fact's *key terms* are the tokens it hangs on: anything with a digit, code identifiers,
+runs of capitalised names, capitalised words inside a sentence (``key_spans``). A sentence's
+*signal* says how surely it bears a fact (``fact_signal``): a digit, an identifier, a date
+word, a word that takes a decision, capitalised words.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+from middleware.condensing.prompt import DIGIT_TOKEN, SNAKE_TOKEN
+
+__all__ = [
+    "DECISION",
+    "IDENT_TOKEN",
+    "fact_signal",
+    "key_spans",
+    "key_tokens",
+    "sentences",
+    "takes_decision",
+    "term_weight",
+]
+
+IDENT_TOKEN = re.compile(
+    r"\b[\w.-]*/[\w./-]*\.[A-Za-z]\w{0,5}\b|`[^`\n]{1,80}`|"
+    + SNAKE_TOKEN.pattern
+    + r"|\b[a-z]+[A-Z]\w*\b|\b\w+\.\w+\(\)|\b[\w.+-]+@[\w-]+\.\w+"
+)
+"""A code identifier: a path, a backticked term, ``snake_case``, ``camelCase``, a call, a
+mail address."""
+_NAME_RUN = re.compile(r"(?<![.!?:]\s)(?<!^)\b[A-Z][a-z]+(?:\s+[A-Z][a-z]+)+")
+_CAPITAL = re.compile(r"(?<!^)(?<![.!?]\s)\b[A-Z][a-z]{2,}\b")
+_DATE_WORD = re.compile(
+    r"\b(?:january|february|march|april|june|july|august|september|october|november|december|"
+    r"jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec)\b|"
+    r"(?-i:(?<!^)\bMay\b)|\bmay\s+\d{1,2}\b|"  # the month, not "you may not"
+    r"\b(?:mon|tues|wednes|thurs|fri|satur|sun)days?\b|\b(?:tomorrow|yesterday|tonight)\b",
+    re.IGNORECASE,
+)
+"""A month or a day: whole words ("decided", "separate" and "market" are none), and "may"
+only capitalised inside a sentence or before a day's number."""
+DECISION = re.compile(
+    r"\b(?:decided|decision|agreed|chose|chosen|prefer\w*|picked|settled on|switch(?:ed)? to|"
+    r"always|never|must|don'?t|do not|deadline|remember|my name|call me|todo|password|budget|"
+    r"edited|written|created|deleted|renamed|fixed|(?:edit|write|create|delete|rename)_\w+)\b",
+    re.IGNORECASE,
+)
+"""Words that take a decision, state a standing rule or preference, or record a change made:
+a short list of English verbs and nouns of deciding (not the phrasings of any one
+conversation), documented in docs/guides/long-conversations.md."""
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[`])")
+
+
+@functools.lru_cache(maxsize=1024)
+def key_spans(text: str) -> tuple[str, ...]:
+    """The terms a fact hangs on, as written, in order and without case-blind repeats:
+    anything with a digit, code identifiers, runs of capitalised names, then capitalised
+    words inside a sentence, since a lone name is a fact too (cached: a ledger's
+    lines come back at every growth; each entry keeps its fact's text, ~1.5 KB, so the
+    cache holds the lines of a few busy conversations' ledgers, ~2 MB, not every fact
+    ever seen)."""
+    digits = [m.span() for m in DIGIT_TOKEN.finditer(text)]
+    found = [text[start:end].strip(".,:;-/") for start, end in digits]
+    found += [  # an identifier, not a part of a term with a digit (a path before `:46`)
+        m.group(0).strip("`")
+        for m in IDENT_TOKEN.finditer(text)
+        if not any(start <= m.start() and m.end() <= end for start, end in digits)
+    ]
+    runs = [m.span() for m in _NAME_RUN.finditer(text)]
+    found += [text[start:end] for start, end in runs]
+    found += [  # a lone name (Tallinn), not a word of a run already found
+        m.group(0)
+        for m in _CAPITAL.finditer(text)
+        if not any(start <= m.start() < end for start, end in runs)
+    ]
+    seen: set[str] = set()
+    out: list[str] = []
+    for span in found:
+        if span and "`" not in span and span.lower() not in seen:
+            seen.add(span.lower())
+            out.append(span)
+    return tuple(out)
+
+
+def key_tokens(text: str) -> frozenset[str]:
+    """The tokens a fact hangs on (``key_spans``, lower-cased)."""
+    return frozenset(span.lower() for span in key_spans(text))
+
+
+@functools.lru_cache(maxsize=4096)
+def term_weight(span: str) -> int:
+    """How much a key term identifies on its own: a code mixing letters and digits 3, an
+    identifier, a name or a number of three digits or more 2, anything else 1."""
+    letters = any(c.isalpha() for c in span)
+    digits = sum(c.isdigit() for c in span)
+    if letters and digits:
+        return 3
+    return 2 if letters or digits >= 3 else 1
+
+
+def fact_signal(sentence: str) -> int:
+    """How surely a sentence bears a fact, from 0 to 5 (a question counts 1 less).
+
+    A digit 3, a code identifier 2, a date word 2, a decision or preference word 2, and
+    capitalised words inside the sentence 1 each (at most 2).
+    """
+    signal = 3 if DIGIT_TOKEN.search(sentence) else 0
+    signal += 2 if IDENT_TOKEN.search(sentence) else 0
+    signal += 2 if _DATE_WORD.search(sentence) else 0
+    signal += 2 if DECISION.search(sentence) else 0
+    signal += min(2, len(_CAPITAL.findall(sentence)))
+    return min(signal, 5) - (1 if sentence.rstrip().endswith("?") else 0)
+
+
+def takes_decision(text: str) -> bool:
+    """Whether a text takes a decision, states a standing rule or records a change made (a
+    `DECISION` word)."""
+    return bool(DECISION.search(text))
+
+
+def sentences(text: str) -> list[str]:
+    """Split text into lines, then sentences, skipping code fences' marker lines."""
+    out: list[str] = []
+    for line in text.splitlines():
+        line = line.strip().lstrip("-*• ").strip()
+        if line and not line.startswith("```"):
+            out.extend(s.strip() for s in _SENTENCE_END.split(line) if s.strip())
+    return out
