@@ -2,7 +2,7 @@
 
     probes.py         what is asked after compaction, and how an answer is scored (pure)
     conversations.py  seeded conversations that plant every kind of probe (pure)
-    phrasings.py      the words each planted episode is said in: tune and held-out templates
+    phrasings.py      the words each planted episode is said in: tune, held-out, blind templates
     conditions.py     what the model is shown instead of the whole conversation
     runner.py         plays conversations through a system (or a running server), asks, scores
     report.py         JSON lines, the printed table, the optional chart

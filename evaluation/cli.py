@@ -98,7 +98,8 @@ def add_templates_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--templates", default="tune", choices=[*TEMPLATE_SETS, ALL],
         help="the phrasings of the planted episodes: tune (those the ledger was written "
-        "against, the default), held-out (never tuned on), or all (each seed in both)",
+        "against, the default), held-out (never tuned on), blind (written without reading "
+        "the ledger's rules), or all (each seed in each set)",
     )  # fmt: skip
 
 

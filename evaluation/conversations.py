@@ -22,9 +22,10 @@ on the others, never on these, and reports list the two sets apart.
 
 Independently of the seed, a conversation is said in one *template set* (phrasings.py): the
 tune templates, the sentences the ledger's rules were written against (the default: the
-same bytes as before held-out templates existed), or the held-out templates, phrasings no
-rule was written against. The templates are drawn from a random stream of their own, so a
-seed's values, fillers and positions are the same in either set: only the words differ.
+same bytes as before held-out templates existed), the held-out templates, phrasings no
+rule was written against, or the blind templates, written without reading the rules. The
+templates are drawn from a random stream of their own, so a seed's values, fillers and
+positions are the same in every set: only the words differ.
 """
 
 from __future__ import annotations
@@ -319,8 +320,51 @@ def _settings_file(path: str, layout: str, settings: list[tuple[str, str]]) -> s
     if layout == "json":
         body = {"service": {key: int(value) for key, value in settings}}
         return json.dumps(body, indent=2) + "\n"
+    if layout in LAID_OUT:
+        return LAID_OUT[layout](path, settings)
     lines = [f"SERVICE_{key.upper()}={value}" for key, value in settings]
     return f"# {path}\n" + "\n".join(lines) + "\n"
+
+
+def _ini(path: str, settings: list[tuple[str, str]]) -> str:
+    lines = [f"{key}={value}" for key, value in settings]
+    return f"; {path}\n[DEFAULT]\nlog_level = info\n\n[service]\n" + "\n".join(lines) + "\n"
+
+
+def _xml(path: str, settings: list[tuple[str, str]]) -> str:
+    lines = [f'    <setting name="{key}" value="{value}"/>' for key, value in settings]
+    return (
+        f'<?xml version="1.0" encoding="utf-8"?>\n<!-- {path} -->\n<config>\n'
+        '  <service name="importer">\n' + "\n".join(lines) + "\n  </service>\n</config>\n"
+    )
+
+
+def _python(path: str, settings: list[tuple[str, str]]) -> str:
+    lines = [f"{key.upper()} = {value}" for key, value in settings]
+    return f'"""The importer\'s settings ({path})."""\n\n' + "\n".join(lines) + "\n"
+
+
+def _compose(path: str, settings: list[tuple[str, str]]) -> str:
+    lines = [f'      {key.upper()}: "{value}"' for key, value in settings]
+    head = "services:\n  importer:\n    image: registry.local/importer:latest\n"
+    return f"# {path}\n{head}    environment:\n" + "\n".join(lines) + "\n"
+
+
+def _table(path: str, settings: list[tuple[str, str]]) -> str:
+    """The settings as a CLI prints them: a boxed table, a row per key."""
+    width = max(len(key) for key, _ in settings)
+    rule = f"+-{'-' * width}-+-------+--------+"
+    rows = [f"| {key:<{width}} | {value:<5} | file   |" for key, value in settings]
+    head = f"| {'key':<{width}} | value | source |"
+    return "\n".join([f"loaded {path}", rule, head, rule, *rows, rule]) + "\n"
+
+
+LAID_OUT: dict[str, Callable[[str, list[tuple[str, str]]], str]] = {
+    "ini": _ini, "xml": _xml, "py": _python, "compose": _compose, "table": _table,
+}  # fmt: skip
+"""The blind templates' layouts (evaluation/phrasings.py): the file, or the CLI's table of it."""
+EXTENSIONS = {"compose": "yml", "table": "conf"}
+"""A file's extension where it is not its layout's name."""
 
 
 def _tool_fact(b: _Builder) -> Episode:
@@ -331,7 +375,7 @@ def _tool_fact(b: _Builder) -> Episode:
     target = b.rng.randrange(len(keys))
     value = settings[target][1]
     read, label = b.say(TOOL_FACT)
-    path = f"config/{word}.{read.layout}"
+    path = f"config/{word}.{EXTENSIONS.get(read.layout, read.layout)}"
     arguments = {name: fill(text, path=path) for name, text in read.arguments}
     messages = [
         _user(fill(read.ask, path=path)),

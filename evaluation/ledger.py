@@ -20,9 +20,9 @@ an edit's call line after "Please fix …"), for the kinds where one is:
 The tail is split off as the history splice does (`split_history`); the sizes and the
 cadence approximate a 2,048-token window (an extraction target of `--target` tokens, a tail
 of `--tail`); the real pipeline with a real model is `overspill eval`. Tune seeds (below
-1000) and held-out seeds are reported apart, and with `--templates all` the tune and held-out
-templates too (evaluation/phrasings.py: the same seeds and values, said otherwise), then the
-points held-out templates are from tune ones.
+1000) and held-out seeds are reported apart, and with `--templates all` the tune, held-out
+and blind templates too (evaluation/phrasings.py: the same seeds and values, said otherwise),
+then the points held-out and blind templates are from tune ones.
 
     .venv/bin/python -m evaluation.ledger                 # fillers 24 and 60
     .venv/bin/python -m evaluation.ledger --fillers 60 --seeds 1-8,1000-1007
@@ -299,8 +299,9 @@ def main() -> None:
                   " in a line / quoted or with its name on the merged line;"
                   f" growths {span}")  # fmt: skip
             counted.print_table(templates)
-        if len(said) > 1:
-            counted.print_gap()
+        if "tune" in said:
+            for other in said[1:]:
+                counted.print_gap(other)
 
 
 Column = tuple[str, str]
@@ -363,20 +364,20 @@ class Counted:
         print_counts("with the assistant's confirmation:", self.confirming, keyed)
         print_counts("after the user's request it answered:", self.asking, keyed)
 
-    def print_gap(self) -> None:
-        """Per kind and column, the held-out templates' three figures minus the tune
+    def print_gap(self, other: str) -> None:
+        """Per kind and column, the `other` templates' three figures minus the tune
         templates', in points (the same seeds and values, said otherwise)."""
         columns = self.columns()
-        print("\nheld-out templates against tune templates, points (present / quoted, no stale"
+        print(f"\n{other} templates against tune templates, points (present / quoted, no stale"
               " alone / quoted or named)")  # fmt: skip
         print(f"{'':<16}" + "".join(f"{s + ' ' + m:>18}" for s, m in columns))
         for kind in PROBE_KINDS:
             cells = []
             for column in columns:
-                held = self.figures("held-out", column, kind)
+                said = self.figures(other, column, kind)
                 tune = self.figures("tune", column, kind)
-                pairs = zip(held[:3], tune[:3], strict=True)
-                gaps = [round(100 * (h / held[3] - t / tune[3])) for h, t in pairs]
+                pairs = zip(said[:3], tune[:3], strict=True)
+                gaps = [round(100 * (s / said[3] - t / tune[3])) for s, t in pairs]
                 cells.append(" ".join(f"{gap:+d}" for gap in gaps))
             print(f"{kind:<16}" + "".join(f"{cell:>18}" for cell in cells))
 

@@ -1,4 +1,4 @@
-"""The words each planted episode is said in: tune templates and held-out templates. Pure data.
+"""The words each planted episode is said in: tune, held-out and blind templates. Pure data.
 
 A *template* is one phrasing of the turns of an episode that carry its fact (the statement
 and the reply to it, the request and the tool call with its result, the correction, the
@@ -6,7 +6,7 @@ decision between two options, the next-step agreement), as format strings filled
 episode's values (``{value}``, ``{old}``, ``{chosen}`` …; a field's capitalised form,
 ``{Bug}``, starts a sentence with it). Turns alternate, the user's first.
 
-Each kind's templates are split in two sets:
+Each kind's templates are split in three sets:
 
     tune      the phrasings the ledger's rules were written against: the generator's
               sentences as they were before held-out templates existed, byte for byte, so
@@ -14,10 +14,13 @@ Each kind's templates are split in two sets:
     held-out  phrasings no rule was written against (other verbs and word orders, the
               value first or mid-sentence, a question, a list, another tool's call or
               result layout), only measured: a rule that holds for them holds for language,
-              not for our sentences
+              not for our sentences (since read to diagnose rules, so no longer clean)
+    blind     phrasings written by someone who had not read the ledger's rules (chat in
+              every register, other config layouts and edit tools), measured once and
+              never used to tune a rule: the check held-out can no longer be
 
 A conversation draws every episode's template from one set (``generate(templates=…)``);
-the values drawn do not depend on the set, so the same seed under either set is the same
+the values drawn do not depend on the set, so the same seed under any set is the same
 conversation said otherwise.
 """
 
@@ -25,10 +28,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Generic, Literal, TypeVar
+from typing import Generic, Literal, TypeVar, get_args
 
-TemplateSet = Literal["tune", "held-out"]
-TEMPLATE_SETS: tuple[TemplateSet, ...] = ("tune", "held-out")
+TemplateSet = Literal["tune", "held-out", "blind"]
+TEMPLATE_SETS: tuple[TemplateSet, ...] = get_args(TemplateSet)
 ALL = "all"
 """The `--templates` choice that plays each seed once per template set."""
 
@@ -52,14 +55,17 @@ Turns = tuple[str, ...]
 
 @dataclass(frozen=True, slots=True)
 class Phrasings(Generic[T]):
-    """One episode's templates: those tuned against, and the held-out ones."""
+    """One episode's templates: those tuned against, the held-out ones, the blind ones."""
 
     tune: tuple[T, ...]
     held_out: tuple[T, ...]
+    blind: tuple[T, ...]
 
     def of(self, which: TemplateSet) -> tuple[T, ...]:
         """The templates of one set."""
-        return self.tune if which == "tune" else self.held_out
+        if which == "tune":
+            return self.tune
+        return self.held_out if which == "held-out" else self.blind
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +76,9 @@ class ToolRead:
     ask: str
     tool: str
     arguments: tuple[tuple[str, str], ...]
-    layout: Literal["toml", "yaml", "json", "env"]
+    layout: Literal["toml", "yaml", "json", "env", "ini", "xml", "py", "compose", "table"]
+    """How the file is laid out (``compose``: a docker-compose service's environment block;
+    ``table``: the file as a CLI prints it, a boxed table)."""
     reply: str
 
 
@@ -121,6 +129,27 @@ INSTRUCTION: Phrasings[Turns] = Phrasings(
             "OK: short answers, each one ending in [{tag}].",
         ),
     ),
+    blind=(
+        (
+            "btw can you tag every reply with [{tag}] at the end? makes grepping my chat log "
+            "way easier",
+            "Sure thing. Every reply from here on ends with [{tag}].",
+        ),
+        (
+            "Small process thing: I pipe these chats into our wiki and the importer keys on a "
+            "trailer. So from now on the last line of every answer should be `[{tag}]`. Thanks!",
+            "Got it, I'll finish each answer with `[{tag}]` on its own line.",
+        ),
+        (
+            "every answer -> ends in [{tag}]. no exceptions, one-liners too",
+            "[{tag}] at the end of every answer, one-liners included.",
+        ),
+        (
+            "Quick question before we start: could you add a marker to your answers? I'd like "
+            "[{tag}] to be the final thing in each one.",
+            "Yes, I'll close every answer with [{tag}] from now on.",
+        ),
+    ),
 )
 
 NOTED = "Noted, I will keep that in mind."
@@ -143,6 +172,27 @@ USER_FACTS: dict[str, Phrasings[Turns]] = {
                 "Got it, thanks for the context.",
             ),
         ),
+        blind=(
+            (
+                "ugh, finance bounced my expense report again. they want the project code on "
+                "everything. it's {value} btw, you'll probably need it for the cost tags too",
+                "Ah, annoying. I'll put it on the cost tags when we get there.",
+            ),
+            (
+                "```\n# .envrc\nexport PROJECT_CODE={value}\nexport AWS_PROFILE=platform-dev\n```\n"
+                "that's what I source before running anything, for reference",
+                "Thanks, handy. I'll assume that environment is loaded.",
+            ),
+            (
+                "project code = {value}. use it as the cost allocation tag on any new resource.",
+                "Will do.",
+            ),
+            (
+                "tag new tickets with {value} please, that's the project code (not the cost "
+                "center)",
+                "Understood: {value} is the project code, not the cost center.",
+            ),
+        ),
     ),
     "staging host": Phrasings(
         tune=(("The staging host is {value}; every deploy goes there first.", NOTED),),
@@ -155,6 +205,23 @@ USER_FACTS: dict[str, Phrasings[Turns]] = {
             (
                 "Where does staging live? On {value}, behind the VPN.",
                 "Thanks, that's useful.",
+            ),
+        ),
+        blind=(
+            ("fwiw staging = {value}", "thanks!"),
+            (
+                "my ~/.ssh/config has\n\nHost staging\n    HostName {value}\n    User deploy\n\n"
+                "so `ssh staging` should just work if you need it",
+                "Nice, I'll use `ssh staging` then.",
+            ),
+            (
+                "Heads up: the staging deploy target lives at {value} since the datacenter "
+                "migration, so old runbooks that point elsewhere are wrong.",
+                "Good to know, I'll ignore the old runbooks for staging.",
+            ),
+            (
+                "can you check the health endpoint on staging later? the box is {value}",
+                "Sure, I'll check it when we get there.",
             ),
         ),
     ),
@@ -176,6 +243,27 @@ USER_FACTS: dict[str, Phrasings[Turns]] = {
                 "Noted.",
             ),
         ),
+        blind=(
+            (
+                "vendor support wants our account ref on every ticket -> {value}",
+                "OK, I'll include it.",
+            ),
+            (
+                "If you draft an email to the hosting people, put our customer number ({value}) in "
+                "the subject or they just bounce it.",
+                "Understood, it goes in the subject of any draft.",
+            ),
+            (
+                "From the onboarding doc:\n\n| vendor  | customer no. |\n"
+                "|---------|--------------|\n| hosting | {value} |\n| DNS     | ask ops      |",
+                "Thanks, that's useful to have.",
+            ),
+            (
+                "The hosting vendor's portal uses the customer number as the login. Ours is "
+                "{value}.",
+                "Got it.",
+            ),
+        ),
     ),
     "database": Phrasings(
         tune=(("The main database is called {value}, in case you need it for queries.", NOTED),),
@@ -189,6 +277,27 @@ USER_FACTS: dict[str, Phrasings[Turns]] = {
             (
                 "Which database? The main one, {value}. Everything else is a read replica.",
                 "Thanks, that clears it up.",
+            ),
+        ),
+        blind=(
+            (
+                "prod db is {value}. don't run anything heavy against it during business hours pls",
+                "Understood, I'll keep heavy queries off it during the day.",
+            ),
+            (
+                "DATABASE_URL=postgresql://app@db-primary/{value}\n\nthat's the main one, the "
+                "replicas have -ro suffixes",
+                "Thanks, I'll use that for queries.",
+            ),
+            (
+                "When you write the migration, target `{value}`. It's the primary database; "
+                "everything else is a read-only copy.",
+                "OK, the migration will target the primary.",
+            ),
+            (
+                "which db should the report query hit?\n\noh wait, I know this one: {value}, the "
+                "main one.",
+                "Ha, OK. {value} it is.",
             ),
         ),
     ),
@@ -221,6 +330,30 @@ ASSISTANT_FACTS: dict[str, Phrasings[Turns]] = {
                 "{value}\n- TLS: off",
             ),
         ),
+        blind=(
+            (
+                "mock payment server needs a port, >20k, your call",
+                "Went with {value}. `lsof -i :{value}` shows nothing bound there.",
+            ),
+            (
+                "Where should the mock payment server listen? Needs to be above 20k so it doesn't "
+                "clash with the dev stack.",
+                "I've set it up like this:\n\n```yaml\nmock_payments:\n  host: localhost\n"
+                "  port: {value}\n```\n\nNothing else on the box uses that port.",
+            ),
+            (
+                "pick any free port over 20k for the payments mock",
+                "{value}: free, and easy to remember.",
+            ),
+            (
+                "I need to start the mock payment server somewhere out of the way. Port "
+                "suggestions? Something high, over twenty thousand.",
+                "Let's say {value}. I checked with `ss -ltn` and nothing is listening on it. Want "
+                "me to add it to the compose file?",
+                "yes please",
+                "Added. `docker compose up payments-mock` now brings the mock up on that port.",
+            ),
+        ),
     ),
     "email": Phrasings(
         tune=(
@@ -242,6 +375,24 @@ ASSISTANT_FACTS: dict[str, Phrasings[Turns]] = {
             (
                 "Invent an email for the QA test account, please.",
                 "Here is one that can't reach a real inbox: {value}",
+            ),
+        ),
+        blind=(
+            (
+                "need a throwaway email for the QA test account",
+                "`{value}`. example.test is a reserved domain, so nothing will ever be delivered.",
+            ),
+            (
+                "What should I put in the email field when I create the QA account?",
+                "Something under example.test so it can't reach a real inbox, e.g. {value}.",
+            ),
+            (
+                "QA account: make up an address",
+                'Sure:\n\n```json\n{{"role": "qa", "email": "{value}", "verified": false}}\n```',
+            ),
+            (
+                "Can you seed the QA test account? Invent whatever email you like.",
+                "Seeded. The login is {value}; the password is in the usual vault entry.",
             ),
         ),
     ),
@@ -266,6 +417,29 @@ ASSISTANT_FACTS: dict[str, Phrasings[Turns]] = {
                 "How about {value}? It follows the scheme of your other buckets.",
                 "Sounds fine.",
                 "Good, I'll create the bucket under that name once you give the go-ahead.",
+            ),
+        ),
+        blind=(
+            (
+                "bucket name for the nightly backups? something that fits our naming",
+                "`{value}`: same `backups-<animal>-<n>` pattern as the others.",
+            ),
+            (
+                "We're setting up the nightly backup bucket. Name?",
+                "I'd go with {value}.",
+                "ok go",
+                "Created: `aws s3 mb s3://{value}` succeeded.",
+            ),
+            (
+                "Suggest a bucket name for the nightly dumps, I'm bad at naming",
+                "How about this:\n\n- name: {value}\n- versioning: on\n- lifecycle: expire after "
+                "thirty days",
+            ),
+            (
+                "Can you come up with the name of the storage bucket for nightly backups? We'll "
+                "paste it into terraform.",
+                '```hcl\nresource "aws_s3_bucket" "nightly_backups" {{\n  bucket = '
+                '"{value}"\n}}\n```',
             ),
         ),
     ),
@@ -295,6 +469,33 @@ TOOL_FACT: Phrasings[ToolRead] = Phrasings(
             "Open {path}, please; the importer reads it.",
             "read_file", (("path", "{path}"),), "env",
             "The file parses fine and every setting has a value.",
+        ),
+    ),
+    blind=(
+        ToolRead(
+            "Before I touch the importer: what does {path} look like?",
+            "run_command", (("command", "sed -n '1,80p' {path}"),), "ini",
+            "Standard INI with a `[service]` section; nothing odd in there.",
+        ),
+        ToolRead(
+            "can u open {path}",
+            "view_file", (("file_path", "{path}"),), "xml",
+            "Opened it. Well-formed XML, and every service setting has a value.",
+        ),
+        ToolRead(
+            "The importer imports its settings from {path}. What's in there?",
+            "open_file", (("path", "{path}"), ("line", "1")), "py",
+            "A plain module of constants: no logic, nothing computed at import time.",
+        ),
+        ToolRead(
+            "I think the importer's limits come from the compose file, {path}. can you check?",
+            "run_command", (("command", "cat {path}"),), "compose",
+            "Yep, they're passed to the importer service as environment variables.",
+        ),
+        ToolRead(
+            "Dump the effective config from {path} so we know what the importer actually gets.",
+            "run_command", (("command", "svcctl config show --file {path}"),), "table",
+            "That's the effective config; every key comes from the file, no overrides.",
         ),
     ),
 )  # fmt: skip
@@ -332,6 +533,34 @@ CORRECTED_FACTS: dict[str, Phrasings[Turns]] = {
                 "Thanks for checking.",
             ),
         ),
+        blind=(
+            (
+                "gateway's on {old}",
+                "ok",
+                "wait no, {new}. {old} was the old nginx config",
+                "ah ok, {new} then",
+            ),
+            (
+                "The API gateway is bound to {old}; I just looked at the service definition.",
+                "Thanks.",
+                "Ugh, I was looking at the wrong branch. On main the gateway binds {new}.",
+                "No worries, {new} it is.",
+            ),
+            (
+                "```\n$ curl -s localhost:{old}/healthz\nok\n```\nso the gateway answers on {old}",
+                "Great, it's up.",
+                "hmm, turns out that was my port-forward, not the gateway. `kubectl get svc "
+                "api-gateway` says the gateway port is {new}.",
+                "Good catch, so the real gateway port is {new}.",
+            ),
+            (
+                "Q: what port does the API gateway listen on? A: {old}. (writing this down for the "
+                "runbook)",
+                "Noted for the runbook.",
+                "Runbook fix: the gateway port should read {new}. I fat-fingered it earlier.",
+                "Fixed in my notes too.",
+            ),
+        ),
     ),
     "on-call": Phrasings(
         tune=(
@@ -362,6 +591,32 @@ CORRECTED_FACTS: dict[str, Phrasings[Turns]] = {
                 "Thanks, updated.",
             ),
         ),
+        blind=(
+            (
+                "{old} has the pager this week",
+                "ok",
+                "pager moved to {new} as of this morning",
+                "got it",
+            ),
+            (
+                "If prod breaks this week, ping {old}, they're on call.",
+                "Will do.",
+                "Update from the on-call channel: {old} and {new} traded weeks, so it's {new} now.",
+                "OK, {new} gets the pages.",
+            ),
+            (
+                "on call this wk: {old} (primary)",
+                "Thanks.",
+                "- ~~{old}~~\n- {new}\n\n^ corrected on-call for this week",
+                "Thanks, noted the swap.",
+            ),
+            (
+                "Who's on call? I checked PagerDuty: {old}.",
+                "OK.",
+                "PagerDuty was out of date. The real on-call this week is {new}.",
+                "Thanks for double-checking.",
+            ),
+        ),
     ),
     "upload size": Phrasings(
         tune=(
@@ -390,6 +645,33 @@ CORRECTED_FACTS: dict[str, Phrasings[Turns]] = {
                 "OK.",
                 "Forget the {old} MB I told you; the maximum upload size is {new} MB.",
                 "Thanks, updated.",
+            ),
+        ),
+        blind=(
+            (
+                "max upload is {old} MB iirc",
+                "ok",
+                "not {old}, it's {new} MB. checked the nginx client_max_body_size",
+                "Thanks, {new} MB.",
+            ),
+            (
+                "Upload limit: {old} MB per file.",
+                "Noted.",
+                "Looked at the config: the limit is actually {new} MB per file, so my {old} was "
+                "wrong.",
+                "Got it, {new} MB.",
+            ),
+            (
+                "```python\nMAX_UPLOAD_MB = {old}\n```\nthat's our upload cap",
+                "OK.",
+                "that snippet was from an old tag. current main has `MAX_UPLOAD_MB = {new}`",
+                "Thanks, so the cap is {new} MB on main.",
+            ),
+            (
+                "How large can uploads be? I believe {old} MB.",
+                "OK, I'll assume {old} MB.",
+                "Product bumped it: uploads can go up to {new} MB now.",
+                "Thanks, {new} MB.",
             ),
         ),
     ),
@@ -431,6 +713,37 @@ DECISION: Phrasings[Turns] = Phrasings(
             "Great, I'll wire {purpose} to {chosen}.",
         ),
     ),
+    blind=(
+        (
+            "{first} vs {second} for {purpose}? go",
+            "Short version:\n- {first}: fewer moving parts, good docs\n- {second}: more "
+            "throughput, more ops work\nNo wrong answer at your scale.",
+            "{chosen}. done.",
+            "Good, {chosen} for {purpose}.",
+        ),
+        (
+            "We've been going back and forth on the {kind} for {purpose}. {first} or {second}, "
+            "what would you pick?",
+            "Honestly either.\n\n|            | {first} | {second} |\n|---|---|---|\n"
+            "| ops burden | lower | higher |\n| ceiling    | fine  | higher |",
+            "Team call this morning: we're going with {chosen}. {rejected} was too much to run "
+            "for what we need.",
+            "Makes sense. I'll plan {purpose} around {chosen}.",
+        ),
+        (
+            "for {purpose}, leaning {first} but {second} keeps coming up. opinions?",
+            "{first} is easier to get running; {second} has more headroom if you grow. It "
+            "depends on what your ops folks already know.",
+            "ops already knows {chosen}, so {chosen} it is, not {rejected}.",
+            "Good, {chosen} for {purpose}.",
+        ),
+        (
+            "Need to settle the {kind} question for {purpose} today: {first} or {second}?",
+            "Both fit. {second} is more popular; {first} is lighter.",
+            "Going with {chosen}. Can you write that down in the ADR?",
+            "Added to the ADR: {chosen} for {purpose}; {rejected} was considered and rejected.",
+        ),
+    ),
 )
 """The question between two options, the assistant's comparison, the user's choice and the
 reply."""
@@ -438,6 +751,16 @@ reply."""
 PATCH = (
     "*** Begin Patch\n*** Update File: {path}\n@@\n-    total = round(total)\n"
     "+    total = quantize(total)\n*** End Patch"
+)
+GIT_APPLY = (
+    "git apply <<'EOF'\n--- a/{path}\n+++ b/{path}\n@@ -41,3 +41,3 @@\n"
+    "     total = sum(amounts, Decimal(0))\n-    total = round(total)\n"
+    "+    total = quantize(total)\n     return total\nEOF"
+)
+REWRITTEN = (
+    "from decimal import Decimal\n\nfrom .money import quantize\n\n\n"
+    "def total_of(amounts: list[Decimal]) -> Decimal:\n    total = sum(amounts, Decimal(0))\n"
+    "    total = quantize(total)\n    return total\n"
 )
 IDENTIFIER: Phrasings[Edit] = Phrasings(
     tune=(
@@ -475,6 +798,44 @@ IDENTIFIER: Phrasings[Edit] = Phrasings(
             "All set: the change is in and nothing else broke.",
         ),
     ),
+    blind=(
+        Edit(
+            "{Bug} again :( can you just fix it",
+            "run_command",
+            (("command", "sed -i 's/total = round(total)/total = quantize(total)/' {path}"),),
+            "exit code: 0",
+            "Patched with a one-line sed; the tests pass locally.",
+        ),
+        Edit(
+            "Could you fix {bug}? I have a hunch where it is.",
+            "run_command",
+            (("command", GIT_APPLY),),
+            "",
+            "Applied the patch. `git diff --stat` shows one file changed.",
+        ),
+        Edit(
+            "{Bug}: can you take a stab at it?",
+            "write_file",
+            (("path", "{path}"), ("content", REWRITTEN)),
+            "Wrote {path} (9 lines).",
+            "I rewrote the function so it quantizes instead of rounding; the suite is green.",
+        ),
+        Edit(
+            "fix {bug} pls, it's blocking the release",
+            "editor.replace_range",
+            (("uri", "file:///workspace/{path}"), ("range", "42:5-42:27"),
+             ("text", "total = quantize(total)")),
+            "Applied 1 edit.",
+            "Done. That was the only call site.",
+        ),
+        Edit(
+            "{Bug}: I think our `round` helper shadows the builtin. Can you rename it?",
+            "rename_symbol",
+            (("file", "{path}"), ("line", "12"), ("old_name", "round"), ("new_name", "quantize")),
+            "Renamed 3 references in 1 file.",
+            "Renamed in {path}; nothing shadows `round` any more and the tests pass.",
+        ),
+    ),
 )  # fmt: skip
 """The request, the edit call touching the file, its result, the assistant's reply."""
 
@@ -505,6 +866,34 @@ NEXT_STEP: Phrasings[Turns] = Phrasings(
             "Noted, that's the one open item.",
             "Status:\n- done: {first_key}\n- open: {then}",
             "Thanks, so what's open now is to {then}.",
+        ),
+    ),
+    blind=(
+        (
+            "ok let's stop here. next time: {first}",
+            "Sure, we'll pick up with that.",
+            "{first_key} done. next up: {then}",
+            "ok, next is to {then}.",
+        ),
+        (
+            "I have to jump into a meeting. When I'm back we should {first}, can you keep that "
+            "in mind?",
+            "Sure, I'll bring it up when you're back.",
+            "Back. I already took care of {first_key} during the meeting, so that's off the "
+            "list. I think we should {then} next.",
+            "Sounds right.",
+        ),
+        (
+            "TODO for tomorrow:\n- [ ] {first}",
+            "Added to the list.",
+            "TODO:\n- [x] {first}\n- [ ] {then}",
+            "Updated: one item left.",
+        ),
+        (
+            "before we wrap: the next thing is to {first}, right?",
+            "Right, that's next.",
+            "that's finished ({first_key} is done). remaining: {then}",
+            "Got it, that's what's left.",
         ),
     ),
 )

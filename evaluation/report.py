@@ -1,5 +1,5 @@
 """The results: JSON lines, the printed table (tune and held-out seeds apart, and within
-each, tune and held-out templates apart), the chart.
+each, the template sets apart), the chart.
 
 Recall in a cell is the share of right answers among the probes of that kind the condition
 could ask; probes it could not ask (it overflowed the window, or the model failed) are counted
@@ -87,8 +87,8 @@ def _cell(value: float | None) -> str:
 
 def table(rows: Sequence[Row], conditions: Sequence[str]) -> str:
     """Recall per probe kind (lines) and condition (columns), one block per seed set and,
-    for generated conversations, per template set, then the points held-out templates are
-    from tune ones when both were played."""
+    for generated conversations, per template set, then the points each other template set
+    is from tune templates when both were played."""
     blocks = []
     sets = sorted({row.seed_set for row in rows}, key=_set_order)
     for seed_set in sets:
@@ -101,8 +101,9 @@ def table(rows: Sequence[Row], conditions: Sequence[str]) -> str:
         for templates in said:
             of = [row for row in chosen if row.templates == templates]
             blocks.append(_block(seed_set, of, conditions, templates))
-        if set(TEMPLATE_SETS) <= set(said):
-            blocks.append(_template_gap(seed_set, chosen, conditions))
+        if "tune" in said:
+            for other in said[1:]:
+                blocks.append(_template_gap(seed_set, chosen, conditions, other))
     return "\n\n".join(blocks)
 
 
@@ -146,12 +147,12 @@ def _presence(seed_set: str, rows: Sequence[Row], conditions: Sequence[str]) -> 
     return "\n".join(lines)
 
 
-def _template_gap(seed_set: str, rows: Sequence[Row], conditions: Sequence[str]) -> str:
-    """Per kind and condition, held-out templates' recall minus tune templates', in points,
+def _template_gap(seed_set: str, rows: Sequence[Row], conditions: Sequence[str], other: str) -> str:
+    """Per kind and condition, `other` templates' recall minus tune templates', in points,
     over the probes (a seed's kind) answered in both: the same values said otherwise."""
     width = max(len(name) for name in conditions) + 2
     lines = [
-        f"{seed_set} seeds: points of held-out templates against tune templates, "
+        f"{seed_set} seeds: points of {other} templates against tune templates, "
         "on the probes both asked",
         f"{'':<16}" + "".join(f"{name:>{width}}" for name in conditions),
     ]
@@ -166,7 +167,7 @@ def _template_gap(seed_set: str, rows: Sequence[Row], conditions: Sequence[str])
             pairs = [
                 (mine, right[("tune", condition, seed, asked)])
                 for (templates, of, seed, asked), mine in right.items()
-                if templates == "held-out" and of == condition and kind in ("all", asked)
+                if templates == other and of == condition and kind in ("all", asked)
                 and ("tune", condition, seed, asked) in right
             ]  # fmt: skip
             gap = 100 * sum(int(a) - int(b) for a, b in pairs) / len(pairs) if pairs else None
