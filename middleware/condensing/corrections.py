@@ -1,21 +1,32 @@
 """Corrections: which stated values a later statement replaced, and which lines only echo.
 
-A user who corrects a value ("Correction: the upload limit is 380 MB, not 550 MB", "the
-on-call engineer this week is now Tomasz Novak") leaves two statements of one subject in the
-history. Quoted side by side, a small model picks either; the ledger keeps only the current
-one. A statement's *subjects* are, for each value it states (a key term), the words of the
-clause that leads to it, up to its verb "is"/"are" when it has one: "the maximum upload
-size" for "the maximum upload size is 380 MB". A later user statement replaces an earlier
-one when
+A user who corrects a value ("Correction: the upload limit is 380 MB, not 550 MB", "we
+raised it, so uploads can be 770 MB now") or finishes a step ("done with the migration;
+next is the backup") leaves two statements of one subject in the history. Quoted side by
+side, a small model picks either; the ledger keeps only the current one. The rule reads
+properties of language in general, not the words of one phrasing. A later line replaces an
+earlier one when
 
-- both are the user's, the later one is no question,
-- they share a subject with a different value,
-- the later one reads as a correction (a word such as correction, actually, update, now,
-  instead, changed, no longer, not; or it names the earlier value), and
-- every other value of the earlier one is in the later one (nothing else is lost).
+- the later line is the user's, no question, and the earlier one the user's, the
+  assistant's or a tool's (a tool's or the assistant's line reports what was done, and
+  two reports are two events, not a value and its correction);
+- the later line reads as a change (`CHANGE_WORDS`: correction, actually, now, instead,
+  changed, raised, lowered, moved, switched, no longer, new, ...; or a step marked done:
+  `DONE_WORDS`), and either
+  * it states a value *of the same subject* in place of an earlier one: a value of the same
+    shape (``value_shape``: two numbers of one unit, two hyphenated host names, two names,
+    two dates), in sentences that share a content word besides values, units and change
+    words (``upload`` in "files of up to 719 MB per upload" and "it's 770 MB per upload
+    now"), and whose subjects, when both name one before "is"/"are", do not each hold a word
+    the other lacks ("the staging host" is not "the production host"); or
+  * it names the earlier value itself beside a word that marks it old (``not``, ``from``,
+    ``was``, ``no longer``, done: "done with the migration", "5678, not 4410"); and
+- every other value of the earlier line is in the later one (nothing else is lost).
 
-Two statements of one subject without such a word ("The timeout is 30s." then "The timeout
-is 60s for writes.") are both kept: the ledger cannot tell a correction from a second fact.
+Two statements of one subject without a change word ("The timeout is 30s." then "The
+timeout is 60s for writes.") are both kept: the ledger cannot tell a correction from a
+second fact. Values of one unit about different things ("the upload limit is 500 MB", "the
+database uses 800 MB of memory now") share no content word and are both kept.
 
 An *echo* is a line that is not the user's or a tool's and whose values all appear in earlier
 user or tool lines (an assistant's "Noted: next we run X"): it adds nothing, and when its
@@ -35,11 +46,6 @@ __all__ = ["Line", "Settled", "contradicts", "settle", "stated_subject", "subjec
 
 _CLAUSE_BREAK = re.compile(r"[,;:()\[\]!?]|\s[-\u2013\u2014]\s|\.\s")
 _VERB = re.compile(r"\b(?:is|are|was|were|will be|becomes)\b", re.IGNORECASE)
-_CORRECTION = re.compile(
-    r"\b(?:correction|corrected|correcting|actually|update|updated|instead|changed?|now|"
-    r"no longer|not|rather|mistake|wrong)\b",
-    re.IGNORECASE,
-)
 _WORD = re.compile(r"[a-z]{3,}")
 _FILLER = frozenset(
     {"the", "and", "now", "our", "its", "still", "also", "actually", "really", "just", "then"}
@@ -82,53 +88,236 @@ def subjects(text: str, keys: Sequence[str]) -> list[tuple[frozenset[str], str]]
     return found
 
 
+# fmt: off
+CHANGE_WORDS = (
+    "correction", "corrected", "correcting", "actually", "update", "updated", "instead",
+    "change", "changed", "changes", "now", "anymore", "rather", "mistake", "wrong", "raise",
+    "raised", "lower", "lowered", "increase", "increased", "decrease", "decreased", "reduce",
+    "reduced", "bump", "bumped", "cut", "doubled", "halved", "move", "moved", "switch",
+    "switched", "swap", "swapped", "replace", "replaced", "renamed", "migrated", "new",
+)
+"""General English words that say a statement changes an earlier one ("no longer" too)."""
+DONE_WORDS = ("done", "finished", "completed", "complete", "wrapped")
+"""Words that mark a step finished: a later line naming the step with one completes it."""
+_OLD_WORDS = frozenset(
+    (*CHANGE_WORDS, *DONE_WORDS, "not", "no", "from", "was", "were", "used", "before")
+)
+"""Words beside an earlier value that mark it old ("5678, not 4410", "from 4410 to 5678")."""
+# fmt: on
+_CHANGE = re.compile(
+    r"\b(?:" + "|".join((*CHANGE_WORDS, *DONE_WORDS)) + r"|no longer|any more)\b", re.IGNORECASE
+)
+_DONE = re.compile(r"\b(?:" + "|".join(DONE_WORDS) + r")\b", re.IGNORECASE)
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+# fmt: off
+_STOP = _FILLER | _OLD_WORDS | {
+    "are", "for", "but", "yet", "with", "without", "that", "this", "these", "those", "there",
+    "here", "been", "being", "have", "has", "had", "will", "would", "shall", "should", "can",
+    "could", "may", "might", "must", "ours", "your", "yours", "their", "theirs", "his", "her",
+    "she", "him", "they", "them", "you", "all", "any", "some", "each", "per", "into", "onto",
+    "than", "when", "what", "which", "who", "whom", "whose", "where", "how", "why", "only",
+    "very", "too", "let", "get", "got", "about", "over", "under", "after", "again", "yes",
+    "okay", "sure", "please", "thanks", "one", "two", "three", "next", "last", "first",
+}
+# fmt: on
+"""Words that say nothing of a subject: function words and the change words themselves."""
+_NUMBER = re.compile(r"\d+(?:,\d{3})*(?:\.\d+)?")
+_UNIT_AFTER = re.compile(r"\s*([A-Za-z%]{1,12})\b")
+_NAMES = re.compile(r"[A-Z][a-z]+(?:\s+[A-Z][a-z]+)*")
+
+
+@dataclass(frozen=True, slots=True)
+class _Value:
+    """A value of a line: its text (lower-cased), shape, and the sentence words around it."""
+
+    key: str
+    shape: str
+    context: frozenset[str]
+    subject: frozenset[str]
+    marked_old: bool
+    done: bool
+
+
+def _lemma(word: str) -> str:
+    """A word without a plural ``s`` (uploads, limits; not "address" or "bus")."""
+    return word[:-1] if len(word) > 3 and word.endswith("s") and word[-2] not in "su" else word
+
+
+def _words(text: str) -> frozenset[str]:
+    """The content words of `text`, lower-cased and without a plural ``s``."""
+    return frozenset(_lemma(w) for w in _WORD.findall(text.lower()) if w not in _STOP)
+
+
+def value_shape(key: str, after: str) -> str:
+    """What kind of value `key` is, from its characters: ``9 mb`` for a number followed by
+    the unit MB (`after` is the text after it), ``9s`` for "30s", ``a-9`` for a host such
+    as "kite-7" or "db-gateway-12", ``9:9`` for a time, ``9-9`` for a date such as
+    "2025-03-14", ``A`` for a name ("Friday", "Ingrid Halvorsen")."""
+    if _NAMES.fullmatch(key):
+        return "A"
+    shape = _NUMBER.sub("9", key)
+    shape = re.sub(r"[A-Z]+", "A", shape)
+    shape = re.sub(r"[a-z]+", "a", shape)
+    shape = re.sub(r"(?:Aa|aA)+", "a", shape)
+    shape = re.sub(r"a(?:[-_]a)+", "a", shape)
+    shape = re.sub(r"(\w)([-_./:@])\1(?:\2\1)*", r"\1\2\1", shape)
+    if shape == "9":
+        unit = _UNIT_AFTER.match(after)
+        if unit is not None and unit.group(1).lower() not in _STOP | {"and", "the", "or"}:
+            return "9 " + _lemma(unit.group(1).lower())
+    elif _NUMBER.fullmatch(re.sub(r"[A-Za-z%]+$", "", key) or "x"):
+        return "9" + _lemma(key.lstrip("0123456789.,").lower())
+    return shape
+
+
+def _values(line: Line) -> dict[str, _Value]:
+    """The values of `line` by lower-cased key term, each with what surrounds it."""
+    found: dict[str, _Value] = {}
+    for sentence in _SENTENCE.split(line.text):
+        lowered = sentence.lower()
+        bare = sentence
+        spans = []
+        for key in line.keys:
+            at = lowered.find(key.lower())
+            if at < 0 or key.lower() in found:
+                continue
+            spans.append((key, at))
+            end = at + len(key)
+            unit = _UNIT_AFTER.match(sentence, end) if _NUMBER.fullmatch(key) else None
+            stop = unit.end() if unit is not None else end
+            bare = bare[:at] + " " * (stop - at) + bare[stop:]
+        context = _words(bare)
+        for key, at in spans:
+            end = at + len(key)
+            before = _WORD.findall(lowered[max(0, at - 24) : at])[-3:]
+            after = _WORD.findall(lowered[end : end + 24])[:2]
+            clause = _CLAUSE_BREAK.split(sentence[:at])[-1]
+            verb = _VERB.search(clause)
+            subject = _words(clause[: verb.start()]) if verb is not None else frozenset()
+            found[key.lower()] = _Value(
+                key=key.lower(),
+                shape=value_shape(key, sentence[end:]),
+                context=context,
+                subject=subject,
+                marked_old=bool(_OLD_WORDS.intersection(before + after))
+                or "no longer" in lowered[max(0, at - 24) : end + 24],
+                done=bool(_DONE.search(sentence)),
+            )
+    return found
+
+
 def _who(role: str) -> str:
     return role.split("(")[0].split(" ")[0]
 
 
-def _replaced_value(later: Line, earlier: Line) -> str | None:
-    """The value of the user's `earlier` statement that the user's `later` one corrects
-    (lower-cased), or None when it corrects none."""
-    if later.text.rstrip().endswith("?"):
-        return None
-    later_keys = {key.lower() for key in later.keys}
-    named_old = bool({key.lower() for key in earlier.keys} & later_keys)
-    if not (named_old or _CORRECTION.search(later.text)):
-        return None
-    new = subjects(later.text, later.keys)
-    for words, old in subjects(earlier.text, earlier.keys):
-        if any(words == words2 and old != value for words2, value in new):
-            rest = {key.lower() for key in earlier.keys} - {old}
-            if rest <= later_keys:
-                return old
-    return None
+def _may_correct(later: Line, earlier: Line) -> bool:
+    """Whether `later` may replace `earlier`: the user's statement, no question, after the
+    user's own, the assistant's or a tool's. A tool's or the assistant's line replaces
+    nothing: they report what was done ("Edited x.py: three lines changed." then "Edited
+    y.py: one line changed."), two events, not a value and its correction."""
+    return (
+        _who(later.role) == "user"
+        and _who(earlier.role) != "system"
+        and not later.text.rstrip().endswith("?")
+    )
+
+
+def _same_shape(one: _Value, other: _Value) -> bool:
+    """Whether two values are of one kind: the same shape, or a number with a unit and a
+    bare number whose sentence names that unit ("3 retries", "the retries go down to 2")."""
+    if one.shape == other.shape:
+        return True
+    bare, unit = (one, other) if one.shape == "9" else (other, one)
+    return bare.shape == "9" and unit.shape.startswith("9 ") and unit.shape[2:] in bare.context
+
+
+def _shapes_matched(value: _Value) -> set[str]:
+    """The shapes `_same_shape` matches with `value`'s (a bare number's: with each unit its
+    sentence names)."""
+    if value.shape != "9":
+        return {value.shape}
+    return {value.shape} | {f"9 {word}" for word in value.context}
+
+
+def _same_subject(old: _Value, new: _Value) -> bool:
+    """Whether two values of one kind are said of one subject: their sentences share a
+    content word, and their subjects before "is", when both have one, do not each hold a
+    word the other lacks."""
+    if not (_same_shape(old, new) and old.context & new.context):
+        return False
+    if old.subject and new.subject:
+        return old.subject <= new.subject or new.subject <= old.subject
+    return True
+
+
+def _replaced_values(
+    later: Line, earlier: Line, new: dict[str, _Value], old: dict[str, _Value]
+) -> frozenset[str]:
+    """The values (lower-cased) of `earlier` (its values `old`) that `later` (its values
+    `new`) replaces; empty when it replaces none or would lose one of the others."""
+    if not _may_correct(later, earlier):
+        return frozenset()
+    changes = bool(_CHANGE.search(later.text))
+    fresh = [value for key, value in new.items() if key not in old]
+    replaced = set()
+    for key, value in old.items():
+        named = new.get(key)
+        if named is not None and named.done:
+            replaced.add(key)
+            continue
+        marked = changes if named is None else named.marked_old  # a change, or "not <old>"
+        if not marked:
+            continue
+        instead = next((other for other in fresh if _same_subject(value, other)), None)
+        if instead is not None:  # one new value stands in for one old one
+            fresh.remove(instead)
+            replaced.add(key)
+    if not replaced or not set(old) - replaced <= set(new):
+        return frozenset()
+    return frozenset(replaced)
 
 
 def settle(lines: Sequence[Line]) -> Settled:
     """Which lines later statements replaced, and which only echo earlier ones.
 
-    A later line can replace an earlier one only when it names one of its values or reads as
-    a correction (`_replaced_value`), so each earlier line is checked against those later
-    lines alone, in order: linear in the lines for a history that corrects little, where
-    checking every pair took minutes on a long document (1,800 lines: 1.7 million pairs)."""
-    users = [i for i, line in enumerate(lines) if _who(line.role) == "user" and line.keys]
+    A later line replaces an earlier one only when it names one of its values, or reads as
+    a change and states a value of a shape and a content word the earlier one has
+    (`_replaced_values`), so each earlier line is checked against those later lines alone,
+    in order: near linear in the lines for a history that corrects little, where checking
+    every pair took minutes on a long document (1,800 lines: 1.7 million pairs)."""
+    keyed = [i for i, line in enumerate(lines) if line.keys]
+    values = {i: _values(lines[i]) for i in keyed}
     naming: dict[str, list[int]] = {}
-    for i in users:
-        for key in {key.lower() for key in lines[i].keys}:
+    changing: dict[tuple[str, str], list[int]] = {}
+    for i in keyed:
+        if _who(lines[i].role) != "user":  # only the user's lines replace (`_may_correct`)
+            continue
+        for key in values[i]:
             naming.setdefault(key, []).append(i)
-    corrective = [j for j in users if _CORRECTION.search(lines[j].text)]
+        if _CHANGE.search(lines[i].text):
+            for value in values[i].values():
+                for shape in _shapes_matched(value):
+                    for word in value.context:
+                        changing.setdefault((shape, word), []).append(i)
     replaced: set[int] = set()
     stale: set[str] = set()
-    for i in users:
-        later = set(corrective[bisect_right(corrective, i) :])
-        for key in {key.lower() for key in lines[i].keys}:
-            named = naming[key]
-            later.update(named[bisect_right(named, i) :])
+    for i in keyed:
+        later: set[int] = set()
+        for key, value in values[i].items():
+            for found in (
+                naming.get(key, []),
+                *(
+                    changing.get((shape, word), [])
+                    for shape in _shapes_matched(value)
+                    for word in value.context
+                ),
+            ):
+                later.update(found[bisect_right(found, i) :])
         for j in sorted(later):
-            old = _replaced_value(lines[j], lines[i])
-            if old is not None:
+            old = _replaced_values(lines[j], lines[i], values[j], values[i])
+            if old:
                 replaced.add(i)
-                stale.add(old)
+                stale |= old
                 break
     stated: set[str] = set()
     echoes: set[int] = set()
