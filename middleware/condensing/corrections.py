@@ -90,27 +90,41 @@ def subjects(text: str, keys: Sequence[str]) -> list[tuple[frozenset[str], str]]
 
 # fmt: off
 CHANGE_WORDS = (
-    "correction", "corrected", "correcting", "actually", "update", "updated", "instead",
-    "change", "changed", "changes", "now", "anymore", "rather", "mistake", "wrong", "raise",
-    "raised", "lower", "lowered", "increase", "increased", "decrease", "decreased", "reduce",
-    "reduced", "bump", "bumped", "cut", "doubled", "halved", "move", "moved", "switch",
-    "switched", "swap", "swapped", "replace", "replaced", "renamed", "migrated", "new",
+    "correction", "corrected", "correcting", "actually", "update", "updated", "updates",
+    "instead", "change", "changed", "changes", "now", "new", "currently", "anymore", "rather",
+    "mistake", "wrong", "meant", "misspoke", "misremembered", "typo", "revised", "raise",
+    "raised", "raises", "lower", "lowered", "increase", "increased", "decrease", "decreased",
+    "reduce", "reduced", "bump", "bumped", "cut", "doubled", "halved", "move", "moved",
+    "moves", "switch", "switched", "swap", "swapped", "replace", "replaced", "replaces",
+    "renamed", "migrated", "shifted", "postponed", "pushed", "extended",
 )
-"""General English words that say a statement changes an earlier one ("no longer" too)."""
-DONE_WORDS = ("done", "finished", "completed", "complete", "wrapped")
+"""General English words that say a statement changes an earlier one (and `CHANGE_PHRASES`)."""
+CHANGE_PHRASES = (
+    "no longer", "any more", "make that", "scratch that", "from now on", "going forward",
+    "turns out", "these days", "in place of",
+)
+DONE_WORDS = (
+    "done", "finished", "completed", "complete", "wrapped up", "behind us", "out of the way",
+    "taken care of", "ticked off", "checked off", "crossed off",
+)
 """Words that mark a step finished: a later line naming the step with one completes it."""
-_OLD_WORDS = frozenset(
-    (*CHANGE_WORDS, *DONE_WORDS, "not", "no", "from", "was", "were", "used", "before")
-)
-"""Words beside an earlier value that mark it old ("5678, not 4410", "from 4410 to 5678")."""
+_OLD_WORDS = frozenset(CHANGE_WORDS) - {"now", "new", "currently", "actually"} | {
+    "not", "no", "from", "was", "were", "used", "before", "old", "previous", "previously",
+    "formerly", "earlier",
+}
+"""Words in the clause of an earlier value named again that mark it old ("5678, not 4410",
+"from 4410 to 5678"); "now" and "new" mark the value that holds."""
 # fmt: on
 _CHANGE = re.compile(
-    r"\b(?:" + "|".join((*CHANGE_WORDS, *DONE_WORDS)) + r"|no longer|any more)\b", re.IGNORECASE
+    r"\b(?:" + "|".join((*CHANGE_WORDS, *CHANGE_PHRASES, *DONE_WORDS)) + r")\b", re.IGNORECASE
 )
 _DONE = re.compile(r"\b(?:" + "|".join(DONE_WORDS) + r")\b", re.IGNORECASE)
+_OLD = re.compile(
+    r"\b(?:" + "|".join((*_OLD_WORDS, *CHANGE_PHRASES, *DONE_WORDS)) + r")\b", re.IGNORECASE
+)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 # fmt: off
-_STOP = _FILLER | _OLD_WORDS | {
+_STOP = _FILLER | frozenset(CHANGE_WORDS) | _OLD_WORDS | {
     "are", "for", "but", "yet", "with", "without", "that", "this", "these", "those", "there",
     "here", "been", "being", "have", "has", "had", "will", "would", "shall", "should", "can",
     "could", "may", "might", "must", "ours", "your", "yours", "their", "theirs", "his", "her",
@@ -118,6 +132,7 @@ _STOP = _FILLER | _OLD_WORDS | {
     "than", "when", "what", "which", "who", "whom", "whose", "where", "how", "why", "only",
     "very", "too", "let", "get", "got", "about", "over", "under", "after", "again", "yes",
     "okay", "sure", "please", "thanks", "one", "two", "three", "next", "last", "first",
+    "is", "be", "on", "in", "at", "to", "of", "or", "it", "as", "by", "we", "so", "if", "an",
 }
 # fmt: on
 """Words that say nothing of a subject: function words and the change words themselves."""
@@ -189,9 +204,8 @@ def _values(line: Line) -> dict[str, _Value]:
         context = _words(bare)
         for key, at in spans:
             end = at + len(key)
-            before = _WORD.findall(lowered[max(0, at - 24) : at])[-3:]
-            after = _WORD.findall(lowered[end : end + 24])[:2]
             clause = _CLAUSE_BREAK.split(sentence[:at])[-1]
+            around = clause + " " + _CLAUSE_BREAK.split(sentence[end:])[0]
             verb = _VERB.search(clause)
             subject = _words(clause[: verb.start()]) if verb is not None else frozenset()
             found[key.lower()] = _Value(
@@ -199,8 +213,7 @@ def _values(line: Line) -> dict[str, _Value]:
                 shape=value_shape(key, sentence[end:]),
                 context=context,
                 subject=subject,
-                marked_old=bool(_OLD_WORDS.intersection(before + after))
-                or "no longer" in lowered[max(0, at - 24) : end + 24],
+                marked_old=bool(_OLD.search(around)),
                 done=bool(_DONE.search(sentence)),
             )
     return found
