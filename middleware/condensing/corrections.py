@@ -1,26 +1,34 @@
 """Corrections: which stated values a later statement replaced, and which lines only echo.
 
-A user who corrects a value ("Correction: the upload limit is 380 MB, not 550 MB", "we
-raised it, so uploads can be 770 MB now") or finishes a step ("done with the migration;
-next is the backup") leaves two statements of one subject in the history. Quoted side by
-side, a small model picks either; the ledger keeps only the current one. The rule reads
-properties of language in general, not the words of one phrasing. A later line replaces an
+A user who corrects a value ("Correction: the upload limit is 380 MB, not 550 MB", "legal
+raised that, so attachments can be 40 MB each") or finishes a step ("finished migrating
+orders_v2; still to do: archive audit_log") leaves two statements of one subject in the
+history. Quoted side by side, a small model picks either; the ledger keeps only the current
+one. The rule reads properties of language in general (who speaks, what kind of value, which
+words surround it, a change word), not the words of one phrasing. A later line replaces an
 earlier one when
 
-- the later line is the user's, no question, and the earlier one the user's, the
-  assistant's or a tool's (a tool's or the assistant's line reports what was done, and
-  two reports are two events, not a value and its correction);
-- the later line reads as a change (`CHANGE_WORDS`: correction, actually, now, instead,
-  changed, raised, lowered, moved, switched, no longer, new, ...; or a step marked done:
-  `DONE_WORDS`), and either
-  * it states a value *of the same subject* in place of an earlier one: a value of the same
-    shape (``value_shape``: two numbers of one unit, two hyphenated host names, two names,
-    two dates), in sentences that share a content word besides values, units and change
-    words (``upload`` in "files of up to 719 MB per upload" and "it's 770 MB per upload
-    now"), and whose subjects, when both name one before "is"/"are", do not each hold a word
-    the other lacks ("the staging host" is not "the production host"); or
-  * it names the earlier value itself beside a word that marks it old (``not``, ``from``,
-    ``was``, ``no longer``, done: "done with the migration", "5678, not 4410"); and
+- the later line is the user's and no question, the earlier one the user's, the assistant's
+  or a tool's (a tool's or the assistant's line reports what was done: two reports are two
+  events, not a value and its correction);
+- it replaces one or more of the earlier line's values, each
+  * *completed*: the later line names it in a sentence that says done (`DONE_WORDS`: done,
+    finished, completed, out of the way, ...): "Done with search_index"; or
+  * *changed*: the later line reads as a change (`CHANGE_WORDS`, `CHANGE_PHRASES`: correction,
+    actually, now, new, instead, raised, lowered, moved, switched, no longer, make that, ...)
+    and states a new value of the same subject in its place; or
+  * *named as old*: the later line names it with a word in its clause that marks it old
+    (not, from, was, previously, replaced, ...: "5678, not 4410", "from 02:00 to 03:30")
+    and states a new value of the same subject;
+
+  where a new value is of the same subject when it is of the same kind (``value_shape``: two
+  numbers of one unit, two hyphenated host names, two names, two times or dates; a bare
+  number whose sentence names the other's unit), its sentence shares a content word with the
+  earlier value's (plural s and case aside; values, units, function and change words do not
+  count: ``attachment`` in "attachments of up to 25 MB each" and "attachments can be 40 MB
+  each"), and the two subjects, when both name one before "is"/"are", do not each hold a word
+  the other lacks ("the staging host" is not "the production host"); one new value stands in
+  for one old value; and
 - every other value of the earlier line is in the later one (nothing else is lost).
 
 Two statements of one subject without a change word ("The timeout is 30s." then "The

@@ -54,6 +54,22 @@ def users(*texts: str) -> list[Line]:
             "Reports go out with 3 retries.",
             "We lowered the number of retries for reports to 2.",
         ),
+        (
+            "The nightly job runs at 02:00.",
+            "We took the nightly job from 02:00 to 03:30.",
+        ),
+        (
+            "The bucket holds 200 GB.",
+            "Turns out the bucket holds 300 GB, I misremembered.",
+        ),
+        (
+            "Port 8443 is what the proxy listens on.",
+            "The proxy listens on 9443 now.",
+        ),
+        (
+            "Then we need to reindex search_main.",
+            "Reindexing search_main is out of the way. Prune old_logs next.",
+        ),
     ],
 )
 def test_a_later_change_of_one_subject_replaces_the_earlier_statement(
@@ -72,6 +88,7 @@ def test_a_later_change_of_one_subject_replaces_the_earlier_statement(
         ("The cache holds 2 GB.", "The cache also holds 4 GB on the replica."),
         ("The primary region is eu-west-1.", "Now the backup region is us-east-2."),
         ("Reads time out after 30s.", "Writes now time out after 60s, reads after 30s."),
+        ("Reads time out after 30s.", "Now reads time out after 30s and writes after 60s."),
         ("The release ships on Friday.", "Changed my mind about lunch: we meet on Tuesday."),
         ("The port is 8080 and the host is kite-14.", "Now the port is 9090."),
         ("The limit is 25 MB.", "Is the limit now 40 MB?"),
