@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -99,7 +100,7 @@ def subjects(text: str, keys: Sequence[str]) -> list[tuple[frozenset[str], str]]
 # fmt: off
 CHANGE_WORDS = (
     "correction", "corrected", "correcting", "actually", "update", "updated", "updates",
-    "instead", "change", "changed", "changes", "now", "new", "currently", "anymore", "rather",
+    "instead", "change", "changed", "changes", "now", "currently", "anymore", "rather",
     "mistake", "wrong", "meant", "misspoke", "misremembered", "typo", "revised", "raise",
     "raised", "raises", "lower", "lowered", "increase", "increased", "decrease", "decreased",
     "reduce", "reduced", "bump", "bumped", "cut", "doubled", "halved", "move", "moved",
@@ -144,8 +145,15 @@ _STOP = _FILLER | frozenset(CHANGE_WORDS) | _OLD_WORDS | {
 }
 # fmt: on
 """Words that say nothing of a subject: function words and the change words themselves."""
+COMMON_LINES, COMMON_SHARE = 4, 4
+"""A word in more than a quarter of the lines holding values (and in more than 4) says
+nothing of a subject: a speaker's name before every line of a chat ("Caroline: ...")."""
 _NUMBER = re.compile(r"\d+(?:,\d{3})*(?:\.\d+)?")
 _UNIT_AFTER = re.compile(r"\s*([A-Za-z%]{1,12})\b")
+_OPENING = re.compile(r"\W*(?:[A-Z][\w.-]*:\s*)?\W*")
+"""What may come before a sentence's first word: a speaker's label ("Caroline: "), quotes."""
+_ADDRESS_BEFORE = re.compile(_OPENING.pattern + r"(?:\w+[,!]?\s+){0,2}")
+"""Up to two words that open a sentence before the person spoken to ("Hey", "Wow,")."""
 _NAMES = re.compile(r"[A-Z][a-z]+(?:\s+[A-Z][a-z]+)*")
 
 
@@ -159,6 +167,7 @@ class _Value:
     subject: frozenset[str]
     marked_old: bool
     done: bool
+    changes: bool
 
 
 def _lemma(word: str) -> str:
@@ -193,25 +202,42 @@ def value_shape(key: str, after: str) -> str:
     return shape
 
 
-def _values(line: Line) -> dict[str, _Value]:
-    """The values of `line` by lower-cased key term, each with what surrounds it."""
+def _not_a_value(sentence: str, at: int, end: int) -> bool:
+    """Whether the name at `at`:`end` of `sentence` is capitalised as its first word, not as
+    a name, or is the person spoken to ("Hey Sam, ...", "Wow, Dave, ...", "Thanks, Mel!")."""
+    before, after = sentence[:at], sentence[end:]
+    if _OPENING.fullmatch(before):
+        return True
+    return bool(
+        (_ADDRESS_BEFORE.fullmatch(before) and re.match(r"\s*[,!]", after))
+        or (before.endswith(", ") and re.fullmatch(r"\s*[!?.]*\s*", after))
+    )
+
+
+def _values(line: Line, common: frozenset[str] = frozenset()) -> dict[str, _Value]:
+    """The values of `line` by lower-cased key term, each with what surrounds it (its
+    sentence's content words but the `common` ones)."""
     found: dict[str, _Value] = {}
     for sentence in _SENTENCE.split(line.text):
         lowered = sentence.lower()
         bare = sentence
         spans = []
         for key in line.keys:
-            at = lowered.find(key.lower())
-            if at < 0 or key.lower() in found:
+            where = re.search(r"(?<!\w)" + re.escape(key.lower()) + r"(?!\w)", lowered)
+            if where is None or key.lower() in found:
                 continue
+            at = where.start()
             spans.append((key, at))
             end = at + len(key)
             unit = _UNIT_AFTER.match(sentence, end) if _NUMBER.fullmatch(key) else None
             stop = unit.end() if unit is not None else end
             bare = bare[:at] + " " * (stop - at) + bare[stop:]
-        context = _words(bare)
+        context = _words(bare) - common
+        changes = bool(_CHANGE.search(sentence))
         for key, at in spans:
             end = at + len(key)
+            if _NAMES.fullmatch(key) and _not_a_value(sentence, at, end):
+                continue
             clause = _CLAUSE_BREAK.split(sentence[:at])[-1]
             around = clause + " " + _CLAUSE_BREAK.split(sentence[end:])[0]
             verb = _VERB.search(clause)
@@ -223,6 +249,7 @@ def _values(line: Line) -> dict[str, _Value]:
                 subject=subject,
                 marked_old=bool(_OLD.search(around)),
                 done=bool(_DONE.search(sentence)),
+                changes=changes,
             )
     return found
 
@@ -278,7 +305,6 @@ def _replaced_values(
     `new`) replaces; empty when it replaces none or would lose one of the others."""
     if not _may_correct(later, earlier):
         return frozenset()
-    changes = bool(_CHANGE.search(later.text))
     fresh = [value for key, value in new.items() if key not in old]
     replaced = set()
     for key, value in old.items():
@@ -286,10 +312,16 @@ def _replaced_values(
         if named is not None and named.done:
             replaced.add(key)
             continue
-        marked = changes if named is None else named.marked_old  # a change, or "not <old>"
-        if not marked:
+        if named is not None and not named.marked_old:
             continue
-        instead = next((other for other in fresh if _same_subject(value, other)), None)
+        instead = next(  # said with a change word, or in place of "not <old>"
+            (
+                other
+                for other in fresh
+                if (named is not None or other.changes) and _same_subject(value, other)
+            ),
+            None,
+        )
         if instead is not None:  # one new value stands in for one old one
             fresh.remove(instead)
             replaced.add(key)
@@ -307,7 +339,11 @@ def settle(lines: Sequence[Line]) -> Settled:
     in order: near linear in the lines for a history that corrects little, where checking
     every pair took minutes on a long document (1,800 lines: 1.7 million pairs)."""
     keyed = [i for i, line in enumerate(lines) if line.keys]
-    values = {i: _values(lines[i]) for i in keyed}
+    counts = Counter(word for i in keyed for word in _words(lines[i].text))
+    common = frozenset(
+        word for word, n in counts.items() if n > max(COMMON_LINES, len(keyed) // COMMON_SHARE)
+    )
+    values = {i: _values(lines[i], common) for i in keyed}
     naming: dict[str, list[int]] = {}
     changing: dict[tuple[str, str], list[int]] = {}
     for i in keyed:
@@ -315,8 +351,8 @@ def settle(lines: Sequence[Line]) -> Settled:
             continue
         for key in values[i]:
             naming.setdefault(key, []).append(i)
-        if _CHANGE.search(lines[i].text):
-            for value in values[i].values():
+        for value in values[i].values():
+            if value.changes:
                 for shape in _shapes_matched(value):
                     for word in value.context:
                         changing.setdefault((shape, word), []).append(i)

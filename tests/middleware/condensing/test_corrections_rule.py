@@ -116,6 +116,30 @@ def test_the_user_corrects_the_assistant_but_not_the_other_way_round() -> None:
     assert settle(kept).replaced == set()
 
 
+@pytest.mark.parametrize(
+    ("first", "later"),
+    [
+        ("Dana: The garden looks lovely, Ana!", "Dana: Hey Ravi, the garden is all green now."),
+        ("Dana: Lovely garden this spring.", "Dana: Wow, the garden changed so much!"),
+    ],
+)
+def test_a_name_spoken_to_or_opening_a_sentence_is_no_value(first: str, later: str) -> None:
+    """The person addressed ("..., Ana!", "Hey Ravi, ...") and a capitalised first word after
+    a speaker's label are no values a change word could replace."""
+    assert settle(users(first, later)).replaced == set()
+
+
+def test_a_word_on_most_lines_names_no_subject() -> None:
+    """A speaker's name before every line is shared by all of them and makes no two values
+    one subject."""
+    chat = [
+        f"Lena: I visited {city} with my cousin."
+        for city in ("Porto", "Lyon", "Ghent", "Bergen", "Turku", "Split")
+    ]
+    lines = users(*chat, "Lena: Now we moved to Graz for good.")
+    assert settle(lines).replaced == set()
+
+
 def test_two_reports_of_a_tool_are_two_events() -> None:
     """A tool's line replaces nothing: two edits that each "changed" lines both stay."""
     lines = said(
