@@ -14,9 +14,9 @@ earlier one when
 - it replaces one or more of the earlier line's values, each
   * *completed*: the later line names it in a sentence that says done (`DONE_WORDS`: done,
     finished, completed, out of the way, ...): "Done with search_index"; or
-  * *changed*: the later line reads as a change (`CHANGE_WORDS`, `CHANGE_PHRASES`: correction,
-    actually, now, new, instead, raised, lowered, moved, switched, no longer, make that, ...)
-    and states a new value of the same subject in its place; or
+  * *changed*: the later line states a new value of the same subject in its place, in a
+    sentence that reads as a change (`CHANGE_WORDS`, `CHANGE_PHRASES`: correction, actually,
+    now, instead, raised, lowered, moved, switched, no longer, make that, ...); or
   * *named as old*: the later line names it with a word in its clause that marks it old
     (not, from, was, previously, replaced, ...: "5678, not 4410", "from 02:00 to 03:30")
     and states a new value of the same subject;
@@ -24,12 +24,17 @@ earlier one when
   where a new value is of the same subject when it is of the same kind (``value_shape``: two
   numbers of one unit, two hyphenated host names, two names, two times or dates; a bare
   number whose sentence names the other's unit), its sentence shares a content word with the
-  earlier value's (plural s and case aside; values, units, function and change words do not
-  count: ``attachment`` in "attachments of up to 25 MB each" and "attachments can be 40 MB
-  each"), and the two subjects, when both name one before "is"/"are", do not each hold a word
+  earlier value's (plural s and case aside; values, units, function and change words, and a
+  word on more than a quarter of the lines such as a speaker's label, do not count:
+  ``attachment`` in "attachments of up to 25 MB each" and "attachments can be 40 MB each"),
+  and the two subjects, when both name one before "is"/"are", do not each hold a word
   the other lacks ("the staging host" is not "the production host"); one new value stands in
   for one old value; and
 - every other value of the earlier line is in the later one (nothing else is lost).
+
+A capitalised word is no name value where its case says nothing: a sentence's first word
+(after a speaker's label, "Dana: Wow, ...") or the person spoken to ("Hey Ravi, ...",
+"Thanks, Ana!").
 
 Two statements of one subject without a change word ("The timeout is 30s." then "The
 timeout is 60s for writes.") are both kept: the ledger cannot tell a correction from a
