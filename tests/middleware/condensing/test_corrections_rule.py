@@ -5,18 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from middleware.condensing.corrections import Line, settle, value_shape
-from middleware.condensing.ledger import key_spans
-
-
-def said(*lines: tuple[str, str]) -> list[Line]:
-    """Ledger lines from (role, text) pairs, with their key terms."""
-    return [Line(role, text, key_spans(text)) for role, text in lines]
-
-
-def users(*texts: str) -> list[Line]:
-    """The user's lines."""
-    return said(*(("user", text) for text in texts))
+from middleware.condensing.corrections import settle, value_shape
+from tests.middleware.condensing.test_corrections import lines as said
+from tests.middleware.condensing.test_corrections import users
 
 
 @pytest.mark.parametrize(
