@@ -122,12 +122,12 @@ DONE_WORDS = (
     "taken care of", "ticked off", "checked off", "crossed off",
 )
 """Words that mark a step finished: a later line naming the step with one completes it."""
-_OLD_WORDS = frozenset(CHANGE_WORDS) - {"now", "new", "currently", "actually"} | {
+_OLD_WORDS = frozenset(CHANGE_WORDS) - {"now", "currently", "actually"} | {
     "not", "no", "from", "was", "were", "used", "before", "old", "previous", "previously",
     "formerly", "earlier",
 }
 """Words in the clause of an earlier value named again that mark it old ("5678, not 4410",
-"from 4410 to 5678"); "now" and "new" mark the value that holds."""
+"from 4410 to 5678"); "now" and "currently" mark the value that holds."""
 # fmt: on
 _CHANGE = re.compile(
     r"\b(?:" + "|".join((*CHANGE_WORDS, *CHANGE_PHRASES, *DONE_WORDS)) + r")\b", re.IGNORECASE
