@@ -1,21 +1,45 @@
 """Supersede: which stated values a later statement replaced, and which lines only echo. Pure.
 
-A user who corrects a value ("Correction: the upload limit is 380 MB, not 550 MB", "the
-on-call engineer this week is now Tomasz Novak") leaves two statements of one subject in the
+A user who corrects a value ("Correction: the upload limit is 380 MB, not 550 MB", "legal
+raised that, so attachments can be 40 MB each") or finishes a step ("finished migrating
+orders_v2; still to do: archive audit_log") leaves two statements of one subject in the
 history. Quoted side by side, a small model picks either; the ledger keeps only the current
-one. A statement's *subjects* are, for each value it states (a key term), the words of the
-clause that leads to it, up to its verb "is"/"are" when it has one: "the maximum upload
-size" for "the maximum upload size is 380 MB". A later user statement replaces an earlier
-one when
+one. The rule reads properties of language in general (who speaks, what kind of value, which
+words surround it, a change word), not the words of one phrasing. A later line replaces an
+earlier one when
 
-- both are the user's, the later one is no question,
-- they share a subject with a different value,
-- the later one reads as a correction (a word such as correction, actually, update, now,
-  instead, changed, no longer, not; or it names the earlier value), and
-- every other value of the earlier one is in the later one (nothing else is lost).
+- the later line is the user's and no question, the earlier one the user's, the assistant's
+  or a tool's (a tool's or the assistant's line reports what was done: two reports are two
+  events, not a value and its correction);
+- it replaces one or more of the earlier line's values, each
+  * *completed*: the later line names it in a sentence that says done (`DONE_WORDS`: done,
+    finished, completed, out of the way, ...): "Done with search_index"; or
+  * *changed*: the later line states a new value of the same subject in its place, in a
+    sentence that reads as a change (`CHANGE_WORDS`, `CHANGE_PHRASES`: correction, actually,
+    now, instead, raised, lowered, moved, switched, no longer, make that, ...); or
+  * *named as old*: the later line names it with a word in its clause that marks it old
+    (not, from, was, previously, replaced, ...: "5678, not 4410", "from 02:00 to 03:30")
+    and states a new value of the same subject;
 
-Two statements of one subject without such a word ("The timeout is 30s." then "The timeout
-is 60s for writes.") are both kept: the ledger cannot tell a correction from a second fact.
+  where a new value is of the same subject when it is of the same kind (``value_shape``: two
+  numbers of one unit, two hyphenated host names, two names, two times or dates; a bare
+  number whose sentence names the other's unit), its sentence shares a content word with the
+  earlier value's (plural s and case aside; values, units, function and change words, and a
+  word on more than a quarter of the lines such as a speaker's label, do not count:
+  ``attachment`` in "attachments of up to 25 MB each" and "attachments can be 40 MB each"),
+  and the two subjects, when both name one before "is"/"are", do not each hold a word
+  the other lacks ("the staging host" is not "the production host"); one new value stands in
+  for one old value; and
+- every other value of the earlier line is in the later one (nothing else is lost).
+
+A capitalised word is no name value where its case says nothing: a sentence's first word
+(after a speaker's label, "Dana: Wow, ...") or the person spoken to ("Hey Ravi, ...",
+"Thanks, Ana!").
+
+Two statements of one subject without a change word ("The timeout is 30s." then "The
+timeout is 60s for writes.") are both kept: the ledger cannot tell a correction from a
+second fact. Values of one unit about different things ("the upload limit is 500 MB", "the
+database uses 800 MB of memory now") share no content word and are both kept.
 
 An *echo* is a line that is not the user's or a tool's and whose values all appear in earlier
 user or tool lines (an assistant's "Noted: next we run X"): it adds nothing, and when its
@@ -30,6 +54,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -40,11 +65,6 @@ __all__ = ["Line", "Settled", "contradicts", "settle", "settled", "stated_subjec
 
 _CLAUSE_BREAK = re.compile(r"[,;:()\[\]!?]|\s[-\u2013\u2014]\s|\.\s")
 _VERB = re.compile(r"\b(?:is|are|was|were|will be|becomes)\b", re.IGNORECASE)
-_CORRECTION = re.compile(
-    r"\b(?:correction|corrected|correcting|actually|update|updated|instead|changed?|now|"
-    r"no longer|not|rather|mistake|wrong)\b",
-    re.IGNORECASE,
-)
 _WORD = re.compile(r"[a-z]{3,}")
 _FILLER = frozenset(
     {"the", "and", "now", "our", "its", "still", "also", "actually", "really", "just", "then"}
@@ -89,55 +109,286 @@ def subjects(text: str, keys: Sequence[str]) -> list[tuple[frozenset[str], str]]
     return found
 
 
+# fmt: off
+CHANGE_WORDS = (
+    "correction", "corrected", "correcting", "actually", "update", "updated", "updates",
+    "instead", "change", "changed", "changes", "now", "currently", "anymore", "rather",
+    "mistake", "wrong", "meant", "misspoke", "misremembered", "typo", "revised", "raise",
+    "raised", "raises", "lower", "lowered", "increase", "increased", "decrease", "decreased",
+    "reduce", "reduced", "bump", "bumped", "cut", "doubled", "halved", "move", "moved",
+    "moves", "switch", "switched", "swap", "swapped", "replace", "replaced", "replaces",
+    "renamed", "migrated", "shifted", "postponed", "pushed", "extended",
+)
+"""General English words that say a statement changes an earlier one (and `CHANGE_PHRASES`)."""
+CHANGE_PHRASES = (
+    "no longer", "any more", "make that", "scratch that", "from now on", "going forward",
+    "turns out", "these days", "in place of",
+)
+DONE_WORDS = (
+    "done", "finished", "completed", "complete", "wrapped up", "behind us", "out of the way",
+    "taken care of", "ticked off", "checked off", "crossed off",
+)
+"""Words that mark a step finished: a later line naming the step with one completes it."""
+_OLD_WORDS = frozenset(CHANGE_WORDS) - {"now", "currently", "actually"} | {
+    "not", "no", "from", "was", "were", "used", "before", "old", "previous", "previously",
+    "formerly", "earlier",
+}
+"""Words in the clause of an earlier value named again that mark it old ("5678, not 4410",
+"from 4410 to 5678"); "now" and "currently" mark the value that holds."""
+# fmt: on
+_CHANGE = re.compile(
+    r"\b(?:" + "|".join((*CHANGE_WORDS, *CHANGE_PHRASES, *DONE_WORDS)) + r")\b", re.IGNORECASE
+)
+_DONE = re.compile(r"\b(?:" + "|".join(DONE_WORDS) + r")\b", re.IGNORECASE)
+_OLD = re.compile(
+    r"\b(?:" + "|".join((*_OLD_WORDS, *CHANGE_PHRASES, *DONE_WORDS)) + r")\b", re.IGNORECASE
+)
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+# fmt: off
+_STOP = _FILLER | frozenset(CHANGE_WORDS) | _OLD_WORDS | {
+    "are", "for", "but", "yet", "with", "without", "that", "this", "these", "those", "there",
+    "here", "been", "being", "have", "has", "had", "will", "would", "shall", "should", "can",
+    "could", "may", "might", "must", "ours", "your", "yours", "their", "theirs", "his", "her",
+    "she", "him", "they", "them", "you", "all", "any", "some", "each", "per", "into", "onto",
+    "than", "when", "what", "which", "who", "whom", "whose", "where", "how", "why", "only",
+    "very", "too", "let", "get", "got", "about", "over", "under", "after", "again", "yes",
+    "okay", "sure", "please", "thanks", "one", "two", "three", "next", "last", "first",
+    "is", "be", "on", "in", "at", "to", "of", "or", "it", "as", "by", "we", "so", "if", "an",
+}
+# fmt: on
+"""Words that say nothing of a subject: function words and the change words themselves."""
+COMMON_LINES, COMMON_SHARE = 4, 4
+"""A word in more than a quarter of the lines holding values (and in more than 4) says
+nothing of a subject: a speaker's name before every line of a chat ("Caroline: ...")."""
+_NUMBER = re.compile(r"\d+(?:,\d{3})*(?:\.\d+)?")
+_UNIT_AFTER = re.compile(r"\s*([A-Za-z%]{1,12})\b")
+_OPENING = re.compile(r"\W*(?:[A-Z][\w.-]*:\s*)?\W*")
+"""What may come before a sentence's first word: a speaker's label ("Caroline: "), quotes."""
+_ADDRESS_BEFORE = re.compile(_OPENING.pattern + r"(?:\w+[,!]?\s+){0,2}")
+"""Up to two words that open a sentence before the person spoken to ("Hey", "Wow,")."""
+_NAMES = re.compile(r"[A-Z][a-z]+(?:\s+[A-Z][a-z]+)*")
+
+
+@dataclass(frozen=True, slots=True)
+class _Value:
+    """A value of a line: its text (lower-cased), shape, and the sentence words around it."""
+
+    key: str
+    shape: str
+    context: frozenset[str]
+    subject: frozenset[str]
+    marked_old: bool
+    done: bool
+    changes: bool
+
+
+def _lemma(word: str) -> str:
+    """A word without a plural ``s`` (uploads, limits; not "address" or "bus")."""
+    return word[:-1] if len(word) > 3 and word.endswith("s") and word[-2] not in "su" else word
+
+
+def _words(text: str) -> frozenset[str]:
+    """The content words of `text`, lower-cased and without a plural ``s``."""
+    return frozenset(_lemma(w) for w in _WORD.findall(text.lower()) if w not in _STOP)
+
+
+def value_shape(key: str, after: str) -> str:
+    """What kind of value `key` is, from its characters: ``9 mb`` for a number followed by
+    the unit MB (`after` is the text after it), ``9s`` for "30s", ``a-9`` for a host such
+    as "kite-7" or "db-gateway-12", ``9:9`` for a time, ``9-9`` for a date such as
+    "2025-03-14", ``A`` for a name ("Friday", "Ingrid Halvorsen")."""
+    if _NAMES.fullmatch(key):
+        return "A"
+    shape = _NUMBER.sub("9", key)
+    shape = re.sub(r"[A-Z]+", "A", shape)
+    shape = re.sub(r"[a-z]+", "a", shape)
+    shape = re.sub(r"(?:Aa|aA)+", "a", shape)
+    shape = re.sub(r"a(?:[-_]a)+", "a", shape)
+    shape = re.sub(r"(\w)([-_./:@])\1(?:\2\1)*", r"\1\2\1", shape)
+    if shape == "9":
+        unit = _UNIT_AFTER.match(after)
+        if unit is not None and unit.group(1).lower() not in _STOP | {"and", "the", "or"}:
+            return "9 " + _lemma(unit.group(1).lower())
+    elif _NUMBER.fullmatch(re.sub(r"[A-Za-z%]+$", "", key) or "x"):
+        return "9" + _lemma(key.lstrip("0123456789.,").lower())
+    return shape
+
+
+def _not_a_value(sentence: str, at: int, end: int) -> bool:
+    """Whether the name at `at`:`end` of `sentence` is capitalised as its first word, not as
+    a name, or is the person spoken to ("Hey Sam, ...", "Wow, Dave, ...", "Thanks, Mel!")."""
+    before, after = sentence[:at], sentence[end:]
+    if _OPENING.fullmatch(before):
+        return True
+    return bool(
+        (_ADDRESS_BEFORE.fullmatch(before) and re.match(r"\s*[,!]", after))
+        or (before.endswith(", ") and re.fullmatch(r"\s*[!?.]*\s*", after))
+    )
+
+
+def _values(line: Line, common: frozenset[str] = frozenset()) -> dict[str, _Value]:
+    """The values of `line` by lower-cased key term, each with what surrounds it (its
+    sentence's content words but the `common` ones)."""
+    found: dict[str, _Value] = {}
+    for sentence in _SENTENCE.split(line.text):
+        lowered = sentence.lower()
+        bare = sentence
+        spans = []
+        for key in line.keys:
+            where = re.search(r"(?<!\w)" + re.escape(key.lower()) + r"(?!\w)", lowered)
+            if where is None or key.lower() in found:
+                continue
+            at = where.start()
+            spans.append((key, at))
+            end = at + len(key)
+            unit = _UNIT_AFTER.match(sentence, end) if _NUMBER.fullmatch(key) else None
+            stop = unit.end() if unit is not None else end
+            bare = bare[:at] + " " * (stop - at) + bare[stop:]
+        context = _words(bare) - common
+        changes = bool(_CHANGE.search(sentence))
+        for key, at in spans:
+            end = at + len(key)
+            if _NAMES.fullmatch(key) and _not_a_value(sentence, at, end):
+                continue
+            clause = _CLAUSE_BREAK.split(sentence[:at])[-1]
+            around = clause + " " + _CLAUSE_BREAK.split(sentence[end:])[0]
+            verb = _VERB.search(clause)
+            subject = _words(clause[: verb.start()]) if verb is not None else frozenset()
+            found[key.lower()] = _Value(
+                key=key.lower(),
+                shape=value_shape(key, sentence[end:]),
+                context=context,
+                subject=subject,
+                marked_old=bool(_OLD.search(around)),
+                done=bool(_DONE.search(sentence)),
+                changes=changes,
+            )
+    return found
+
+
 def _who(role: str) -> str:
     return role.split("(")[0].split(" ")[0]
 
 
-def _replaced_value(later: Line, earlier: Line) -> str | None:
-    """The value of the user's `earlier` statement that the user's `later` one corrects
-    (lower-cased), or None when it corrects none."""
-    if later.text.rstrip().endswith("?"):
-        return None
-    later_keys = {key.lower() for key in later.keys}
-    named_old = bool({key.lower() for key in earlier.keys} & later_keys)
-    if not (named_old or _CORRECTION.search(later.text)):
-        return None
-    new = subjects(later.text, later.keys)
-    for words, old in subjects(earlier.text, earlier.keys):
-        if any(words == words2 and old != value for words2, value in new):
-            rest = {key.lower() for key in earlier.keys} - {old}
-            if rest <= later_keys:
-                return old
-    return None
+def _may_correct(later: Line, earlier: Line) -> bool:
+    """Whether `later` may replace `earlier`: the user's statement, no question, after the
+    user's own, the assistant's or a tool's. A tool's or the assistant's line replaces
+    nothing: they report what was done ("Edited x.py: three lines changed." then "Edited
+    y.py: one line changed."), two events, not a value and its correction."""
+    return (
+        _who(later.role) == "user"
+        and _who(earlier.role) != "system"
+        and not later.text.rstrip().endswith("?")
+    )
+
+
+def _same_shape(one: _Value, other: _Value) -> bool:
+    """Whether two values are of one kind: the same shape, or a number with a unit and a
+    bare number whose sentence names that unit ("3 retries", "the retries go down to 2")."""
+    if one.shape == other.shape:
+        return True
+    bare, unit = (one, other) if one.shape == "9" else (other, one)
+    return bare.shape == "9" and unit.shape.startswith("9 ") and unit.shape[2:] in bare.context
+
+
+def _shapes_matched(value: _Value) -> set[str]:
+    """The shapes `_same_shape` matches with `value`'s (a bare number's: with each unit its
+    sentence names)."""
+    if value.shape != "9":
+        return {value.shape}
+    return {value.shape} | {f"9 {word}" for word in value.context}
+
+
+def _same_subject(old: _Value, new: _Value) -> bool:
+    """Whether two values of one kind are said of one subject: their sentences share a
+    content word, and their subjects before "is", when both have one, do not each hold a
+    word the other lacks."""
+    if not (_same_shape(old, new) and old.context & new.context):
+        return False
+    if old.subject and new.subject:
+        return old.subject <= new.subject or new.subject <= old.subject
+    return True
+
+
+def _replaced_values(
+    later: Line, earlier: Line, new: dict[str, _Value], old: dict[str, _Value]
+) -> frozenset[str]:
+    """The values (lower-cased) of `earlier` (its values `old`) that `later` (its values
+    `new`) replaces; empty when it replaces none or would lose one of the others."""
+    if not _may_correct(later, earlier):
+        return frozenset()
+    fresh = [value for key, value in new.items() if key not in old]
+    replaced = set()
+    for key, value in old.items():
+        named = new.get(key)
+        if named is not None and named.done:
+            replaced.add(key)
+            continue
+        if named is not None and not named.marked_old:
+            continue
+        instead = next(  # said with a change word, or in place of "not <old>"
+            (
+                other
+                for other in fresh
+                if (named is not None or other.changes) and _same_subject(value, other)
+            ),
+            None,
+        )
+        if instead is not None:  # one new value stands in for one old one
+            fresh.remove(instead)
+            replaced.add(key)
+    if not replaced or not set(old) - replaced <= set(new):
+        return frozenset()
+    return frozenset(replaced)
 
 
 def settle(lines: Sequence[Line]) -> Settled:
     """Which lines later statements replaced, and which only echo earlier ones.
 
-    A later line can replace an earlier one only when it names one of its values or reads as
-    a correction (`_replaced_value`), so each earlier line is checked against those later
-    lines alone, in order: linear in the lines for a history that corrects little, where
-    checking every pair took minutes on a long document (1,800 lines: 1.7 million pairs)."""
-    users = [i for i, line in enumerate(lines) if _who(line.role) == "user" and line.keys]
+    A later line replaces an earlier one only when it names one of its values, or reads as
+    a change and states a value of a shape and a content word the earlier one has
+    (`_replaced_values`), so each earlier line is checked against those later lines alone,
+    in order: near linear in the lines for a history that corrects little, where checking
+    every pair took minutes on a long document (1,800 lines: 1.7 million pairs)."""
+    keyed = [i for i, line in enumerate(lines) if line.keys]
+    counts = Counter(word for i in keyed for word in _words(lines[i].text))
+    common = frozenset(
+        word for word, n in counts.items() if n > max(COMMON_LINES, len(keyed) // COMMON_SHARE)
+    )
+    values = {i: _values(lines[i], common) for i in keyed}
     naming: dict[str, list[int]] = {}
-    for i in users:
-        for key in {key.lower() for key in lines[i].keys}:
+    changing: dict[tuple[str, str], list[int]] = {}
+    for i in keyed:
+        if _who(lines[i].role) != "user":  # only the user's lines replace (`_may_correct`)
+            continue
+        for key in values[i]:
             naming.setdefault(key, []).append(i)
-    corrective = [j for j in users if _CORRECTION.search(lines[j].text)]
+        for value in values[i].values():
+            if value.changes:
+                for shape in _shapes_matched(value):
+                    for word in value.context:
+                        changing.setdefault((shape, word), []).append(i)
     replaced: set[int] = set()
     corrections: list[tuple[int, int]] = []
     stale: set[str] = set()
-    for i in users:
-        later = set(corrective[bisect_right(corrective, i) :])
-        for key in {key.lower() for key in lines[i].keys}:
-            named = naming[key]
-            later.update(named[bisect_right(named, i) :])
+    for i in keyed:
+        later: set[int] = set()
+        for key, value in values[i].items():
+            for found in (
+                naming.get(key, []),
+                *(
+                    changing.get((shape, word), [])
+                    for shape in _shapes_matched(value)
+                    for word in value.context
+                ),
+            ):
+                later.update(found[bisect_right(found, i) :])
         for j in sorted(later):
-            old = _replaced_value(lines[j], lines[i])
-            if old is not None:
+            old = _replaced_values(lines[j], lines[i], values[j], values[i])
+            if old:
                 replaced.add(i)
                 corrections.append((i, j))
-                stale.add(old)
+                stale |= old
                 break
     stated: set[str] = set()
     echoes: set[int] = set()
