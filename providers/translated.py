@@ -309,6 +309,8 @@ class LitellmWire:
         write is a 400 that says why, in litellm's words."""
         try:
             return self.translate_request(request)
+        except orjson.JSONEncodeError as exc:  # parsed (up to 1024 levels), cannot be written
+            raise too_deep("the request body") from exc
         except Exception as exc:
             raise self._untranslatable(exc) from exc
 
@@ -319,6 +321,10 @@ class LitellmWire:
         body.pop("model", None)
         body.pop("stream", None)
         refuse_settings(body)
+        # litellm's call reads `metadata` as its own (logging), never the provider's: OpenAI's
+        # API defines it, so the OpenAI family sends it as given; other wires drop it as
+        # litellm's call did
+        metadata = body.pop("metadata", None)
         optional = self.mapped(body, request.stream)
         optional.pop("stream", None)
         json_mode = bool(optional.pop("json_mode", False))
@@ -350,6 +356,8 @@ class LitellmWire:
                     litellm_params=litellm_params,
                 ),
             }
+        if metadata is not None and self.spec is OPENAI_WIRE:
+            data["metadata"] = metadata
         if request.stream:
             data["stream"] = True
         headers["accept-encoding"] = "identity"

@@ -140,6 +140,15 @@ async def test_a_deployment_with_its_own_base_and_no_key_is_sent_without_one(
 
 
 @respx.mock
+async def test_metadata_goes_to_an_openai_wire_as_the_client_sent_it(client: Upstream) -> None:
+    """`metadata` (litellm's own for its call) is OpenAI's API's: sent as given."""
+    route = respx.post(URL).respond(200, json=ANSWER)
+    tags = {"team": "search", "ticket": "OPS-7"}
+    await translated(client).complete(parse_chat_request(chat(metadata=tags)), CTX)
+    assert orjson.loads(route.calls.last.request.content)["metadata"] == tags
+
+
+@respx.mock
 async def test_a_groq_deployment_calls_groqs_endpoint_with_its_variable(
     client: Upstream, monkeypatch: pytest.MonkeyPatch
 ) -> None:
