@@ -19,7 +19,9 @@ from kernel.errors import UpstreamBadResponse
 from kernel.types import ChatRequest
 from providers.exchange import Exchange
 
-DONE = b"[DONE]"
+DONE = "[DONE]"
+"""OpenAI's wire's last line (its `data:`), named as a relay's end kind."""
+_DONE = DONE.encode()
 
 
 class SseRelay:
@@ -61,7 +63,7 @@ class SseRelay:
             payload = sse_data(event)
             if payload is None:
                 continue
-            if payload == DONE and self.end_kind == "[DONE]":  # OpenAI's wire: its last line
+            if payload == _DONE and self.end_kind == DONE:  # OpenAI's wire: its last line
                 self.finished = True
                 continue
             try:

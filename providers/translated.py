@@ -42,6 +42,7 @@ from kernel.config import DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT, ModelEntr
 from kernel.errors import OverspillError, too_deep
 from kernel.types import ChatRequest, ChatResponse, Provider, RequestContext, RouteRequest
 from providers import anthropic
+from providers.chunks import DONE
 from providers.failures import classify_failure
 from providers.litellm import LitellmProvider, _message, refuse_settings
 from providers.transport import Reply, Upstream
@@ -89,7 +90,7 @@ def _anthropic_text(event: dict[str, Any]) -> str | None:
     return text if isinstance(text, str) else None
 
 
-def _given(entry: ModelEntry) -> tuple[str | None, str | None] | None:
+def _given(entry: ModelEntry) -> tuple[str | None, str | None]:
     """The deployment's own api_base and api_key (the provider's variables: its config's)."""
     params = entry.litellm_params
     return params.api_base, (params.api_key.get_secret_value() if params.api_key else None)
@@ -153,9 +154,7 @@ def _openai_endpoint(entry: ModelEntry) -> tuple[str | None, str | None] | None:
     key (a local server: sent without one, where litellm's call refuses to send). None when
     the base or a provider's key stays unknown: litellm knows every provider's variable
     names, so the deployment stays with litellm.acompletion."""
-    given = _given(entry)
-    assert given is not None
-    own_base, key = given
+    own_base, key = _given(entry)
     _, _, found_key, found_base = get_llm_provider(
         entry.litellm_params.model, api_base=own_base, api_key=key
     )
@@ -166,40 +165,53 @@ def _openai_endpoint(entry: ModelEntry) -> tuple[str | None, str | None] | None:
     return (base, key) if base and (key or own_base) else None
 
 
-def _family_config(entry: ModelEntry) -> BaseConfig | None:
-    """litellm's config for an OpenAI-family deployment when it writes the whole request:
-    no stream wrapper of its own, no asynchronous transformation, no request signing."""
-    params = entry.litellm_params
-    config = ProviderConfigManager.get_provider_chat_config(
-        model=params.upstream_model, provider=LlmProviders(params.provider)
+def _writes_whole_calls(config: BaseConfig | None) -> bool:
+    """Whether litellm's config for an OpenAI-family provider writes the whole request: no
+    stream wrapper of its own, no asynchronous transformation, no request signing."""
+    return (
+        isinstance(config, OpenAIGPTConfig)
+        and not config.has_custom_stream_wrapper
+        and not config.uses_async_transform_request
+        and type(config).sign_request is BaseConfig.sign_request
     )
-    if (
-        not isinstance(config, OpenAIGPTConfig)
-        or config.has_custom_stream_wrapper
-        or config.uses_async_transform_request
-        or type(config).sign_request is not BaseConfig.sign_request
-    ):
-        return None
-    return config
 
 
-OPENAI_WIRE = Spec(None, _openai_events, end="[DONE]", text=_openai_text, endpoint=_openai_endpoint)
+OPENAI_WIRE = Spec(None, _openai_events, end=DONE, text=_openai_text, endpoint=_openai_endpoint)
 
 
-def spec_for(entry: ModelEntry) -> Spec | None:
+@dataclass(frozen=True)
+class Resolved:
+    """A deployment litellm's config writes here: its spec, the config, its endpoint."""
+
+    spec: Spec
+    config: BaseConfig
+    api_base: str | None
+    api_key: str | None
+
+
+def resolve(entry: ModelEntry) -> Resolved | None:
     """The translation of a deployment litellm's config writes here, or None (litellm's own
     call): a provider of `WIRES` or the OpenAI family, and no litellm setting beyond
-    `SETTINGS` (an `organization`, which OpenAI's SDK sends, is one)."""
+    `SETTINGS` (an `organization`, which OpenAI's SDK sends, is one). Resolved once per
+    deployment: the config, the base and the key."""
     params = entry.litellm_params
     if not set(params.extras()) <= SETTINGS:
         return None
-    if params.provider in WIRES:
-        return WIRES[params.provider]
-    if params.provider not in OPENAI_FAMILY:
+    spec = WIRES.get(params.provider)
+    if spec is None and params.provider not in OPENAI_FAMILY:
         return None
-    if _family_config(entry) is None or _openai_endpoint(entry) is None:
+    config = ProviderConfigManager.get_provider_chat_config(
+        model=params.upstream_model, provider=LlmProviders(params.provider)
+    )
+    if spec is None:
+        if not _writes_whole_calls(config):
+            return None
+        spec = OPENAI_WIRE
+    assert config is not None, f"litellm has no chat config for {params.provider}"
+    endpoint = spec.endpoint(entry)
+    if endpoint is None:
         return None
-    return OPENAI_WIRE
+    return Resolved(spec, config, *endpoint)
 
 
 _MEMO_KEY_BYTES = 2048
@@ -216,10 +228,12 @@ def build_provider(
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
 ) -> Provider:
     """The translated provider when litellm's config covers the deployment, else litellm's."""
-    if spec_for(entry) is not None:
+    resolved = resolve(entry)
+    if resolved is not None:
         return TranslatedProvider(
             entry,
             client,
+            resolved,
             drop_params=drop_params,
             request_timeout=request_timeout,
             max_response_bytes=max_response_bytes,
@@ -252,23 +266,19 @@ class LitellmWire:
 
     expected = "a JSON answer"
 
-    def __init__(self, entry: ModelEntry, drop_params: bool = False) -> None:
+    def __init__(
+        self, entry: ModelEntry, drop_params: bool = False, resolved: Resolved | None = None
+    ) -> None:
         params = entry.litellm_params
         self.entry = entry
         self.name = params.provider
-        spec = spec_for(entry)
-        assert spec is not None, f"litellm's config does not write {self.name} here"
-        self.spec = spec
-        self.end_kind = spec.end
+        resolved = resolved or resolve(entry)
+        assert resolved is not None, f"litellm's config does not write {self.name} here"
+        self.spec = resolved.spec
+        self.end_kind = resolved.spec.end
         self.model = params.upstream_model
-        config = ProviderConfigManager.get_provider_chat_config(
-            model=self.model, provider=LlmProviders(self.name)
-        )
-        assert config is not None, f"litellm has no chat config for {self.name}"
-        self.config = config
-        endpoint = spec.endpoint(entry)
-        assert endpoint is not None
-        self.api_base, self.api_key = endpoint
+        self.config = resolved.config
+        self.api_base, self.api_key = resolved.api_base, resolved.api_key
         self.drop_params = drop_params or None
         self.memo: dict[bytes, bytes] = {}
         """Parameters (JSON) → litellm's mapping of them (JSON); see `mapped`."""
@@ -431,12 +441,13 @@ class TranslatedProvider(WireProvider):
         self,
         entry: ModelEntry,
         client: Upstream,
+        resolved: Resolved | None = None,
         *,
         drop_params: bool = False,
         request_timeout: float = DEFAULT_TIMEOUT,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
-        self.translation = LitellmWire(entry, drop_params)
+        self.translation = LitellmWire(entry, drop_params, resolved)
         super().__init__(
             entry,
             client,

@@ -219,12 +219,15 @@ def local_config(
     middleware: str | None = "[]",
     store: str = "{path: store}",
     window: int | None = WINDOW,
+    passthrough: bool | None = None,
 ) -> str:
     """A config whose model `local` is the real llama-server (`middleware=None`: no key, so
-    the recommended layers run; `window=None`: overspill does not know the window). A turn
+    the recommended layers run; `window=None`: overspill does not know the window;
+    `passthrough`: the model entry's setting, when given). A turn
     may wait for another's growth as long as one upstream call may take (`timeout`): on a
     loaded box an extraction outlasts the default 60 s, and a waiter would then grow its own."""
     layers = "" if middleware is None else f"middleware: {middleware}\n"
+    road = "" if passthrough is None else f"    passthrough: {str(passthrough).lower()}\n"
     context = (
         ""
         if window is None
@@ -237,7 +240,7 @@ model_list:
       model: openai/smollm2-135m
       api_base: {llama_server}
       timeout: 300
-{context}general_settings:
+{road}{context}general_settings:
   master_key: {MASTER_KEY}
   max_body_bytes: 200000
   store: {store}
@@ -295,10 +298,7 @@ def overspill(llama_server: str, tmp_path_factory: pytest.TempPathFactory) -> It
 def litellm_road(llama_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     """overspill serve with no layers, its model kept off the byte passthrough
     (`passthrough: false`): litellm's translation of OpenAI's wire, sent by overspill."""
-    config = local_config(llama_server).replace(
-        "      timeout: 300\n", "      timeout: 300\n    passthrough: false\n"
-    )
-    assert "passthrough: false" in config
+    config = local_config(llama_server, passthrough=False)
     yield from serve(config, tmp_path_factory.mktemp("litellm-road"), llama_server)
 
 

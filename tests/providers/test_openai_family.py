@@ -14,7 +14,7 @@ from kernel.config import ModelEntry
 from kernel.errors import UpstreamBadResponse, UpstreamError
 from kernel.types import Provider, RequestContext
 from providers.litellm import LitellmProvider
-from providers.translated import TranslatedProvider, build_provider, spec_for
+from providers.translated import TranslatedProvider, build_provider, resolve
 from providers.transport import Upstream
 from proxy.http import parse_chat_request
 from tests.conftest import settings_from
@@ -93,7 +93,7 @@ def test_the_openai_family_is_written_by_litellms_config_over_overspills_transpo
         f"{{model: hosted_vllm/qwen, api_base: '{BASE}'}}",
         "{model: mistral/mistral-large-latest, api_key: sk-mistral}",
     ):
-        assert spec_for(entry(line)) is not None, line
+        assert resolve(entry(line)) is not None, line
 
 
 def test_a_deployment_litellm_must_resolve_stays_with_litellms_call(
@@ -108,7 +108,7 @@ def test_a_deployment_litellm_must_resolve_stays_with_litellms_call(
         f"{{model: openai/m-1, api_base: '{BASE}', api_key: k, organization: org-1}}",
         "{model: bedrock/anthropic.claude-3-haiku}",
     ):
-        assert spec_for(entry(line)) is None, line
+        assert resolve(entry(line)) is None, line
         assert isinstance(build_provider(entry(line), client), LitellmProvider), line
 
 
