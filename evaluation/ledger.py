@@ -43,16 +43,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evaluation import locomo
+from evaluation import locomo, taubench
 from evaluation.cli import add_templates_argument, parse_seeds
 from evaluation.conditions import drop_oldest
 from evaluation.conversations import Conversation, generate
-from evaluation.locomo import Dialogue
 from evaluation.phrasings import template_sets
 from evaluation.probes import PROBE_KINDS, Probe, contains_any, normalise
 from kernel.config import ContextSettings
 from kernel.tokens import count_messages, count_text
 from kernel.types import Message
+from middleware.condensing.condenser import latest_question
 from middleware.condensing.ledger import Fact, Ledger, Previous
 from middleware.condensing.prompt import render_transcript
 from middleware.condensing.relevance import passages, pick, quoted
@@ -186,18 +186,18 @@ RELEVANT_SHARE = float(ContextSettings.model_fields["relevant_share"].default)
 """`context.relevant_share`'s default."""
 
 
-def locomo_shown(
-    dialogue: Dialogue,
+def shown_for(
+    messages: Sequence[Message],
     questions: Sequence[str],
     budget: int,
     notes: str = "",
     relevant_share: float = RELEVANT_SHARE,
 ) -> list[dict[str, str]]:
-    """What each condition shows before each of `questions` within `budget` prompt tokens,
-    with no model: the ledger of one extraction (the room `EXTRACTION_SHARE` gives it) and
-    the tail the splice lands with, that plus the condensed turns relevance.py recalls for
-    the question (in `relevant_share` of the budget), and drop-oldest in the whole budget."""
-    messages = dialogue.messages
+    """What each condition shows of `messages` before each of `questions` within `budget`
+    prompt tokens, with no model: the ledger of one extraction (the room `EXTRACTION_SHARE`
+    gives it) and the tail the splice lands with, that plus the condensed turns relevance.py
+    recalls for the question (in `relevant_share` of the budget), and drop-oldest in the
+    whole budget."""
     end = tail_start(messages, int(budget * LANDING_TAIL_SHARE))
     history = render_transcript(messages[end:])
     target = int(budget * EXTRACTION_SHARE)
@@ -231,8 +231,11 @@ def locomo_main(path: Path, window: int, names: Sequence[str], relevant_share: f
         for dialogue in dialogues:
             whole = render_transcript(dialogue.messages)
             asked = locomo.asked(dialogue, locomo.DEFAULT_KINDS)
-            every_shown = locomo_shown(
-                dialogue, [q.question for q in asked], budget, relevant_share=relevant_share
+            every_shown = shown_for(
+                dialogue.messages,
+                [q.question for q in asked],
+                budget,
+                relevant_share=relevant_share,
             )
             for question, shown in zip(asked, every_shown, strict=True):
                 found[(question.kind, "whole")].append(question.present(whole))
@@ -247,12 +250,50 @@ def locomo_main(path: Path, window: int, names: Sequence[str], relevant_share: f
             print(f"{kind:<12}" + "".join(f"{f'{sum(c)}/{len(c)}':>24}" for c in cells))
 
 
+def taubench_main(path: Path, window: int, relevant_share: float) -> None:
+    """Over τ-bench's runs, the tasks developed on and those kept apart apart: of the tool
+    calls made once the request no longer fit, how often each condition still shows the
+    values the call carried (each value, and every value of a call)."""
+    budget = int(window * 0.9) - 48 - 64  # as for LoCoMo: the margin, the answer, a turn
+    runs = taubench.load(path)
+    for label, chosen in (
+        ("tasks developed on (even ids)", [r for r in runs if not r.kept_apart]),
+        ("tasks kept apart (odd ids)", [r for r in runs if r.kept_apart]),
+    ):
+        found: dict[str, list[tuple[int, int]]] = defaultdict(list)
+        probes = taubench.probes(chosen, budget, count_messages)
+        for run, call in probes:
+            messages = run.messages[: call.position]
+            question = latest_question(messages) or ""
+            shown = shown_for(messages, [question], budget, "", relevant_share)[0]
+            for condition, text in shown.items():
+                found[condition].append((len(call.present(text)), len(call.values)))
+        calls = sum(1 for run in chosen for _ in run.calls())
+        print(
+            f"\nτ-bench {path.name}, {label}: {len(chosen)} runs, {calls} tool calls carrying "
+            f"a value said earlier, {len(probes)} of them made once the request outgrew a "
+            f"{window}-token window: the carried values in what is shown"
+        )
+        print(f"{'':<24}{'values':>18}{'calls with all':>18}")
+        for condition, cells in found.items():
+            held, total = sum(c[0] for c in cells), sum(c[1] for c in cells)
+            whole = sum(1 for c in cells if c[0] == c[1])
+            print(
+                f"{condition:<24}{f'{held}/{total} ({held / total:.0%})':>18}"
+                f"{f'{whole}/{len(cells)} ({whole / len(cells):.0%})':>18}"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     locomo.add_arguments(parser)
-    parser.add_argument("--window", type=int, default=4096, help="with --locomo")
+    taubench.add_arguments(parser)
+    parser.add_argument("--window", type=int, default=4096, help="with --locomo or --taubench")
     parser.add_argument(
-        "--relevant-share", type=float, default=RELEVANT_SHARE, help="with --locomo"
+        "--relevant-share",
+        type=float,
+        default=RELEVANT_SHARE,
+        help="with --locomo or --taubench",
     )
     parser.add_argument("--seeds", default="1-8,1000-1007")
     add_templates_argument(parser)
@@ -270,6 +311,9 @@ def main() -> None:
         help="each growth quotes every message it stands for anew (no ledger carried)",
     )  # fmt: skip
     args = parser.parse_args()
+    if args.taubench:
+        taubench_main(Path(args.taubench), args.window, args.relevant_share)
+        return
     if args.locomo:
         locomo_main(Path(args.locomo), args.window, args.dialogues.split(","), args.relevant_share)
         return
