@@ -16,6 +16,7 @@ entry point that runs them: ``stages.Ledger``. Each stage's module says its rule
 - ``terms``: a fact's key terms and a sentence's signal;
 - ``select``: the messages' fact-bearing sentences, a listing's rows and settings, an
   action's request, a user's line's confirmation;
+- ``structured``: a tool's JSON answer read as settings and a listing's rows;
 - ``carry``: the previous records read back for a growth;
 - ``notes``: the model's notes judged against the ledger, and the note lines they lost;
 - ``supersede``: the statements a later one corrected, the lines that only echo;

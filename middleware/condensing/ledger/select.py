@@ -4,7 +4,8 @@ Every fact-bearing sentence of the messages is quoted, in order, and scored (``f
 who said it (the user's first, then a tool's, then the assistant's), how surely it bears a
 fact (``terms.fact_signal``), whether it shares a word with the question being answered. A
 listing's lines (a tool result of many lines of one shape) rank last; its ``name = value``
-lines (a file's settings) are quoted together, naming the call that read them. An action is
+lines (a file's settings) are quoted together, naming the call that read them; a tool's JSON
+answer is read as such settings and rows (``structured``), not as one long sentence. An action is
 quoted beside the request it answered, and a user's line beside the assistant's reply that
 only confirmed it. Lines of a tool or the assistant that differ only in their numbers are a
 template and rank with a listing's.
@@ -32,6 +33,7 @@ from middleware.condensing.ledger.records import (
     USER_BONUS,
     Fact,
 )
+from middleware.condensing.ledger.structured import Structured, read_json
 from middleware.condensing.ledger.terms import (
     IDENT_TOKEN,
     fact_signal,
@@ -180,10 +182,13 @@ def fact_lines(
                 stated = []
                 continue
         source = sources.get(str(message.get("tool_call_id")), "")
-        quoted = [
-            replace(fact, index=index, source=source)
-            for fact in _message_facts(role, found_in, source, focus_words)
-        ]
+        data = read_json(content_text(message)) if role.startswith("tool") else None
+        made = (
+            _data_facts(role, data, source, focus_words)
+            if data is not None
+            else _message_facts(role, found_in, source, focus_words)
+        )
+        quoted = [replace(fact, index=index, source=source) for fact in made]
         stated = [len(found) + i for i in range(len(quoted))] if role == "user" else []
         if role == "user":
             request = "" if quoted else _request(found_in)
@@ -240,6 +245,24 @@ def _message_facts(
             focused = is_focused(sentence, focus_words)
             rule = LISTING if listing else "said"
             found.append(Fact(said, _clip(sentence), score, focused=focused, rule=rule))
+    return found
+
+
+def _data_facts(
+    role: str, data: Structured, source: str, focus_words: frozenset[str]
+) -> list[Fact]:
+    """A JSON answer's ledger lines: its settings on ``tool settings`` lines naming the call,
+    then its listings' rows as a listing's lines."""
+    found: list[Fact] = []
+    said = f"{role} {SETTINGS}"
+    for text in settings_lines(data.settings, source):
+        score = fact_score(text, said, focus_words)
+        found.append(Fact(said, text, score, focused=is_focused(text, focus_words), rule=SETTINGS))
+    listed = f"{role} {LISTING}"
+    for row in data.rows:
+        text = _clip(row)
+        score = fact_score(text, listed, focus_words)
+        found.append(Fact(listed, text, score, focused=is_focused(text, focus_words), rule=LISTING))
     return found
 
 
