@@ -164,7 +164,7 @@ def test_thread_hop(timed: Timed) -> None:
 
 
 @pytest.fixture(scope="module")
-def format_1() -> ModuleType:
+def format_1() -> Iterator[ModuleType]:
     """kernel/records.py as it was at FORMAT_1 (from git), to store and read its format."""
     shown = subprocess.run(
         ["git", "show", f"{FORMAT_1}:kernel/records.py"], cwd=ROOT, capture_output=True, text=True
@@ -174,7 +174,8 @@ def format_1() -> ModuleType:
     module = ModuleType("format_1_records")
     sys.modules[module.__name__] = module  # pydantic resolves the annotations through it
     exec(compile(shown.stdout, f"{FORMAT_1}:kernel/records.py", "exec"), module.__dict__)
-    return module
+    yield module
+    del sys.modules[module.__name__]
 
 
 @pytest.fixture(scope="module")
