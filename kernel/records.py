@@ -8,7 +8,10 @@
 Records are frozen pydantic models in strict mode (an `int` field takes no bool, no string)
 with unknown fields refused; each is stored as its JSON with a format version `v`. A stored
 record that does not validate is a `StoreError` saying what is wrong, which the backends treat
-as a corrupt record: logged, deleted, a miss.
+as a corrupt record: logged, deleted, a miss. One part is validated later: an entry's ledger
+records, kept as JSON text that only a growth reads (`HistoryEntry.records`, a StoreError
+too: the condenser logs it and grows as on a miss), so a turn that only splices the cached
+extraction in never pays for them.
 
 A `Kind` names a record type for the backends: its name (the config's per-kind TTLs), the
 letter its keys start with and the model it decodes to. Every record belongs to a tenant and is
@@ -21,17 +24,18 @@ entry in `TENANT_KINDS`: its keys share their owner's Redis Cluster hash tag
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
+import orjson
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    SerializerFunctionWrapHandler,
+    TypeAdapter,
     ValidationError,
     ValidationInfo,
-    model_serializer,
     model_validator,
 )
 from pydantic_core import PydanticSerializationError
@@ -56,6 +60,7 @@ __all__ = [
     "StoredFact",
     "StoredResponse",
     "decode",
+    "stored_facts",
 ]
 
 ANCESTORS_KEPT = 64
@@ -108,42 +113,62 @@ class Record(BaseModel):
 
 class StoredFact(BaseModel):
     """One record of an extraction's fact ledger (middleware/condensing/ledger/records.py's
-    `Fact`, field for field): what a growth reads back instead of the rendered text."""
+    `Fact`, field for field): what a growth reads back instead of the rendered text.
+
+    Stored as a JSON array of its values in the order declared here (`row`), without the
+    trailing ones at their defaults: the fields most records set come first. A new field goes
+    at the end (an older array then reads it as its default); reordering or removing one is
+    a new format (`HistoryEntry.v`). Format 1 entries stored each as an object naming its
+    fields (`HistoryEntry.records` reads both)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
 
     role: str = Field(min_length=1)
     text: str
     score: int
-    asked: str = ""
-    confirmed: str = ""
-    focused: bool = False
-    source: str = ""
-    index: int = Field(default=-1, ge=-1)
-    supersedes: str = ""
     rule: str = ""
+    index: int = Field(default=-1, ge=-1)
+    source: str = ""
+    focused: bool = False
+    confirmed: str = ""
+    asked: str = ""
+    supersedes: str = ""
     terms: tuple[str, ...] = Field(default=(), strict=False)
     """(A stored JSON array of strings.)"""
     count: int = Field(default=1, ge=1)
     left_out: int = Field(default=0, ge=0)
 
-    @model_serializer(mode="wrap")
-    def _without_defaults(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """Stored without the fields at their defaults (most of a record's: a quarter of an
-        entry's bytes, and its decoding time); they read back as the defaults."""
-        data: dict[str, Any] = handler(self)
-        fields = type(self).model_fields
-        return {
-            name: value
-            for name, value in data.items()
-            if fields[name].is_required() or getattr(self, name) != fields[name].default
-        }
+    def row(self) -> list[Any]:
+        """The record as stored: its values in field order, the trailing defaults left out."""
+        fields = list(type(self).model_fields.values())
+        values = [getattr(self, name) for name in type(self).model_fields]
+        while not fields[len(values) - 1].is_required() and (
+            values[-1] == fields[len(values) - 1].default
+        ):
+            values.pop()
+        return values
+
+
+_FACTS: TypeAdapter[tuple[StoredFact, ...]] = TypeAdapter(tuple[StoredFact, ...])
+_FACT_FIELDS = tuple(StoredFact.model_fields)
+
+
+def stored_facts(facts: Iterable[StoredFact]) -> str:
+    """Ledger records as a `HistoryEntry` keeps them (`HistoryEntry.records` reads them)."""
+    return orjson.dumps([fact.row() for fact in facts]).decode()
 
 
 class HistoryEntry(Record):
     """One cached extraction: `messages[:historical_end_index]` condensed into `extraction`,
-    with what it was made of: its `notes` and the `facts` its ledger quotes."""
+    with what it was made of: its `notes` and the `facts` its ledger quotes.
 
+    Format 2 keeps the facts as JSON text, decoded and validated by `records` when a growth
+    starts from the entry, never on the reads that only splice `extraction` in (every turn of
+    a long conversation; bench/micro/test_store.py measures both). Format 1 stored them as an
+    array of objects, each validated on every read: such an entry still decodes (its array
+    becomes the text, validated by `records` alike)."""
+
+    v: Literal[2] = 2  # type: ignore[assignment]  # Record's 1: this kind's format is 2
     model_id: str
     historical_end_index: int = Field(ge=0)
     message_count: int = Field(ge=0)
@@ -158,10 +183,22 @@ class HistoryEntry(Record):
     field existed read as `extract`."""
     notes: str = ""
     """The notes section of `extraction` (a model's notes, or a masked or cut transcript)."""
-    facts: tuple[StoredFact, ...] = Field(default=(), strict=False)
+    facts: str = "[]"
     """The ledger's records `extraction` renders, the merged line among them, which the next
-    growth reads back (a stored JSON array; each record validated strictly). Entries written
-    before the field existed decode with none; their prompt version keeps them from reuse."""
+    growth reads back: a JSON array of `StoredFact.row`s as text (`stored_facts`), read by
+    `records`. Entries written before the field existed decode with none; their prompt
+    version keeps them from reuse."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _format_1(cls, data: Any) -> Any:
+        """A format 1 entry read as format 2: its facts array as text, not validated yet."""
+        if not isinstance(data, dict) or data.get("v") != 1:
+            return data
+        facts = data.get("facts", [])
+        if not isinstance(facts, list):
+            raise ValueError("facts: a format 1 entry keeps its facts as an array")
+        return {**data, "v": 2, "facts": orjson.dumps(facts).decode()}
 
     @model_validator(mode="after")
     def _end_within_count(self) -> HistoryEntry:
@@ -171,6 +208,33 @@ class HistoryEntry(Record):
                 f"0..message_count ({self.message_count})"
             )
         return self
+
+    def records(self) -> tuple[StoredFact, ...]:
+        """The ledger's records, each validated strictly; raises StoreError naming the first
+        that does not validate (the entry's `extraction` stays usable: only a growth needs
+        them)."""
+        try:
+            rows = orjson.loads(self.facts)
+            if isinstance(rows, list):
+                rows = [_fields(at, row) for at, row in enumerate(rows)]
+            return _FACTS.validate_python(rows)
+        except orjson.JSONDecodeError as exc:
+            problem = f"facts: not JSON ({exc})"
+        except ValidationError as exc:
+            problem = _problem(exc, "facts")
+        except ValueError as exc:  # a row longer than a record (_fields)
+            problem = str(exc)
+        raise StoreError(f"{type(self).__name__} record: {problem}")
+
+
+def _fields(at: int, row: object) -> object:
+    """A stored record's fields by name (a row's values in `StoredFact`'s field order; a
+    format 1 object as it is)."""
+    if not isinstance(row, list):
+        return row
+    if len(row) > len(_FACT_FIELDS):
+        raise ValueError(f"facts.{at}: {len(row)} values for {len(_FACT_FIELDS)} fields")
+    return dict(zip(_FACT_FIELDS, row, strict=False))
 
 
 class StoredBatch(BaseModel):
@@ -231,9 +295,14 @@ def decode(kind: type[_R], raw: bytes) -> _R:
     try:
         return kind.model_validate_json(raw, context=STORED)
     except ValidationError as exc:
-        problem = exc.errors()[0]
-        where = ".".join(str(part) for part in problem["loc"]) or "the record"
-        raise StoreError(f"{kind.__name__} record: {where}: {problem['msg']}") from None
+        raise StoreError(f"{kind.__name__} record: {_problem(exc)}") from None
+
+
+def _problem(exc: ValidationError, *within: str) -> str:
+    """Where the first error of a validation is (the field path), and what it says."""
+    problem = exc.errors()[0]
+    where = ".".join(str(part) for part in (*within, *problem["loc"])) or "the record"
+    return f"{where}: {problem['msg']}"
 
 
 @dataclass(frozen=True, slots=True)

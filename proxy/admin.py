@@ -19,7 +19,7 @@ from starlette.routing import Route
 
 from kernel import redaction
 from kernel.errors import NotFound
-from kernel.store import HistoryEntry, HistoryStore
+from kernel.store import HistoryEntry, HistoryStore, StoreError
 from proxy.keys import Keyring
 
 PREFIX = "/overspill/conversations"
@@ -98,11 +98,22 @@ async def detail(store: HistoryStore, tenant: str, conversation: str) -> dict[st
         return None
     found: dict[str, Any] = {"conversation_id": conversation, "tenant": tenant}
     if entry is not None:
-        found |= {**summary(entry, time.time()), **entry.model_dump(exclude={"v"})}
+        found |= {**summary(entry, time.time()), **entry.model_dump(exclude={"v", "facts"})}
+        found |= facts_of(entry)
     placed = batches.batches if batches else ()
     found["document_batches"] = len(placed)
     found["document_batch_positions"] = [batch.position for batch in placed]
     return found
+
+
+def facts_of(entry: HistoryEntry) -> dict[str, Any]:
+    """An entry's ledger records as objects (their fields at defaults left out), or what is
+    wrong with them."""
+    try:
+        records = entry.records()
+    except StoreError as exc:
+        return {"facts": None, "facts_error": str(exc)}
+    return {"facts": [record.model_dump(exclude_defaults=True) for record in records]}
 
 
 def _json(payload: Any) -> Response:

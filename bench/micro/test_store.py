@@ -1,9 +1,17 @@
-"""The history cache's hot paths: the hash chain, conversation identity, store get/put.
+"""The history cache's hot paths: the hash chain, conversation identity, store get/put, and
+decoding an entry that carries its fact ledger's records.
 
 Histories are synthetic (~500 characters a message). The store runs in a temporary folder
 (diskcache over SQLite; set `TMPDIR` to measure another disk), beside raw diskcache calls and
 one thread hop for comparison; `redis` rows run against a private redis-server when one is on
 PATH (make redis). A round of store calls is 20 calls, each on another conversation.
+
+The entry decoded is a realistic one: the evaluation's conversation of seed 1 with 60 filler
+episodes, everything before its tail condensed by the real ledger (a 1,500-token target beside
+250 tokens of notes, as `python -m evaluation.ledger` does), decoded as stored now (format 2:
+the records kept as text, validated only when a growth reads them) and as stored at
+`FORMAT_1` by that revision's own kernel/records.py (read from git): every record an object,
+validated on every read. The group's name gives both stored sizes.
 """
 
 from __future__ import annotations
@@ -11,10 +19,13 @@ from __future__ import annotations
 import asyncio
 import itertools
 import shutil
+import subprocess
+import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import diskcache
@@ -22,13 +33,20 @@ import pytest
 from pytest_benchmark.fixture import BenchmarkFixture
 
 from bench.micro.conftest import Timed
+from evaluation.conversations import generate
+from evaluation.ledger import stand_in_notes, tail_start
 from kernel.conversation import chain, derived_id, given_id
+from kernel.records import decode
 from kernel.store import DiskHistoryStore, HistoryEntry, HistoryStore
 from kernel.store_redis import RedisHistoryStore
+from middleware.condensing.ledger import Ledger, Previous
 
 Message = dict[str, Any]
 _SENTENCE = "The quick brown fox jumps over the lazy dog while the cache keeps the history. "
 SIZES = (4_000, 40_000)
+ROOT = Path(__file__).resolve().parents[2]
+FORMAT_1 = "4095e74"
+"""The last revision whose entries kept their records as objects, validated on every read."""
 
 
 def history(size: int) -> list[Message]:
@@ -143,3 +161,65 @@ def test_raw_diskcache(benchmark: BenchmarkFixture, tmp_path: Path, call: str, s
 def test_thread_hop(timed: Timed) -> None:
     """One asyncio.to_thread round trip alone, for scale."""
     timed("store: thread hop", lambda: asyncio.to_thread(int, 1), times=20)
+
+
+@pytest.fixture(scope="module")
+def format_1() -> Iterator[ModuleType]:
+    """kernel/records.py as it was at FORMAT_1 (from git), to store and read its format."""
+    shown = subprocess.run(
+        ["git", "show", f"{FORMAT_1}:kernel/records.py"], cwd=ROOT, capture_output=True, text=True
+    )
+    if shown.returncode != 0:
+        pytest.skip(f"no git history holding {FORMAT_1} (a shallow clone?)")
+    module = ModuleType("format_1_records")
+    sys.modules[module.__name__] = module  # pydantic resolves the annotations through it
+    exec(compile(shown.stdout, f"{FORMAT_1}:kernel/records.py", "exec"), module.__dict__)
+    yield module
+    del sys.modules[module.__name__]
+
+
+@pytest.fixture(scope="module")
+def ledger_entry() -> HistoryEntry:
+    """A long conversation's entry, its records made by the real ledger."""
+    messages = generate(1, fillers=60).messages
+    end = tail_start(messages, 1100)
+    made = Ledger.grow(None, (), messages[1:end]).render(stand_in_notes(250), 1500)
+    return HistoryEntry(
+        tenant="bench", conversation_id="c1", model_id="gpt-4o", historical_end_index=end,
+        message_count=len(messages), extraction=made.text, chain="ab" * 32,
+        prompt_version="x28", tokens_before=50_000, tokens_after=1_500, created_at=time.time(),
+        notes=made.notes, facts=Previous.stored(made.facts),
+    )  # fmt: skip
+
+
+ENTRY_READS = ["format 1", "format 2", "format 2, records", "format 1 now", "no records"]
+
+
+@pytest.mark.parametrize("read", ENTRY_READS)
+def test_entry_decoding(
+    benchmark: BenchmarkFixture, format_1: ModuleType, ledger_entry: HistoryEntry, read: str
+) -> None:
+    """Decoding a stored entry: as a splice-only turn reads it (`format 1` with FORMAT_1's
+    code, `format 2` with this one's), as a growth reads it (`format 2, records`), a format 1
+    entry read by this code until a growth rewrites it, and the entry without records."""
+    records = ledger_entry.records()
+    old = format_1.HistoryEntry(
+        **ledger_entry.model_dump(exclude={"v", "facts"}),
+        facts=tuple(format_1.StoredFact(**record.model_dump()) for record in records),
+    )
+    stored = {
+        "format 1": old.to_json(),
+        "format 2": ledger_entry.to_json(),
+        "no records": ledger_entry.model_copy(update={"facts": "[]"}).to_json(),
+    }
+    reads: dict[str, Callable[[], object]] = {
+        "format 1": partial(format_1.decode, format_1.HistoryEntry, stored["format 1"]),
+        "format 2": partial(decode, HistoryEntry, stored["format 2"]),
+        "format 2, records": lambda: decode(HistoryEntry, stored["format 2"]).records(),
+        "format 1 now": partial(decode, HistoryEntry, stored["format 1"]),
+        "no records": partial(decode, HistoryEntry, stored["no records"]),
+    }
+    assert decode(HistoryEntry, stored["format 1"]).records() == records
+    sizes = ", ".join(f"{name} {len(raw):,} B" for name, raw in stored.items())
+    benchmark.group = f"store: an entry of {len(records)} records read back ({sizes})"
+    benchmark(reads[read])

@@ -296,17 +296,18 @@ class Condenser:
     ) -> Extraction:
         """The stand-in's text by the first of the model's strategies that fits (the
         fallbacks, masking then a middle cut, come last and the cut always fits)."""
+        earlier = _earlier(previous, ctx)
+        previous = previous if earlier else None
         start = previous.historical_end_index if previous else 0
         historical = [request.messages[i] for i in plan.split.historical if i >= start]
         condensed = [request.messages[i] for i in plan.split.historical if i < start]
         positions = tuple(plan.split.historical)
-        earlier = Previous.of(previous) if previous else None
         target = _target(plan, entry, self._framing(entry, plan))
         model = entry.litellm_params.upstream_model
         spend = ctx.spending()
         for name in strategy_order(entry.context.strategies):
             if name == "extract":
-                made = await self._extract(request, entry, plan, previous, target, spend)
+                made = await self._extract(request, entry, plan, previous, earlier, target, spend)
             elif name == "middle_cut":
                 made = _middle_cut(historical, earlier, target, model, condensed, positions)
             else:
@@ -336,11 +337,13 @@ class Condenser:
         entry: ModelEntry,
         plan: Plan,
         previous: HistoryEntry | None,
+        earlier: Previous | None,
         target: int,
         spend: Spend,
     ) -> Extraction | None:
-        """An extraction on the ladder within what the request may still spend, or None when
-        no rung managed or not one call may go (logged; the next strategy takes over)."""
+        """An extraction on the ladder within what the request may still spend (growing
+        `previous`, whose records `earlier` holds), or None when no rung managed or not one
+        call may go (logged; the next strategy takes over)."""
         start = previous.historical_end_index if previous else 0
         historical = [request.messages[i] for i in plan.split.historical if i >= start]
         counts = [plan.counts[i] for i in plan.split.historical if i >= start]
@@ -367,7 +370,7 @@ class Condenser:
                 newer,
                 rungs=rungs,
                 target_tokens=target,
-                previous=Previous.of(previous) if previous else None,
+                previous=earlier,
                 focus=focus,
                 model=model,
                 beyond_bound=older,
@@ -447,6 +450,23 @@ def _target(plan: Plan, entry: ModelEntry, framing: int) -> int:
     the stand-in message's own framing and the reply's priming."""
     share = plan.budget.share(1 - entry.context.intact_share) / plan.scale
     return max(64, int(share) - framing - REPLY_PRIMING_TOKENS)
+
+
+def _earlier(previous: HistoryEntry | None, ctx: RequestContext) -> Previous | None:
+    """What a growth starts from: the stored extraction with its ledger's records, or None
+    when there is none or its records do not validate (a corrupt record, logged: the growth
+    condenses the whole history as on a miss, and the entry it stores replaces that one)."""
+    if previous is None:
+        return None
+    try:
+        return Previous.of(previous)
+    except StoreError as exc:
+        log.warning(
+            "corrupt ledger records in the cached extraction; growing from the start",
+            extra={"request_id": ctx.request_id, "conversation": ctx.conversation_id,
+                   "error": str(exc)},
+        )  # fmt: skip
+        return None
 
 
 def _same_entry(entry: HistoryEntry, other: HistoryEntry | None) -> bool:

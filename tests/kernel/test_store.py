@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from kernel.config import StoreSettings
 from kernel.config_loading import ConfigError, parse_config
 from kernel.estimator import Estimator
-from kernel.records import StoredFact
+from kernel.records import StoredFact, stored_facts
 from kernel.store import SQLITE_CACHE_PAGES, DiskHistoryStore, HistoryEntry, StoreError
 from proxy.stores import open_store
 from tests.kernel.store_contract import (
@@ -97,47 +97,104 @@ def test_an_entry_written_before_ledger_records_decodes_with_none() -> None:
     """A stored entry without `notes` and `facts` (before x27) decodes with empty ones."""
     record = orjson.loads(make_entry().to_json())
     del record["notes"], record["facts"]
+    record["v"] = 1
     entry = HistoryEntry.from_json(orjson.dumps(record))
-    assert (entry.notes, entry.facts) == ("", ())
+    assert (entry.notes, entry.records()) == ("", ())
+
+
+FACTS = (
+    StoredFact(role="user", text="Our code is ZX-4471.", score=9, index=3, rule="said"),
+    StoredFact(role="merged(4 facts)", text="`8443`", score=1, terms=("8443",), count=4),
+    StoredFact(
+        role="tool(read_file)", text="port = 8443", score=5, rule="settings", index=7,
+        source="read_file app.toml", focused=True, confirmed="Yes, 8443.", asked="Which port?",
+        supersedes="port = 80", left_out=2,
+    ),
+)  # fmt: skip
 
 
 def test_an_entry_keeps_its_ledger_records_through_json() -> None:
     """The notes and the quoted facts' records come back field for field."""
-    facts = (
-        StoredFact(role="user", text="Our code is ZX-4471.", score=9, index=3, rule="said"),
-        StoredFact(role="merged(4 facts)", text="`8443`", score=1, terms=("8443",), count=4),
-    )
-    entry = make_entry(notes="- the trip", facts=facts)
-    assert HistoryEntry.from_json(entry.to_json()).facts == facts
+    entry = make_entry(notes="- the trip", facts=stored_facts(FACTS))
+    read = HistoryEntry.from_json(entry.to_json())
+    assert (read, read.records()) == (entry, FACTS)
 
 
-def test_a_ledger_record_is_stored_without_its_defaults() -> None:
-    """A record's fields at their defaults are left out of the stored JSON and read back."""
-    fact = StoredFact(role="user", text="Our code is ZX-4471.", score=9)
-    stored = orjson.loads(make_entry(facts=(fact,)).to_json())["facts"]
-    assert stored == [{"role": "user", "text": "Our code is ZX-4471.", "score": 9}]
+def test_a_ledger_record_is_stored_as_its_values_without_trailing_defaults() -> None:
+    """A record is stored as an array of its values in field order, those at their defaults
+    at the end left out, and reads back with them."""
+    fact = StoredFact(role="user", text="Our code is ZX-4471.", score=9, index=3)
+    stored = orjson.loads(make_entry(facts=stored_facts([fact])).to_json())["facts"]
+    assert orjson.loads(stored) == [["user", "Our code is ZX-4471.", 9, "", 3]]
+    assert make_entry(facts=stored).records() == (fact,)
+
+
+def test_a_format_1_entry_decodes_with_its_records() -> None:
+    """An entry stored before format 2 (its facts an array of objects) decodes, and its
+    records read back the same; it is written back as format 2."""
+    record = orjson.loads(make_entry().to_json())
+    record |= {"v": 1, "facts": [fact.model_dump(exclude_defaults=True) for fact in FACTS]}
+    entry = HistoryEntry.from_json(orjson.dumps(record))
+    assert entry.records() == FACTS
+    assert orjson.loads(entry.to_json())["v"] == 2
+
+
+def test_a_format_1_entry_whose_facts_are_not_an_array_is_a_store_error() -> None:
+    """A format 1 entry's facts must be an array: anything else is a corrupt record."""
+    record = orjson.loads(make_entry().to_json()) | {"v": 1, "facts": "[]"}
+    with pytest.raises(StoreError, match="facts: a format 1 entry keeps its facts as an array"):
+        HistoryEntry.from_json(orjson.dumps(record))
+
+
+def test_an_entry_decodes_without_validating_its_ledger_records() -> None:
+    """Reading an entry (what a splice needs) does not validate its records: an entry whose
+    facts are corrupt decodes whole, and its records are a StoreError when asked for."""
+    record = orjson.loads(make_entry().to_json()) | {"facts": '[["user"]]'}
+    entry = HistoryEntry.from_json(orjson.dumps(record))
+    assert entry.extraction == make_entry().extraction
+    with pytest.raises(StoreError, match=r"HistoryEntry record: facts\.0\.text: Field required"):
+        entry.records()
 
 
 @pytest.mark.parametrize(
     ("change", "problem"),
     [
         (lambda r: {**r, "score": "9"}, "score: .* integer"),
+        (lambda r: {**r, "score": 9.0}, "score: .* integer"),
         (lambda r: {**r, "focused": 1}, "focused: .* boolean"),
         (lambda r: {**r, "count": 0}, "count: .* greater than or equal to 1"),
         (lambda r: {**r, "index": -2}, "index: .* greater than or equal to -1"),
         (lambda r: {**r, "role": ""}, "role: .* at least 1"),
-        (lambda r: {**r, "why": "x"}, "why: Extra inputs"),
+        (lambda r: {**r, "terms": [8443]}, "terms.0: .* string"),
     ],
 )
+@pytest.mark.parametrize("shape", ["row", "object"])
 def test_a_bad_ledger_record_is_a_store_error(
-    change: Callable[[dict[str, Any]], dict[str, Any]], problem: str
+    change: Callable[[dict[str, Any]], dict[str, Any]], problem: str, shape: str
 ) -> None:
-    """A stored fact record that does not validate makes its entry a StoreError naming it."""
-    fact = StoredFact(role="user", text="Our code is ZX-4471.", score=9)
-    record = orjson.loads(make_entry(facts=(fact,)).to_json())
-    record["facts"] = [change(record["facts"][0])]
+    """A stored fact record that does not validate, stored as a row or (format 1) as an
+    object, makes the entry's records a StoreError naming it."""
+    fields = change(FACTS[0].model_dump())
+    stored = list(fields.values()) if shape == "row" else fields
+    entry = make_entry(facts=orjson.dumps([stored]).decode())
     with pytest.raises(StoreError, match=f"facts.0.{problem}"):
-        HistoryEntry.from_json(orjson.dumps(record))
+        entry.records()
+
+
+@pytest.mark.parametrize(
+    ("facts", "problem"),
+    [
+        ("[[", "facts: not JSON"),
+        ('{"role": "user"}', "facts: Input should be a valid tuple"),
+        ('["user"]', "facts.0: Input should be a valid dictionary or instance of StoredFact"),
+        ('[{"role": "user", "text": "x", "score": 9, "why": 1}]', "facts.0.why: Extra inputs"),
+        (orjson.dumps([[*FACTS[2].row(), 1]]).decode(), "facts.0: 14 values for 13 fields"),
+    ],
+)
+def test_a_corrupt_facts_array_is_a_store_error(facts: str, problem: str) -> None:
+    """Facts that are not an array of records make the entry's records a StoreError."""
+    with pytest.raises(StoreError, match=problem):
+        make_entry(facts=facts).records()
 
 
 @pytest.mark.parametrize(
@@ -145,7 +202,7 @@ def test_a_bad_ledger_record_is_a_store_error(
     [
         (lambda r: b"{not json", "Invalid JSON"),
         (lambda r: orjson.dumps([r]), "should be an object"),
-        (lambda r: orjson.dumps({**r, "v": 2}), "v: Input should be 1"),
+        (lambda r: orjson.dumps({**r, "v": 3}), "v: Input should be 2"),
         (lambda r: orjson.dumps({k: v for k, v in r.items() if k != "chain"}), "chain: Field"),
         (lambda r: orjson.dumps({**r, "message_count": "12"}), "message_count: .* integer"),
         (lambda r: orjson.dumps({**r, "tokens_after": True}), "tokens_after: .* integer"),

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from cli.main import main
-from kernel.records import EXTRACTIONS
+from kernel.records import EXTRACTIONS, StoredFact, stored_facts
 from kernel.store import DiskHistoryStore, HistoryEntry
 from kernel.store_redis import RedisHistoryStore
 from providers.fake import ScriptedProvider, json_response
@@ -72,6 +72,28 @@ async def test_show_and_forget_one(app_client: AppClient, seeded: DiskHistorySto
     assert await seeded.get("tenant-b", "conv-2") is not None
     assert (await admin.delete("/overspill/conversations")).json() == {"deleted": 1}
     assert await seeded.entries() == []
+
+
+async def test_a_conversation_shows_its_ledger_records(
+    app_client: AppClient, seeded: DiskHistoryStore
+) -> None:
+    """The detail lists the extraction's ledger records as objects (defaults left out), and
+    says what is wrong with them when they are corrupt instead of failing."""
+    fact = StoredFact(role="user", text="Our code is ZX-4471.", score=9, index=3, rule="said")
+    with_facts = entry("tenant-a", "conv-1").model_copy(update={"facts": stored_facts([fact])})
+    await seeded.put(with_facts)
+    await seeded.put(entry("tenant-b", "conv-2").model_copy(update={"facts": '[["user"]]'}))
+    admin = app_client({"local": [ScriptedProvider([json_response("x")])]})
+    (shown,) = (await admin.get("/overspill/conversations/conv-1")).json()["data"]
+    assert shown["facts"] == [
+        {"role": "user", "text": "Our code is ZX-4471.", "score": 9, "rule": "said", "index": 3}
+    ]
+    (corrupt,) = (await admin.get("/overspill/conversations/conv-2")).json()["data"]
+    assert (corrupt["facts"], corrupt["facts_error"]) == (
+        None,
+        "HistoryEntry record: facts.0.text: Field required",
+    )
+    assert corrupt["extraction"] == "Notes: the user planned a trip"
 
 
 async def test_admin_is_off_without_a_master_key(

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kernel.records import HistoryEntry, StoredFact
+from kernel.records import HistoryEntry, stored_facts
 from kernel.types import Message
 from middleware.condensing.cutting import cut_tail
 from middleware.condensing.ledger.carry import carried, growth_facts
@@ -52,13 +52,14 @@ class Previous:
 
     @classmethod
     def of(cls, entry: HistoryEntry) -> Previous:
-        """What a stored extraction holds: its text, its notes, its records."""
-        return cls(entry.extraction, entry.notes, tuple(map(from_stored, entry.facts)))
+        """What a stored extraction holds: its text, its notes, its records (decoded here;
+        StoreError when they do not validate)."""
+        return cls(entry.extraction, entry.notes, tuple(map(from_stored, entry.records())))
 
     @staticmethod
-    def stored(facts: Sequence[Fact]) -> tuple[StoredFact, ...]:
+    def stored(facts: Sequence[Fact]) -> str:
         """The records as an extraction's entry stores them (``Previous.of`` reads them)."""
-        return tuple(map(to_stored, facts))
+        return stored_facts(map(to_stored, facts))
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,13 +10,13 @@ import orjson
 import pytest
 
 from kernel.conversation import chain_matches
-from kernel.records import StoredFact
+from kernel.records import StoredFact, stored_facts
 from kernel.services import Services
 from kernel.store import DiskHistoryStore, HistoryEntry
 from kernel.types import ChatRequest, ChatResponse, RequestContext
 from middleware.condensing.extraction import PROMPT_VERSION
 from middleware.condensing.relevance import END, LABEL
-from middleware.condensing.split import CONTEXT_LABEL
+from middleware.condensing.split import CONTEXT_LABEL, context_message
 from middleware.layers.history_splice import HistorySplice
 from middleware.layers.overflow_recovery import OverflowRecovery
 from middleware.pipeline import compose
@@ -299,17 +299,66 @@ async def test_the_stored_entry_keeps_its_records_and_a_growth_reads_them(
     the records hold is accounted for (quoted, or a term of the merged line)."""
     extractor = Extractor()
     messages, cached = await seeded_with_a_code(store, extractor)
-    (stated,) = [fact for fact in cached.facts if "ZX-4471" in fact.text]
+    records = cached.records()
+    (stated,) = [fact for fact in records if "ZX-4471" in fact.text]
     assert (stated.role, stated.index) == ("user", 1)
-    assert all(f"- {fact.role}: {fact.text}" in cached.extraction for fact in cached.facts)
+    assert all(f"- {fact.role}: {fact.text}" in cached.extraction for fact in records)
     note = StoredFact(role="notes", text="The signing key is KEY-9071.", score=3, rule="notes")
-    await store.put(cached.model_copy(update={"facts": (*cached.facts, note)}))
+    await store.put(cached.model_copy(update={"facts": stored_facts((*records, note))}))
     grown = await grown_later(store, extractor, messages)
     assert "KEY-9071" not in cached.extraction
     assert "KEY-9071" in grown.extraction
-    assert any("KEY-9071" in (fact.text, *fact.terms) for fact in grown.facts) or any(
-        fact.text == note.text for fact in grown.facts
+    kept = grown.records()
+    assert any("KEY-9071" in (fact.text, *fact.terms) for fact in kept) or any(
+        fact.text == note.text for fact in kept
     )
+
+
+async def test_a_turn_that_only_splices_does_not_read_the_records(
+    store: DiskHistoryStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A turn spliced from the cached extraction without growing it is served whole even
+    when the entry's records are corrupt: only a growth reads them."""
+    extractor = Extractor()
+    messages, cached = await seeded_with_a_code(store, extractor)
+    await store.put(cached.model_copy(update={"facts": '[["user"]]'}))
+    upstream, ctx = Upstream(fits=40), ctx_for()
+    with caplog.at_level(logging.WARNING):
+        await HistorySplice(services(store, extractor, window=8192)).handle(
+            chat(next_turn(messages)), ctx, upstream
+        )
+    assert ctx.notes["action"] == "spliced"
+    stand_in = context_message(cached.extraction, cached.historical_end_index - 1)
+    assert upstream.sent[0].messages[1] == stand_in
+    assert caplog.records == []
+    assert (await store.get("tenant-a", "conv-1")) == cached.model_copy(
+        update={"facts": '[["user"]]'}
+    )
+
+
+@pytest.mark.parametrize("corrupt", [False, True])
+async def test_a_growth_from_corrupt_records_condenses_the_whole_history(
+    store: DiskHistoryStore, caplog: pytest.LogCaptureFixture, corrupt: bool
+) -> None:
+    """A growth whose cached entry's records do not validate logs them as corrupt and
+    condenses the whole resent history as on a miss (its model is not told the entry's
+    notes, as it is when the records are valid); the entry it stores, valid, replaces the
+    corrupt one."""
+    extractor = Extractor()
+    messages, cached = await seeded_with_a_code(store, extractor)
+    facts = '[["user", "x", "9"]]' if corrupt else cached.facts
+    await store.put(cached.model_copy(update={"notes": "- The key is KEY-9071.", "facts": facts}))
+    extractor.calls.clear()
+    with caplog.at_level(logging.WARNING, logger="overspill.condense"):
+        grown = await grown_later(store, extractor, messages)
+    logged = [r for r in caplog.records if "corrupt ledger records" in r.getMessage()]
+    assert [r.__dict__["error"] for r in logged] == (
+        ["HistoryEntry record: facts.0.score: Input should be a valid integer"] if corrupt else []
+    )
+    told = any("KEY-9071" in str(call[-1]["content"]) for call in extractor.calls)
+    assert told is not corrupt
+    assert grown.historical_end_index > cached.historical_end_index
+    assert any("ZX-4471" in fact.text for fact in grown.records())
 
 
 def with_a_fact(turns: int) -> list[dict[str, Any]]:
