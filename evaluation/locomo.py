@@ -31,13 +31,13 @@ Pure: no model, no network.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+from evaluation.datasets import json_files
 from kernel.types import Message
 
 LocomoKind = Literal["single_hop", "multi_hop", "temporal", "open_domain", "adversarial"]
@@ -125,21 +125,16 @@ class Dialogue:
 def load(path: Path) -> list[Dialogue]:
     """Every dialogue at `path`: `locomo10.json`, a per-dialogue file, or a folder of those.
     Raises ValueError naming the file and what is wrong with it."""
-    if path.is_dir():
-        files = sorted(path.glob("*.json"), key=lambda p: (len(p.stem), p.stem))
-        if not files:
-            raise ValueError(f"{path}: no LoCoMo .json file in this folder")
-        return [dialogue for file in files for dialogue in load(file)]
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{path}: cannot be read as JSON ({exc})") from None
-    if isinstance(data, list):
-        return [_sample(item, f"{path}[{i}]") for i, item in enumerate(data)]
-    if isinstance(data, dict) and "speaker_a" in data:
-        name = f"conv-{path.stem}" if path.stem.isdigit() else path.stem
-        return [dialogue_of(name, data, data.get("qa"), str(path))]
-    raise ValueError(f"{path}: neither locomo10.json (a list) nor one LoCoMo dialogue")
+    found: list[Dialogue] = []
+    for file, data in json_files(path, "LoCoMo", order=lambda p: (len(p.stem), p.stem)):
+        if isinstance(data, list):
+            found += [_sample(item, f"{file}[{i}]") for i, item in enumerate(data)]
+        elif isinstance(data, dict) and "speaker_a" in data:
+            name = f"conv-{file.stem}" if file.stem.isdigit() else file.stem
+            found.append(dialogue_of(name, data, data.get("qa"), str(file)))
+        else:
+            raise ValueError(f"{file}: neither locomo10.json (a list) nor one LoCoMo dialogue")
+    return found
 
 
 def _sample(item: Any, where: str) -> Dialogue:

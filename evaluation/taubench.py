@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evaluation.datasets import json_files
 from kernel.types import Message
 
 MIN_VALUE_CHARS = 3
@@ -117,18 +118,12 @@ def _scalars(value: Any) -> list[str]:
 def load(path: Path) -> list[Trajectory]:
     """Every run in a τ-bench trajectories file, or in each ``.json`` of a folder. Raises
     ValueError naming the file and what is wrong with it."""
-    if path.is_dir():
-        files = sorted(path.glob("*.json"))
-        if not files:
-            raise ValueError(f"{path}: no τ-bench .json file in this folder")
-        return [run for file in files for run in load(file)]
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{path}: cannot be read as JSON ({exc})") from None
-    if not isinstance(data, list):
-        raise ValueError(f"{path}: not a τ-bench trajectories file (a list of runs)")
-    return load_runs(data, path.name)
+    runs: list[Trajectory] = []
+    for file, data in json_files(path, "τ-bench"):
+        if not isinstance(data, list):
+            raise ValueError(f"{file}: not a τ-bench trajectories file (a list of runs)")
+        runs += load_runs(data, file.name)
+    return runs
 
 
 def load_runs(items: Sequence[Any], file: str) -> list[Trajectory]:
