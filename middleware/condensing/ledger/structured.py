@@ -44,12 +44,12 @@ def read_json(text: str) -> Structured | None:
         return None
     try:
         value = json.loads(text)
-    except ValueError:
+        if not isinstance(value, dict | list) or not value:
+            return None
+        found = Structured()
+        _walk(value, "", found)
+    except (ValueError, RecursionError):  # not JSON, or nested too deep to read as data
         return None
-    if not isinstance(value, dict | list) or not value:
-        return None
-    found = Structured()
-    _walk(value, "", found)
     return found if found.settings or found.rows else None
 
 

@@ -48,6 +48,17 @@ def test_text_that_is_no_json_object_or_array_is_not_structured() -> None:
         assert read_json(text) is None
 
 
+def test_json_nested_too_deep_to_read_as_data_is_read_as_text() -> None:
+    """An answer nested deeper than Python can walk is text, not a crash of the growth."""
+    deep = "[" * 5000 + "1" + "]" * 5000
+    assert read_json(deep) is None
+    assert read_json('{"a": ' * 3000 + "1" + "}" * 3000) is None
+    facts = fact_lines(
+        [*lookup("probe", {"q": "deep"}, None)[:1], {"role": "tool", "content": deep}]
+    )
+    assert all(len(fact.text) <= MAX_LINE_CHARS + 2 for fact in facts)  # clipped, with "…"s
+
+
 def test_a_small_object_is_one_setting_in_a_compact_form() -> None:
     """A nested object that fits is one `path = {...}` setting, strings unquoted."""
     data = read_json(json.dumps({"name": {"first": "Ilse", "last": "Brandt"}, "vip": True}))
