@@ -173,7 +173,9 @@ def fact_lines(
     for index, message in zip(where, messages, strict=True):
         role = speaker(message)
         sources.update(call_sources(message))
-        found_in = sentences(quoted_part(content_text(message)))
+        text = content_text(message)
+        data = read_json(text) if role.startswith("tool") else None  # no sentences to split
+        found_in = sentences(quoted_part(text)) if data is None else []
         if role == "assistant" and not message.get("tool_calls"):
             reply = " ".join(found_in)
             line = next((i for i in reversed(stated) if confirms(found[i].text, reply)), None)
@@ -182,7 +184,6 @@ def fact_lines(
                 stated = []
                 continue
         source = sources.get(str(message.get("tool_call_id")), "")
-        data = read_json(content_text(message)) if role.startswith("tool") else None
         made = (
             _data_facts(role, data, source, focus_words)
             if data is not None
