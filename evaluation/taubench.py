@@ -23,7 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,7 +33,6 @@ from kernel.types import Message
 
 MIN_VALUE_CHARS = 3
 """Shorter argument values ("no", "0", "1") are in almost any text: not carried values."""
-SOURCE = "taubench"
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,12 +53,10 @@ class Call:
 
 @dataclass(frozen=True, slots=True)
 class Trajectory:
-    """One agent run: its name (``gpt-4o-airline.json#12``), the chat, the reward it got and
-    the task it served."""
+    """One agent run: its name (``gpt-4o-airline.json#12``), the chat and the task it served."""
 
     name: str
     messages: tuple[Message, ...]
-    reward: float
     task: int
 
     @property
@@ -70,14 +67,16 @@ class Trajectory:
 
     def calls(self) -> Iterator[Call]:
         """Each tool call with at least one carried value, in order."""
+        earlier = ""  # the non-system messages before `position`, as a reader sees them
         for position, message in enumerate(self.messages):
             for call in message.get("tool_calls") or ():
                 function = call.get("function") or {}
                 values = _scalars(_arguments(function.get("arguments")))
-                earlier = "\n".join(_text(m) for m in self.messages[1:position])
                 carried = tuple(dict.fromkeys(v for v in values if _holds(earlier, v)))
                 if carried:
                     yield Call(position, str(function.get("name") or "?"), carried)
+            if position > 0:
+                earlier += "\n" + _text(message)
 
 
 def _holds(text: str, value: str) -> bool:
@@ -138,20 +137,18 @@ def _run(item: Any, name: str) -> Trajectory:
     for index, message in enumerate(traj):
         if not isinstance(message, dict) or message.get("role") not in _ROLES:
             raise ValueError(f"{name}: traj[{index}] is not a chat message with a known role")
-    reward = item.get("reward")
     task = item.get("task_id")
     return Trajectory(
-        name,
-        tuple(traj),
-        float(reward) if isinstance(reward, int | float) else 0.0,
-        task if isinstance(task, int) and not isinstance(task, bool) else 0,
+        name, tuple(traj), task if isinstance(task, int) and not isinstance(task, bool) else 0
     )
 
 
 _ROLES = frozenset({"system", "user", "assistant", "tool"})
 
 
-def probes(runs: Sequence[Trajectory], budget: int, count: Any) -> list[tuple[Trajectory, Call]]:
+def probes(
+    runs: Sequence[Trajectory], budget: int, count: Callable[[list[Message]], int]
+) -> list[tuple[Trajectory, Call]]:
     """The calls made once the request before them no longer fit `budget` tokens (as `count`
     counts messages): those an agent behind a compacting proxy makes from a condensed history."""
     return [

@@ -231,12 +231,7 @@ def _message_facts(
     found: list[Fact] = []
     listing = role.startswith("tool") and is_listing(found_in)
     settings = [s for s in found_in if SETTING.match(s)] if listing else []
-    if settings:
-        said = f"{role} {SETTINGS}"
-        for text in settings_lines(settings, source):
-            score = fact_score(text, said, focus_words)
-            focused = is_focused(text, focus_words)
-            found.append(Fact(said, text, score, focused=focused, rule=SETTINGS))
+    found += _settings_facts(role, settings, source, focus_words)
     for sentence in found_in:
         if listing and SETTING.match(sentence):
             continue
@@ -254,17 +249,25 @@ def _data_facts(
 ) -> list[Fact]:
     """A JSON answer's ledger lines: its settings on ``tool settings`` lines naming the call,
     then its listings' rows as a listing's lines."""
-    found: list[Fact] = []
-    said = f"{role} {SETTINGS}"
-    for text in settings_lines(data.settings, source):
-        score = fact_score(text, said, focus_words)
-        found.append(Fact(said, text, score, focused=is_focused(text, focus_words), rule=SETTINGS))
+    found = _settings_facts(role, data.settings, source, focus_words)
     listed = f"{role} {LISTING}"
     for row in data.rows:
         text = _clip(row)
         score = fact_score(text, listed, focus_words)
         found.append(Fact(listed, text, score, focused=is_focused(text, focus_words), rule=LISTING))
     return found
+
+
+def _settings_facts(
+    role: str, settings: Sequence[str], source: str, focus_words: frozenset[str]
+) -> list[Fact]:
+    """``name = value`` settings on ``tool settings`` lines naming what read them."""
+    said = f"{role} {SETTINGS}"
+    return [
+        Fact(said, text, fact_score(text, said, focus_words),
+             focused=is_focused(text, focus_words), rule=SETTINGS)
+        for text in settings_lines(settings, source)
+    ]  # fmt: skip
 
 
 def _request(found_in: Sequence[str]) -> str:

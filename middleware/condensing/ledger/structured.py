@@ -4,10 +4,11 @@ Most tools an agent calls answer in JSON (function calling, MCP, REST APIs): a u
 profile, a booking, a list of search hits, often on one line. Read as prose it is one
 sentence the ledger clips to `select.MAX_LINE_CHARS`, keeping the first few values and losing
 the rest (a payment id, a booking code, a date) however often the agent needs them later.
-Read as data, each scalar is a ``path = value`` setting (``payment_methods.gift_card_71.amount
-= 60``) and rides on the ``tool settings`` lines that name the call that returned it, as a
-config file's settings do; an array of objects of one shape (search hits, order lines) is a
-listing whose each element is one row (``flights.2: flight_number = HAT045; ...``).
+Read as data, each value is a ``path = value`` setting, an object or array whose compact form
+fits `MAX_SETTING_CHARS` one setting (``payment_methods.gift_card_71 = {source: gift_card,
+amount: 60}``), riding on the ``tool settings`` lines that name the call that returned it, as
+a config file's settings do; an array of `LISTING_ITEMS` objects or more (search hits, order
+lines) is a listing whose each element is one row (``flights.2: flight_number = HAT045; ...``).
 """
 
 from __future__ import annotations
