@@ -16,19 +16,31 @@ import pytest
 from openai.types.chat import ChatCompletionMessageParam
 
 from tests.e2e.conftest import Served, local_config, start_overspill, stop
+from tests.e2e.relay import Recorded, recording_relay
 from tests.e2e.test_overflow_recovery import conversation
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
+def relay(llama_server: str) -> Iterator[tuple[str, Recorded]]:
+    """A recording relay in front of the real llama-server: the prompts the replicas sent."""
+    with recording_relay(llama_server) as relayed:
+        yield relayed
+
+
+@pytest.fixture(scope="module")
 def replicas(
-    llama_server: str, redis_url: str, tmp_path_factory: pytest.TempPathFactory
+    llama_server: str,
+    relay: tuple[str, Recorded],
+    redis_url: str,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[tuple[Served, Served]]:
-    """Two `overspill serve` processes with their default layers on one Redis."""
+    """Two `overspill serve` processes with their default layers on one Redis, both sending
+    to the model through the relay."""
     store = f"{{backend: redis, url: '{redis_url}', key_prefix: 'e2e-{secrets.token_hex(3)}:', "
     store += "lock_wait_seconds: 300}"  # a loaded box's extraction outlasts the default 60 s
-    config = local_config(llama_server, None, store)
+    config = local_config(relay[0], None, store)
     started = [start_overspill(config, tmp_path_factory.mktemp(f"replica{i}")) for i in (1, 2)]
     try:
         yield (
@@ -109,10 +121,26 @@ def test_concurrent_overflows_on_two_replicas_extract_once(replicas: tuple[Serve
     assert others[0]["x-overspill-action"] in ("reused", "spliced")
 
 
-def test_both_replicas_splice_the_same_prefix(replicas: tuple[Served, Served]) -> None:
+def answering_prompts(recorded: Recorded, since: int, last: str) -> list[Any]:
+    """The messages of each answering call (not a growth's) recorded after `since` whose last
+    message ends with `last` (quoted relevant turns may come before it)."""
+    return [
+        body["messages"]
+        for body in recorded.bodies()[since:]
+        if 8 in (body.get("max_tokens"), body.get("max_completion_tokens"))
+        and str(body["messages"][-1].get("content")).endswith(last)
+    ]
+
+
+def test_both_replicas_splice_the_same_prefix(
+    replicas: tuple[Served, Served], relay: tuple[str, Recorded]
+) -> None:
     """After an extraction, either replica sends the same spliced prompt for the same turn
-    (when the first grows the extraction ahead of the wall, the second reuses what it grew)."""
+    (when the first grows the extraction ahead of the wall, the second reuses what it grew).
+    The prompts are compared, not the answers: the shared model server batches other workers'
+    requests with these, which moves a greedy answer's last tokens."""
     first, second = replicas
+    recorded = relay[1]
     messages: list[ChatCompletionMessageParam] = [
         *conversation(30),
         {"role": "user", "content": "What is the vault code?"},
@@ -122,7 +150,11 @@ def test_both_replicas_splice_the_same_prefix(replicas: tuple[Served, Served]) -
         {"role": "assistant", "content": "ZX-4471"},
         {"role": "user", "content": "And the captain?"},
     ]
+    since = len(recorded.bodies())
     on_second, on_first = send(second, messages, "shared-3"), send(first, messages, "shared-3")
+    prompts = answering_prompts(recorded, since, "And the captain?")
+    assert len(prompts) == 2
+    assert prompts[0] == prompts[1]
     assert on_second.headers["x-overspill-action"] in ("spliced", "spliced+extracted")
     assert on_first.headers["x-overspill-action"] == "spliced"
     assert (
@@ -130,7 +162,6 @@ def test_both_replicas_splice_the_same_prefix(replicas: tuple[Served, Served]) -
         == (on_first.headers["x-overspill-messages-replaced"])
     )
     assert on_second.prompt_tokens == on_first.prompt_tokens
-    assert on_second.text == on_first.text
 
 
 def test_both_replicas_place_earlier_documents_alike(replicas: tuple[Served, Served]) -> None:
