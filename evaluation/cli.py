@@ -34,7 +34,7 @@ from evaluation.runner import (
     Row,
     Setup,
     Target,
-    run_conversation,
+    each_row,
 )
 from kernel.config import ModelEntry, Settings
 from kernel.config_loading import ConfigError, load_config
@@ -333,15 +333,18 @@ def _setup(
 async def _play(
     target: Target, plan: Plan, setup: Setup, fillers: int, sink: IO[bytes]
 ) -> list[Row]:
-    """Every conversation in turn, its rows written to `sink` as they come."""
+    """Every conversation in turn, each row written to `sink` as soon as its probe is answered
+    (a run stopped part-way keeps every answer it had)."""
     rows: list[Row] = []
     for conversation in conversations(plan, fillers):
         seed = conversation.seed
         for condition in plan.conditions:
             started = time.monotonic()
-            done = await run_conversation(target, conversation, [condition], setup)
-            write_jsonl(done, sink)
-            sink.flush()
+            done = []
+            async for row in each_row(target, conversation, [condition], setup):
+                write_jsonl([row], sink)
+                sink.flush()
+                done.append(row)
             rows += done
             right = sum(bool(row.correct) for row in done)
             asked_n = sum(row.status == "ok" for row in done)

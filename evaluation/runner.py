@@ -25,7 +25,7 @@ so every probe of a condition sees the same compacted history.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Protocol
 
@@ -140,35 +140,62 @@ async def run_conversation(
     setup: Setup,
 ) -> list[Row]:
     """Every condition's rows for one conversation, in the order of `conditions`."""
-    rows: list[Row] = []
+    return [row async for row in each_row(target, conversation, conditions, setup)]
+
+
+async def each_row(
+    target: Target,
+    conversation: Conversation[Asked],
+    conditions: Sequence[ConditionName],
+    setup: Setup,
+) -> AsyncIterator[Row]:
+    """Every condition's rows for one conversation, each as soon as its probe is answered (a
+    run stopped part-way keeps what it asked)."""
     for condition in conditions:
-        rows += await _condition(target, conversation, condition, setup)
-    return rows
+        async for row in _condition(target, conversation, condition, setup):
+            yield row
 
 
 async def _condition(
     target: Target, conversation: Conversation[Asked], condition: ConditionName, setup: Setup
-) -> list[Row]:
+) -> AsyncIterator[Row]:
     messages = conversation.messages
+    asked: AsyncIterator[Row]
     if condition == "short":  # the model's own floor: the same kinds, nothing to compact
         short = generate(conversation.seed, fillers=0, templates=conversation.templates)
         kinds = {probe.kind for probe in conversation.probes}
         short = replace(short, probes=tuple(p for p in short.probes if p.kind in kinds))
-        return await _ask_each(target, short, condition, short.messages, setup)
-    if condition in TRANSFORMS:
+        asked = _ask_each(target, short, condition, short.messages, setup)
+    elif condition in TRANSFORMS:
         shown = TRANSFORMS[condition](messages, setup.budget, setup.count)
-        return await _ask_each(target, conversation, condition, shown, setup)
-    if condition == "summary":
-        prompt = summary_prompt(messages, setup.summary_room, setup.count)
-        if prompt is None:
-            return _all(conversation, condition, "overflow", "the summary prompt cannot fit")
-        try:
-            summary = await target.ask(prompt, max_tokens=setup.summary_tokens)
-        except OverspillError as error:
-            return _all(conversation, condition, _status(error), error.message)
-        shown = with_summary(messages, summary)
-        return await _ask_each(target, conversation, condition, shown, setup)
-    return await _through_overspill(target, conversation, condition, setup)
+        asked = _ask_each(target, conversation, condition, shown, setup)
+    elif condition == "summary":
+        asked = _after_summary(target, conversation, setup)
+    else:
+        asked = _through_overspill(target, conversation, condition, setup)
+    async for row in asked:
+        yield row
+
+
+async def _after_summary(
+    target: Target, conversation: Conversation[Asked], setup: Setup
+) -> AsyncIterator[Row]:
+    """The probes after one naive summary of the whole conversation (made by the model)."""
+    messages = conversation.messages
+    prompt = summary_prompt(messages, setup.summary_room, setup.count)
+    if prompt is None:
+        for row in _all(conversation, "summary", "overflow", "the summary prompt cannot fit"):
+            yield row
+        return
+    try:
+        summary = await target.ask(prompt, max_tokens=setup.summary_tokens)
+    except OverspillError as error:
+        for row in _all(conversation, "summary", _status(error), error.message):
+            yield row
+        return
+    shown = with_summary(messages, summary)
+    async for row in _ask_each(target, conversation, "summary", shown, setup):
+        yield row
 
 
 async def _ask_each(
@@ -177,33 +204,32 @@ async def _ask_each(
     condition: ConditionName,
     shown: Sequence[Message] | None,
     setup: Setup,
-) -> list[Row]:
+) -> AsyncIterator[Row]:
     """Each probe asked after `shown` (None: the condition could not fit the window)."""
     if shown is None:
-        return _all(conversation, condition, "overflow", "does not fit the window")
+        for row in _all(conversation, condition, "overflow", "does not fit the window"):
+            yield row
+        return
     text = text_of(shown)
     kept = text if setup.keep_shown else None
-    rows = []
     for probe in conversation.probes:
         try:
             answer = await target.ask([*shown, _ask_user(probe)], max_tokens=setup.answer_tokens)
         except OverspillError as error:
-            rows.append(_row(conversation, condition, probe, _status(error), detail=error.message))
+            yield _row(conversation, condition, probe, _status(error), detail=error.message)
             continue
-        rows.append(
-            _row(
-                conversation, condition, probe, "ok",
-                answer=answer, correct=probe.score(answer), present=probe.present(text),
-                shown=kept,
-            )
+        yield _row(
+            conversation, condition, probe, "ok",
+            answer=answer, correct=probe.score(answer), present=probe.present(text),
+            shown=kept,
         )  # fmt: skip
-    return rows
 
 
 async def _through_overspill(
     target: Target, conversation: Conversation[Asked], condition: ConditionName, setup: Setup
-) -> list[Row]:
-    """The probes after overspill's layers saw the conversation (replayed first for turns)."""
+) -> AsyncIterator[Row]:
+    """The probes after overspill's layers saw the conversation (replayed first for turns).
+    A row's growths are those seen up to its own answer, the growth it made included."""
     messages = conversation.messages
     name = f"{setup.run}-{conversation.seed}-{condition}"
     if conversation.templates != "tune":  # the same seed said otherwise: another conversation
@@ -216,37 +242,33 @@ async def _through_overspill(
                     messages[:point], name, play=True, max_tokens=setup.answer_tokens
                 )
             except OverspillError as error:
-                detail = f"turn {point}: {error.message}"
-                return _all(conversation, condition, _status(error), detail)
+                for row in _all(
+                    conversation, condition, _status(error), f"turn {point}: {error.message}"
+                ):
+                    yield row
+                return
             replaced.add(sent.replaced)
-    asked: list[tuple[Asked, Sent | OverspillError]] = []
     for probe in conversation.probes:
         try:
             sent = await target.send(
                 [*messages, _ask_user(probe)], name, play=False, max_tokens=setup.answer_tokens
             )
         except OverspillError as error:
-            asked.append((probe, error))
+            grown = replaced - {0}
+            counts = {"growths": len(grown), "condensed": condensed(messages, probe, grown)}
+            yield _row(
+                conversation, condition, probe, _status(error), detail=error.message, **counts
+            )
             continue
         replaced.add(sent.replaced)
-        asked.append((probe, sent))
-    grown = replaced - {0}
-    rows = []
-    for probe, outcome in asked:
+        grown = replaced - {0}
         counts = {"growths": len(grown), "condensed": condensed(messages, probe, grown)}
-        if isinstance(outcome, OverspillError):
-            status, detail = _status(outcome), outcome.message
-            rows.append(_row(conversation, condition, probe, status, detail=detail, **counts))
-            continue
-        present = probe.present(outcome.shown) if outcome.shown is not None else None
-        rows.append(
-            _row(
-                conversation, condition, probe, "ok", answer=outcome.text,
-                correct=probe.score(outcome.text), present=present,
-                shown=outcome.shown if setup.keep_shown else None, **counts,
-            )
+        present = probe.present(sent.shown) if sent.shown is not None else None
+        yield _row(
+            conversation, condition, probe, "ok", answer=sent.text,
+            correct=probe.score(sent.text), present=present,
+            shown=sent.shown if setup.keep_shown else None, **counts,
         )  # fmt: skip
-    return rows
 
 
 def condensed(messages: Sequence[Message], probe: Asked, grown: set[int]) -> int | None:

@@ -284,6 +284,7 @@ model_list:
   - model_name: local
     litellm_params: {model: openai/smollm2, api_base: "http://upstream.test/v1"}
     context: {window: 1536}
+general_settings: {upstream_client: httpx}
 """
 
 
@@ -380,6 +381,7 @@ def test_the_cli_writes_json_lines_and_prints_a_table(
     assert status == 0
     rows = [orjson.loads(line) for line in out.read_bytes().splitlines()]
     assert len(rows) == 2 * 3 * 3
+    assert {r["status"] for r in rows} == {"ok"}
     assert {r["kind"] for r in rows} == {"user_fact", "tool_fact", "instruction"}
     assert {r["seed_set"] for r in rows} == {"tune", "held-out"}
     printed = capsys.readouterr().out
@@ -387,6 +389,34 @@ def test_the_cli_writes_json_lines_and_prints_a_table(
     assert "held-out seeds 1000, tune templates:" in printed
     assert {r["templates"] for r in rows} == {"tune"}
     assert all(name in printed for name in ("full", "overspill-once", "drop-oldest"))
+
+
+@respx.mock
+def test_a_run_stopped_part_way_keeps_every_answer_it_had(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each row is written as soon as its probe is answered: a run interrupted (Ctrl-C) on its
+    third question leaves the first two in --out."""
+    respx.post("http://upstream.test/v1/chat/completions").mock(side_effect=_upstream)
+    asked = InProcess.ask
+
+    async def interrupted(self: InProcess, messages: Sequence[Message], *, max_tokens: int) -> str:
+        if sum(1 for line in out.read_bytes().splitlines()) == 2:
+            raise KeyboardInterrupt
+        return await asked(self, messages, max_tokens=max_tokens)
+
+    monkeypatch.setattr(InProcess, "ask", interrupted)
+    config = tmp_path / "config.yaml"
+    config.write_text(CONFIG)
+    out = tmp_path / "rows.jsonl"
+    with pytest.raises(KeyboardInterrupt):
+        main(
+            ["eval", "--config", str(config), "--seeds", "1", "--fillers", "6",
+             "--conditions", "full", "--out", str(out),
+             "--kinds", "user_fact,tool_fact,instruction"]
+        )  # fmt: skip
+    rows = [orjson.loads(line) for line in out.read_bytes().splitlines()]
+    assert [(r["condition"], r["status"]) for r in rows] == [("full", "ok")] * 2
 
 
 @respx.mock

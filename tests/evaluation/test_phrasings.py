@@ -258,6 +258,7 @@ def test_the_cli_plays_each_seed_in_every_template_set(
     )  # fmt: skip
     assert status == 0
     rows = [orjson.loads(line) for line in out.read_bytes().splitlines()]
+    assert {r["status"] for r in rows} == {"ok"}
     assert [(r["templates"], r["kind"]) for r in rows] == [
         ("tune", "user_fact"), ("tune", "decision"),
         ("held-out", "user_fact"), ("held-out", "decision"),
