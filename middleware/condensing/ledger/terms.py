@@ -33,6 +33,10 @@ IDENT_TOKEN = re.compile(
 mail address."""
 _NAME_RUN = re.compile(r"(?<![.!?:]\s)(?<!^)\b[A-Z][a-z]+(?:\s+[A-Z][a-z]+)+")
 _CAPITAL = re.compile(r"(?<!^)(?<![.!?]\s)\b[A-Z][a-z]{2,}\b")
+_MARKED_NAME = re.compile(r"\b[A-Z][a-z]+[A-Z][A-Za-z]*\b")
+"""A word with a capital inside it (MongoDB, GitHub, McDonald): no sentence start explains
+that capital, so it is a name wherever it stands. A word in capitals is not taken: a log's
+PASSED or a generic API cannot be told from an acronym that names something (NATS)."""
 _DATE_WORD = re.compile(
     r"\b(?:january|february|march|april|june|july|august|september|october|november|december|"
     r"jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec)\b|"
@@ -71,9 +75,9 @@ def key_spans(text: str) -> tuple[str, ...]:
     ]
     runs = [m.span() for m in _NAME_RUN.finditer(text)]
     found += [text[start:end] for start, end in runs]
-    found += [  # a lone name (Tallinn), not a word of a run already found
+    found += [  # a lone name (Tallinn, or MongoDB starting a sentence), not in a run found
         m.group(0)
-        for m in _CAPITAL.finditer(text)
+        for m in sorted([*_CAPITAL.finditer(text), *_MARKED_NAME.finditer(text)], key=_start)
         if not any(start <= m.start() < end for start, end in runs)
     ]
     seen: set[str] = set()
@@ -83,6 +87,10 @@ def key_spans(text: str) -> tuple[str, ...]:
             seen.add(span.lower())
             out.append(span)
     return tuple(out)
+
+
+def _start(match: re.Match[str]) -> int:
+    return match.start()
 
 
 def key_tokens(text: str) -> frozenset[str]:
@@ -111,7 +119,7 @@ def fact_signal(sentence: str) -> int:
     signal += 2 if IDENT_TOKEN.search(sentence) else 0
     signal += 2 if _DATE_WORD.search(sentence) else 0
     signal += 2 if DECISION.search(sentence) else 0
-    signal += min(2, len(_CAPITAL.findall(sentence)))
+    signal += min(2, len(_CAPITAL.findall(sentence)) + len(_MARKED_NAME.findall(sentence)))
     return min(signal, 5) - (1 if sentence.rstrip().endswith("?") else 0)
 
 

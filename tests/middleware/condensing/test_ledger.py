@@ -53,6 +53,15 @@ def test_key_spans_keep_the_case_and_skip_case_blind_repeats() -> None:
     assert spans == ("ZX-4471", "orca_ledger", "Ingrid Halvorsen")
 
 
+def test_a_name_no_sentence_start_explains_is_a_key_term_wherever_it_stands() -> None:
+    """A word with a capital inside (MongoDB, GitHub) is a name even starting a sentence; an
+    ordinary capitalised first word, or a word in capitals (a log's PASSED), is not."""
+    assert key_spans("Let's use MongoDB and drop PostgreSQL.") == ("MongoDB", "PostgreSQL")
+    assert key_spans("GitHub, final answer. Agreed.") == ("GitHub",)
+    assert key_spans("Sounds good. OK, the test PASSED.") == ()
+    assert fact_signal("Let's use MongoDB and drop PostgreSQL.") == 2
+
+
 def test_term_weight_ranks_codes_over_bare_small_numbers() -> None:
     """A letters-and-digits code identifies more than a name or a long number, then a bare one."""
     assert term_weight("ZX-4471") > term_weight("orca_ledger") > term_weight("53")
