@@ -25,10 +25,11 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from kernel.tokens import count_messages, count_text
+from tests.e2e.serving import serving
 
 DONE = "All files are read."
 _CALL = re.compile(r"call_read_(\d+)")
@@ -180,13 +181,5 @@ def _handler(upstream: AgentUpstream) -> type[BaseHTTPRequestHandler]:
 def agent_upstream(files: list[str], window: int) -> Iterator[tuple[str, AgentUpstream]]:
     """The scripted model on a free loopback port: its /v1 URL and its record."""
     script = AgentUpstream(files, window)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(script))
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1", script
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+    with serving(_handler(script)) as url:
+        yield url, script

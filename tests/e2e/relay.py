@@ -11,10 +11,12 @@ import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import httpx
+
+from tests.e2e.serving import serving
 
 FORWARD_TIMEOUT_SECONDS = 300.0
 """As long as overspill waits for one upstream call in the e2e configs (`timeout: 300`)."""
@@ -73,12 +75,8 @@ def recording_relay(upstream: str) -> Iterator[tuple[str, Recorded]]:
     recorded. Streams are forwarded whole, once the upstream has finished them."""
     target = upstream.removesuffix("/v1")
     recorded = Recorded()
-    with httpx.Client(timeout=FORWARD_TIMEOUT_SECONDS) as client:
-        server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(target, recorded, client))
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
-        thread.start()
-        try:
-            yield f"http://127.0.0.1:{server.server_address[1]}/v1", recorded
-        finally:
-            server.shutdown()
-            server.server_close()
+    with (
+        httpx.Client(timeout=FORWARD_TIMEOUT_SECONDS) as client,
+        serving(_handler(target, recorded, client)) as url,
+    ):
+        yield url, recorded

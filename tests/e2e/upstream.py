@@ -10,8 +10,10 @@ import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.e2e.serving import serving
 
 PIECES = ("one", "two", "three")
 HOLD_SECONDS = 120
@@ -93,14 +95,8 @@ def _handler(streams: HeldStreams) -> type[BaseHTTPRequestHandler]:
 def held_upstream() -> Iterator[tuple[str, HeldStreams]]:
     """A running upstream on a free loopback port: its /v1 URL and its stream controls."""
     streams = HeldStreams()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(streams))
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1", streams
-    finally:
-        streams.release.set()
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+    with serving(_handler(streams)) as url:
+        try:
+            yield url, streams
+        finally:
+            streams.release.set()  # before the server stops: a held stream then finishes
