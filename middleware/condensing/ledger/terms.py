@@ -37,6 +37,8 @@ _MARKED_NAME = re.compile(r"\b[A-Z][a-z]+[A-Z][A-Za-z]*\b")
 """A word with a capital inside it (MongoDB, GitHub, McDonald): no sentence start explains
 that capital, so it is a name wherever it stands. A word in capitals is not taken: a log's
 PASSED or a generic API cannot be told from an acronym that names something (NATS)."""
+_LONE_NAME = re.compile(f"{_CAPITAL.pattern}|{_MARKED_NAME.pattern}")
+"""A name on its own: capitalised inside a sentence, or with a capital inside it."""
 _DATE_WORD = re.compile(
     r"\b(?:january|february|march|april|june|july|august|september|october|november|december|"
     r"jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec)\b|"
@@ -77,7 +79,7 @@ def key_spans(text: str) -> tuple[str, ...]:
     found += [text[start:end] for start, end in runs]
     found += [  # a lone name (Tallinn, or MongoDB starting a sentence), not in a run found
         m.group(0)
-        for m in sorted([*_CAPITAL.finditer(text), *_MARKED_NAME.finditer(text)], key=_start)
+        for m in _LONE_NAME.finditer(text)
         if not any(start <= m.start() < end for start, end in runs)
     ]
     seen: set[str] = set()
@@ -87,10 +89,6 @@ def key_spans(text: str) -> tuple[str, ...]:
             seen.add(span.lower())
             out.append(span)
     return tuple(out)
-
-
-def _start(match: re.Match[str]) -> int:
-    return match.start()
 
 
 def key_tokens(text: str) -> frozenset[str]:
@@ -119,7 +117,7 @@ def fact_signal(sentence: str) -> int:
     signal += 2 if IDENT_TOKEN.search(sentence) else 0
     signal += 2 if _DATE_WORD.search(sentence) else 0
     signal += 2 if DECISION.search(sentence) else 0
-    signal += min(2, len(_CAPITAL.findall(sentence)) + len(_MARKED_NAME.findall(sentence)))
+    signal += min(2, len(_LONE_NAME.findall(sentence)))
     return min(signal, 5) - (1 if sentence.rstrip().endswith("?") else 0)
 
 
