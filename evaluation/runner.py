@@ -254,15 +254,16 @@ async def _through_overspill(
                 [*messages, _ask_user(probe)], name, play=False, max_tokens=setup.answer_tokens
             )
         except OverspillError as error:
-            grown = replaced - {0}
-            counts = {"growths": len(grown), "condensed": condensed(messages, probe, grown)}
-            yield _row(
-                conversation, condition, probe, _status(error), detail=error.message, **counts
-            )
-            continue
-        replaced.add(sent.replaced)
+            failed: OverspillError | None = error
+        else:
+            failed = None
+            replaced.add(sent.replaced)
         grown = replaced - {0}
         counts = {"growths": len(grown), "condensed": condensed(messages, probe, grown)}
+        if failed is not None:
+            status, detail = _status(failed), failed.message
+            yield _row(conversation, condition, probe, status, detail=detail, **counts)
+            continue
         present = probe.present(sent.shown) if sent.shown is not None else None
         yield _row(
             conversation, condition, probe, "ok", answer=sent.text,
