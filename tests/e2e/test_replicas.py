@@ -54,11 +54,10 @@ def replicas(
 
 @dataclass(frozen=True)
 class Answer:
-    """What one replica answered: its x-overspill headers, the model's count and text."""
+    """What one replica answered: its x-overspill headers and the model's prompt count."""
 
     headers: dict[str, str]
     prompt_tokens: int
-    text: str
 
 
 def send(
@@ -67,8 +66,8 @@ def send(
     conversation_id: str,
     documents: list[dict[str, Any]] | None = None,
 ) -> Answer:
-    # llama-server's prompt cache makes greedy answers to one prompt differ in their last
-    # digits (a reused prefix is computed in another order): off, so equal prompts answer alike
+    # llama-server's prompt cache off, as these calls were sent when the answers were compared;
+    # the prompts are compared now (the relay), and no answer's text is
     extra: dict[str, Any] = {"cache_prompt": False}
     if documents is not None:
         extra["documents"] = documents
@@ -80,7 +79,7 @@ def send(
     reply = raw.parse()
     assert reply.usage is not None
     headers = {k: v for k, v in raw.headers.items() if k.startswith("x-overspill-")}
-    return Answer(headers, reply.usage.prompt_tokens, reply.choices[0].message.content or "")
+    return Answer(headers, reply.usage.prompt_tokens)
 
 
 def ask(
