@@ -29,8 +29,9 @@ pytestmark = pytest.mark.reliability("store")
 CONVERSATIONS = 6
 TURNS = 40
 KILL_AFTER_TURN = 21
-"""The turn of the first conversation after which its primary is killed: compaction starts
-around turn 15, so its extraction is in the store, and it grows twice more after the kill."""
+"""The turn of the first conversation after which its primary is killed, once its extraction
+is in the store: compaction starts around turn 15 (the growth runs after the answer, so on a
+loaded box it may land a turn or two later), and it grows twice more after the kill."""
 BOTH_AT_ONCE = 4
 """Every fourth turn goes to both processes at once (the same conversation, the same turn)."""
 REQUEST_TIMEOUT = 120.0
@@ -153,7 +154,10 @@ async def load(urls: list[str], deployment: Deployment, prefix: str) -> tuple[li
 
     async def killer() -> None:
         await kill.wait()
-        primaries = primaries_of(deployment, prefix, names)
+        deadline = time.monotonic() + REQUEST_TIMEOUT
+        while (primaries := primaries_of(deployment, prefix, names)) is None:
+            assert time.monotonic() < deadline, f"nothing stored for {names[0]} in time"
+            await asyncio.sleep(0.05)  # polling the store for a background growth, not a test sleep
         killed = primaries[names[0]]
         kills.append(Kill(time.time(), frozenset(c for c, p in primaries.items() if p == killed)))
         deployment.kill(killed)
@@ -184,12 +188,13 @@ async def ask(
     return Answer(conversation, index, response.status_code, action, sent_at, time.time())
 
 
-def primaries_of(deployment: Deployment, prefix: str, names: list[str]) -> dict[str, int]:
+def primaries_of(deployment: Deployment, prefix: str, names: list[str]) -> dict[str, int] | None:
     """The port of the primary that serves each conversation's keys (the tenant is read from
-    the first conversation's stored extraction)."""
+    the first conversation's stored extraction); None while it is not stored yet."""
     with deployment.client() as raw:
         keys = [key.decode() for key in scan(raw, f"{prefix}*h:*:{names[0]}")]
-    assert keys, f"nothing stored for {names[0]} yet"
+    if not keys:
+        return None
     layout = KeyLayout(prefix, CLUSTER_BUCKETS if isinstance(deployment, ClusterSet) else 1)
     parsed = layout.parse(keys[0])
     assert parsed is not None
