@@ -88,24 +88,6 @@ def ask(
     return send(served, messages, conversation_id).headers
 
 
-def test_one_replica_extracts_the_other_splices(replicas: tuple[Served, Served]) -> None:
-    """A conversation compacted on replica A (before its known window) is spliced by replica B
-    on the next turn."""
-    first, second = replicas
-    messages: list[ChatCompletionMessageParam] = [
-        *conversation(30),
-        {"role": "user", "content": "What is the vault code?"},
-    ]
-    assert ask(first, messages, "shared-1")["x-overspill-action"] == "spliced+extracted"
-    messages += [
-        {"role": "assistant", "content": "ZX-4471"},
-        {"role": "user", "content": "And the captain?"},
-    ]
-    headers = ask(second, messages, "shared-1")
-    assert headers["x-overspill-action"].startswith("spliced")
-    assert "x-overspill-attempts" not in headers
-
-
 def test_concurrent_overflows_on_two_replicas_extract_once(replicas: tuple[Served, Served]) -> None:
     """The same long conversation arriving on both replicas at once is extracted only once."""
     messages: list[ChatCompletionMessageParam] = [
@@ -134,8 +116,10 @@ def answering_prompts(recorded: Recorded, since: int, last: str) -> list[Any]:
 def test_both_replicas_splice_the_same_prefix(
     replicas: tuple[Served, Served], relay: tuple[str, Recorded]
 ) -> None:
-    """After an extraction, either replica sends the same spliced prompt for the same turn
-    (when the first grows the extraction ahead of the wall, the second reuses what it grew).
+    """A conversation compacted on one replica (before its known window) is spliced by the
+    other on the next turn, with no refused call, and either replica sends the same spliced
+    prompt for that turn (when the first grows the extraction ahead of the wall, the second
+    reuses what it grew).
     The prompts are compared, not the answers: the shared model server batches other workers'
     requests with these, which moves a greedy answer's last tokens."""
     first, second = replicas
@@ -155,6 +139,7 @@ def test_both_replicas_splice_the_same_prefix(
     assert len(prompts) == 2
     assert prompts[0] == prompts[1]
     assert on_second.headers["x-overspill-action"] in ("spliced", "spliced+extracted")
+    assert "x-overspill-attempts" not in on_second.headers
     assert on_first.headers["x-overspill-action"] == "spliced"
     assert (
         on_second.headers["x-overspill-messages-replaced"]
