@@ -39,8 +39,12 @@ pytest_plugins = ["tests.reliability"]
 
 def pytest_configure(config: pytest.Config) -> None:
     """pytest-xdist's controller starts the end-to-end tests' llama-server once, with a slot
-    for each worker (each 2048 tokens, as one server has), and hands its URL to the workers
-    it spawns (tests/e2e/conftest.py: `llama_server`); not when the e2e tests are left out."""
+    for each worker (each 2048 tokens, as one server has) and a thread for each core the
+    workers leave (at least one), and hands its URL to the workers it spawns
+    (tests/e2e/conftest.py: `llama_server`); not when the e2e tests are left out. llama.cpp's
+    threads spin at a barrier after every step, so one preempted by a worker stalls the rest;
+    one thread is not slowed by one busy process beside it (docs/benchmarks.md,
+    `python -m bench.model_threads`)."""
     workers = getattr(config.option, "numprocesses", None)
     if hasattr(config, "workerinput") or not isinstance(workers, int) or workers < 2:
         return
@@ -49,7 +53,7 @@ def pytest_configure(config: pytest.Config) -> None:
     workdir = Path(tempfile.mkdtemp(prefix="overspill-llama-"))
     stack = contextlib.ExitStack()
     url = stack.enter_context(
-        running_llama_server(workdir, slots=workers, cores=os.cpu_count() or 2)
+        running_llama_server(workdir, slots=workers, cores=max(1, (os.cpu_count() or 2) - workers))
     )
     stack.callback(shutil.rmtree, workdir, True)
     stack.callback(os.environ.pop, SHARED_LLAMA, None)

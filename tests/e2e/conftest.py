@@ -172,7 +172,7 @@ def running_llama_server(
 def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The session's llama-server (2048-token window per slot); yields its /v1 URL. Under
     pytest-xdist every worker uses the one its controller started (tests/conftest.py): a slot
-    per worker, all the cores, so one worker's model work never halves the other's threads."""
+    per worker, so the workers' calls decode as one batch, and the cores the workers leave."""
     shared = os.environ.get(SHARED_LLAMA)
     if shared:
         yield shared
