@@ -155,7 +155,9 @@ async def load(urls: list[str], deployment: Deployment, prefix: str) -> tuple[li
     async def killer() -> None:
         await kill.wait()
         deadline = time.monotonic() + REQUEST_TIMEOUT
-        while (primaries := primaries_of(deployment, prefix, names)) is None:
+        while (
+            primaries := await asyncio.to_thread(primaries_of, deployment, prefix, names)
+        ) is None:
             assert time.monotonic() < deadline, f"nothing stored for {names[0]} in time"
             await asyncio.sleep(0.05)  # polling the store for a background growth, not a test sleep
         killed = primaries[names[0]]
