@@ -154,20 +154,28 @@ def pick(
     shown: str = "",
 ) -> list[Passage]:
     """The best-ranked passages that fit `room` tokens together (as `count` counts their
-    rendered lines), in the conversation's order; a passage `shown` already holds verbatim
-    (the extraction quoted it) is not quoted twice."""
-    picked: list[int] = []
+    rendered lines), each followed by the passage after it when that fits too, in the
+    conversation's order; a passage `shown` already holds verbatim (the extraction quoted
+    it) is not quoted twice.
+
+    The passage after a picked one is the rest of its turn or the reply to it: a question's
+    words are most often those of the turn that raised its subject ("What's your dog
+    called?"), and the answer is in what came next ("Max, after my grandfather").
+    """
+    picked: set[int] = set()
     left = room - count(f"{LABEL}\n{END}")
     for _, position in ranked(question, found):
         if left < MIN_PASSAGE_TOKENS:
             break
-        passage = found[position]
-        if passage.text in shown:
-            continue
-        cost = count(passage.render())
-        if cost <= left:
-            picked.append(position)
-            left -= cost
+        for at in (position, position + 1):
+            if at >= len(found) or (at != position and position not in picked):
+                break  # the passage after comes only with the passage itself
+            if at in picked or found[at].text in shown:
+                continue
+            cost = count(found[at].render())
+            if cost <= left:
+                picked.add(at)
+                left -= cost
     return [found[position] for position in sorted(picked)]
 
 

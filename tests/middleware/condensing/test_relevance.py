@@ -85,6 +85,26 @@ def test_picking_keeps_to_its_room_and_the_conversations_order() -> None:
     assert {1, 3, 5} <= {p.index for p in wide}
 
 
+def test_a_picked_turn_brings_the_reply_after_it_when_that_fits() -> None:
+    """The turn that raised a subject comes with the turn after it, where its answer is; the
+    reply is left out when the room holds only the turn, and comes only with a turn quoted."""
+    turns: list[Message] = [
+        {"role": "user", "content": "We finally adopted a puppy last week."},
+        {"role": "assistant", "content": "Congratulations! What did you name the puppy?"},
+        {"role": "user", "content": "Max, after my grandfather."},
+        {"role": "assistant", "content": "That's a lovely way to remember him."},
+        {"role": "user", "content": "Rainy all weekend here."},
+        {"role": "assistant", "content": "Hope it clears up soon."},
+    ]
+    found = passages(turns, range(len(turns)))
+    asked = "What did you name the puppy?"
+    assert [p.index for p in pick(asked, found, 10_000, count_text)] == [0, 1, 2]
+    tight = count_text(f"{LABEL}\n{END}") + count_text(found[1].render()) + 1
+    assert [p.index for p in pick(asked, found, tight, count_text)] == [1]
+    shown = f"Quoted facts:\n- assistant: {turns[1]['content']}"  # not quoted twice
+    assert [p.index for p in pick(asked, found, 10_000, count_text, shown=shown)] == [0]
+
+
 def test_a_passage_the_extraction_already_quotes_is_not_quoted_again() -> None:
     """What the stand-in holds verbatim is skipped, leaving the room to other turns."""
     found = passages(TURNS, range(len(TURNS)))

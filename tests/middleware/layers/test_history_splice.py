@@ -375,8 +375,8 @@ async def test_the_condensed_turns_a_question_is_about_are_quoted_before_it(
     store: DiskHistoryStore,
 ) -> None:
     """A spliced request's latest user message gets the condensed turns that share its rare
-    words, quoted and labelled before its own text; every message before it is as the
-    splice made it, so the prefix the upstream cached is kept."""
+    words, each with the reply after it, quoted and labelled before its own text; every
+    message before it is as the splice made it, so the prefix the upstream cached is kept."""
     extractor = Extractor()
     messages = with_a_fact(30)
     await seed(store, extractor, messages)
@@ -388,9 +388,10 @@ async def test_the_condensed_turns_a_question_is_about_are_quoted_before_it(
     assert "children's hospital" not in stand_in
     last = str(sent.messages[-1]["content"])
     assert last.startswith(LABEL)
-    assert "- user: my sister works as a nurse at the children's hospital downtown" in last
+    said = "- user: my sister works as a nurse at the children's hospital downtown\n"
+    assert f"{said}- assistant: reply 2 word" in last
     assert last.endswith(f"{END}\n\nWhere does my sister work as a nurse?")
-    assert ctx.notes["relevant-turns"] == "1"
+    assert ctx.notes["relevant-turns"] == "2"
     plain = Upstream(fits=40)
     await HistorySplice(services(store, extractor, window=8192)).handle(
         chat(next_turn(messages)), ctx_for(), plain
