@@ -22,11 +22,14 @@ cadence approximate a 2,048-token window (an extraction target of `--target` tok
 of `--tail`); the real pipeline with a real model is `overspill eval`. Tune seeds (below
 1000) and held-out seeds are reported apart, and with `--templates all` the tune, held-out
 and blind templates too (evaluation/phrasings.py: the same seeds and values, said otherwise),
-then the points held-out and blind templates are from tune ones.
+then the points held-out and blind templates are from tune ones. With `--relevant` each probe
+is also shown what the splice quotes for its question from the condensed turns (relevance.py),
+as the answering call is: what the model sees, where the default measures the ledger alone.
 
     .venv/bin/python -m evaluation.ledger                 # fillers 24 and 60
     .venv/bin/python -m evaluation.ledger --fillers 60 --seeds 1-8,1000-1007
     .venv/bin/python -m evaluation.ledger --templates all  # phrasings no rule was tuned on
+    .venv/bin/python -m evaluation.ledger --relevant       # + the turns a question is about
 
 Compare a revision: run the same command in a worktree of it (`git worktree add /tmp/old
 REV`; before the evaluation left `proxy/`, this was `scripts/bench_ledger.py`).
@@ -85,15 +88,37 @@ def varying_notes(seed: int, low: int, high: int) -> Callable[[int], str]:
     return notes
 
 
-Shown = tuple[str, tuple[Fact, ...]]
-"""What a condition shows (the ledger, then the tail), and the records its ledger quotes."""
+@dataclass(frozen=True, slots=True)
+class Shown:
+    """What a condition shows (the ledger, then the tail), the records its ledger quotes,
+    and how many of the conversation's messages the ledger stands for."""
+
+    text: str
+    facts: tuple[Fact, ...]
+    condensed: int
+    ledger: str = ""
+
+    def asked(self, conversation: Conversation[Probe], room: int) -> Callable[[Probe], str]:
+        """What each probe's answering call is shown: this, and, with `room` tokens for them,
+        the condensed turns its question is about quoted before it, as the splice quotes them
+        (relevance.py)."""
+        if room <= 0:
+            return lambda probe: self.text
+        found = passages(conversation.messages, range(self.condensed))
+
+        def shown(probe: Probe) -> str:
+            picked = pick(probe.question, found, room, count_text, shown=self.ledger)
+            return f"{self.text}\n{quoted(picked)}" if picked else self.text
+
+        return shown
 
 
 def once(conversation: Conversation[Probe], target: int, tail: int, notes: str = "") -> Shown:
     """One extraction's ledger of everything before the tail, then the tail."""
     end = tail_start(conversation.messages, tail)
     made = Ledger.grow(None, (), conversation.messages[1:end]).render(notes, target)
-    return f"{made.text}\n{render_transcript(conversation.messages[end:])}", made.facts
+    text = f"{made.text}\n{render_transcript(conversation.messages[end:])}"
+    return Shown(text, made.facts, end, made.text)
 
 
 def nested(
@@ -126,7 +151,8 @@ def nested(
             done, growths = end, growths + 1
     shown = previous.text if previous else ""
     facts = previous.facts if previous else ()
-    return (f"{shown}\n{render_transcript(messages[done:])}", facts), growths
+    text = f"{shown}\n{render_transcript(messages[done:])}"
+    return Shown(text, facts, done if previous else 0, shown), growths
 
 
 def quoted_text(shown: str) -> str:
@@ -310,6 +336,11 @@ def main() -> None:
         "--rebuild", action="store_true",
         help="each growth quotes every message it stands for anew (no ledger carried)",
     )  # fmt: skip
+    parser.add_argument(
+        "--relevant", action="store_true",
+        help="each probe is also shown the condensed turns its question is about, in "
+        "--relevant-share of the budget the target stands for, as the splice quotes them",
+    )  # fmt: skip
     args = parser.parse_args()
     if args.taubench:
         taubench_main(Path(args.taubench), args.window, args.relevant_share)
@@ -319,6 +350,7 @@ def main() -> None:
         return
     low, _, high = args.notes.partition("-")
     notes = stand_in_notes(int(low))
+    room = int(args.relevant_share * args.target / EXTRACTION_SHARE) if args.relevant else 0
     for fillers in (int(f) for f in args.fillers.split(",")):
         counted = Counted()
         for seed in parse_seeds(args.seeds):
@@ -329,13 +361,14 @@ def main() -> None:
                     conversation, args.target, args.tail, args.step, varied, args.rebuild
                 )
                 counted.growths.append(grown)
-                for mode, (shown, facts) in (
+                for mode, shown in (
                     ("once", once(conversation, args.target, args.tail, notes)),
                     ("nested", shown_nested),
                 ):
-                    counted.add(conversation, mode, shown, facts)
+                    counted.add(conversation, mode, shown.asked(conversation, room), shown.facts)
         span = f"{min(counted.growths)}-{max(counted.growths)}"
         rebuilt = ", rebuilt at each growth" if args.rebuild else ""
+        rebuilt += ", with the turns each question is about" if room else ""
         said = template_sets(args.templates)
         for templates in said:
             print(f"\nfillers {fillers}, notes {args.notes}{rebuilt}, {templates} templates:"
@@ -369,12 +402,16 @@ class Counted:
     growths: list[int] = field(default_factory=list)
 
     def add(
-        self, conversation: Conversation[Probe], mode: str, shown: str, facts: Sequence[Fact]
+        self,
+        conversation: Conversation[Probe],
+        mode: str,
+        shown_to: Callable[[Probe], str],
+        facts: Sequence[Fact],
     ) -> None:
-        """Count what `shown` (and the ledger's `facts`) keeps of each of the conversation's
-        probes."""
-        quoted = quoted_text(shown)
+        """Count what each probe is shown (`shown_to`) and the ledger's `facts` keep of it."""
         for probe in conversation.probes:
+            shown = shown_to(probe)
+            quoted = quoted_text(shown)
             key = (conversation.templates, conversation.seed_set, mode, probe.kind)
             right = probe.present(shown)
             clean = probe.present(quoted) and not stale_alone(quoted, probe)

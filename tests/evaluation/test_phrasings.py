@@ -278,17 +278,32 @@ def test_the_ledger_bench_prints_each_template_set_and_the_gap(
 ) -> None:
     """`python -m evaluation.ledger --templates all` counts each set apart, then the points
     each other set is from tune per kind."""
-    argv = ["ledger", "--seeds", "1,1000", "--fillers", "6", "--templates", "all"]
+    argv = ["ledger", "--seeds", "1,1000", "--fillers", "6", "--templates", "all", "--relevant"]
     monkeypatch.setattr(sys, "argv", argv)
     ledger.main()
     printed = capsys.readouterr().out
     for templates in TEMPLATE_SETS:
-        assert f"fillers 6, notes 0, {templates} templates:" in printed
+        said = f"fillers 6, notes 0, with the turns each question is about, {templates} templates:"
+        assert said in printed
     for other in ("held-out", "blind"):
         gap = printed.split(f"\n{other} templates against tune templates")[1].splitlines()
         assert gap[2].split()[0] == "user_fact"
         kinds = [line.split()[0] for line in gap[2:] if line.strip()]
         assert kinds[: len(PROBE_KINDS)] == list(PROBE_KINDS), other
+
+
+def test_the_ledger_bench_can_show_each_probe_the_turns_its_question_is_about() -> None:
+    """With room for them (`--relevant`), a probe is also shown the condensed turns its
+    question shares rare words with, as the splice quotes them; with none, the ledger and
+    tail alone."""
+    conversation = generate(1, fillers=6)
+    probe = next(p for p in conversation.probes if p.kind == "user_fact")
+    condensed = len(conversation.messages) - 1
+    shown = ledger.Shown("tail", (), condensed)
+    assert shown.asked(conversation, 0)(probe) == "tail"
+    quoted = shown.asked(conversation, 400)(probe)
+    assert quoted.startswith("tail\n[overspill: turns from the condensed earlier part")
+    assert probe.present(quoted)
 
 
 def test_a_blind_config_file_reads_back_in_its_own_format() -> None:
