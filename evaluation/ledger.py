@@ -105,9 +105,12 @@ class Shown:
         if room <= 0:
             return lambda probe: self.text
         found = passages(conversation.messages, range(self.condensed))
+        replaced = [fact.supersedes for fact in self.facts if fact.supersedes]
 
         def shown(probe: Probe) -> str:
-            picked = pick(probe.question, found, room, count_text, shown=self.ledger)
+            picked = pick(
+                probe.question, found, room, count_text, shown=self.ledger, replaced=replaced
+            )
             return f"{self.text}\n{quoted(picked)}" if picked else self.text
 
         return shown
@@ -227,7 +230,9 @@ def shown_for(
     end = tail_start(messages, int(budget * LANDING_TAIL_SHARE))
     history = render_transcript(messages[end:])
     target = int(budget * EXTRACTION_SHARE)
-    ledger = Ledger.grow(None, (), messages[1:end]).render(notes, target).text
+    made = Ledger.grow(None, (), messages[1:end]).render(notes, target)
+    ledger = made.text
+    replaced = [fact.supersedes for fact in made.facts if fact.supersedes]
     spliced = f"{ledger}\n{history}"
     found = passages(messages, range(end))
     dropped = render_transcript(drop_oldest(messages, budget, count_messages) or [])
@@ -236,7 +241,7 @@ def shown_for(
         {
             "ledger+tail": spliced,
             "ledger+tail+relevant": f"{spliced}\n"
-            + quoted(pick(question, found, room, count_text, shown=ledger)),
+            + quoted(pick(question, found, room, count_text, ledger, replaced)),
             "drop-oldest": dropped,
         }
         for question in questions

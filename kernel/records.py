@@ -60,6 +60,7 @@ __all__ = [
     "StoredFact",
     "StoredResponse",
     "decode",
+    "read_facts",
     "stored_facts",
 ]
 
@@ -213,18 +214,24 @@ class HistoryEntry(Record):
         """The ledger's records, each validated strictly; raises StoreError naming the first
         that does not validate (the entry's `extraction` stays usable: only a growth needs
         them)."""
-        try:
-            rows = orjson.loads(self.facts)
-            if isinstance(rows, list):
-                rows = [_fields(at, row) for at, row in enumerate(rows)]
-            return _FACTS.validate_python(rows)
-        except orjson.JSONDecodeError as exc:
-            problem = f"facts: not JSON ({exc})"
-        except ValidationError as exc:
-            problem = _problem(exc, "facts")
-        except ValueError as exc:  # a row longer than a record (_fields)
-            problem = str(exc)
-        raise StoreError(f"{type(self).__name__} record: {problem}")
+        return read_facts(self.facts, type(self).__name__)
+
+
+def read_facts(facts: str, owner: str = "HistoryEntry") -> tuple[StoredFact, ...]:
+    """Ledger records kept as `HistoryEntry.facts` keeps them, each validated strictly;
+    raises StoreError naming the first that does not validate (as `owner`'s record)."""
+    try:
+        rows = orjson.loads(facts)
+        if isinstance(rows, list):
+            rows = [_fields(at, row) for at, row in enumerate(rows)]
+        return _FACTS.validate_python(rows)
+    except orjson.JSONDecodeError as exc:
+        problem = f"facts: not JSON ({exc})"
+    except ValidationError as exc:
+        problem = _problem(exc, "facts")
+    except ValueError as exc:  # a row longer than a record (_fields)
+        problem = str(exc)
+    raise StoreError(f"{owner} record: {problem}")
 
 
 def _fields(at: int, row: object) -> object:

@@ -25,7 +25,7 @@ import functools
 import math
 import re
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from kernel.types import Message
@@ -152,11 +152,16 @@ def pick(
     room: int,
     count: Callable[[str], int],
     shown: str = "",
+    replaced: Collection[str] = (),
 ) -> list[Passage]:
     """The best-ranked passages that fit `room` tokens together (as `count` counts their
     rendered lines), each followed by the passage after it when that fits too, in the
     conversation's order; a passage `shown` already holds verbatim (the extraction quoted
-    it) is not quoted twice.
+    it) is not quoted twice, and one holding a statement of `replaced` is not quoted.
+
+    `replaced`: statements a later turn corrected or finished (the ledger's
+    ``Fact.supersedes``): the ledger quotes what replaced them, and a reader shown the old
+    statement beside the new one may answer the old value.
 
     The passage after a picked one is the rest of its turn or the reply to it: a question's
     words are most often those of the turn that raised its subject ("What's your dog
@@ -170,13 +175,21 @@ def pick(
         for at in (position, position + 1):
             if at >= len(found) or (at != position and position not in picked):
                 break  # the passage after comes only with the passage itself
-            if at in picked or found[at].text in shown:
+            if at in picked or found[at].text in shown or _holds(found[at].text, replaced):
                 continue
             cost = count(found[at].render())
             if cost <= left:
                 picked.add(at)
                 left -= cost
     return [found[position] for position in sorted(picked)]
+
+
+def _holds(text: str, statements: Collection[str]) -> bool:
+    """Whether `text` holds one of `statements` (whitespace aside)."""
+    if not statements:
+        return False
+    flat = " ".join(text.split())
+    return any(" ".join(statement.split()) in flat for statement in statements if statement)
 
 
 def quoted(picked: Sequence[Passage]) -> str:

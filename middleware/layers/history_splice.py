@@ -44,6 +44,7 @@ calibrates later estimates for the model.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Sequence
@@ -52,6 +53,7 @@ from typing import Any, ClassVar
 
 from kernel import metrics
 from kernel.config import ModelEntry
+from kernel.records import StoreError, read_facts
 from kernel.services import Services
 from kernel.spending import Spend
 from kernel.store import HistoryEntry
@@ -145,7 +147,7 @@ class HistorySplice:
             return await call_next(request, ctx)  # fits whole: the client's own bytes go
         self._note(request, ctx, entry, fit, grown)
         self._prefix_kept(ctx, entry, fit)
-        fit = self._quote_relevant(request, ctx, entry, fit)
+        fit = self._quote_relevant(request, ctx, entry, fit, cached)
         response = await call_next(request.spliced(fit.messages), ctx)
         await self.estimator.observe(entry, fit.counted, response.prompt_tokens())
         return response
@@ -401,13 +403,20 @@ class HistorySplice:
         await self.warm(request.spliced(fit.messages), entry, ctx.spend)
 
     def _quote_relevant(
-        self, request: ChatRequest, ctx: RequestContext, entry: ModelEntry, fit: Fit
+        self,
+        request: ChatRequest,
+        ctx: RequestContext,
+        entry: ModelEntry,
+        fit: Fit,
+        cached: HistoryEntry | None,
     ) -> Fit:
         """The spliced request with the condensed turns that bear on its latest user message
         quoted before that message (relevance.py), in the room the splice leaves below
         `context.grow_at` (so a quote never makes the next turn grow), at most
-        `context.relevant_share` of the budget. The latest user message is the conversation's
-        newest, so the prefix the upstream cached from the last turn is kept."""
+        `context.relevant_share` of the budget; a turn holding a statement the extraction's
+        ledger records as replaced by a later one is not quoted (`_replaced`). The latest
+        user message is the conversation's newest, so the prefix the upstream cached from the
+        last turn is kept."""
         end = fit.prefix[0]
         at = _latest_user(fit.messages)
         if fit.limit is None or not end or at is None or entry.context.relevant_share <= 0:
@@ -421,7 +430,8 @@ class HistorySplice:
         found = passages(request.messages, range(end))
         counter = self.estimator.counter(entry)
         stand_in = "\n".join(str(m.get("content")) for m in fit.messages[:at])
-        picked = pick(question, found, room, counter.count_text, shown=stand_in)
+        replaced = _replaced(cached.facts) if cached is not None else frozenset()
+        picked = pick(question, found, room, counter.count_text, stand_in, replaced)
         if not picked:
             return fit
         block = quoted(picked)
@@ -505,3 +515,16 @@ def _latest_user(messages: Sequence[Message]) -> int | None:
         if role == "system" or (role == "assistant" and not messages[index].get("tool_calls")):
             return None
     return None
+
+
+@functools.lru_cache(maxsize=64)
+def _replaced(facts: str) -> frozenset[str]:
+    """The statements an extraction's ledger records as replaced by later ones
+    (``supersedes``), read from its stored records; none when they do not validate (the next
+    growth logs that and starts over). Cached by the records' text: a conversation's entry
+    comes back with every turn, and only a growth changes it (64 entries of at most ~20 KB
+    of records: the busiest conversations', about a megabyte)."""
+    try:
+        return frozenset(fact.supersedes for fact in read_facts(facts) if fact.supersedes)
+    except StoreError:
+        return frozenset()

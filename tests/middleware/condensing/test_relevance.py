@@ -105,6 +105,24 @@ def test_a_picked_turn_brings_the_reply_after_it_when_that_fits() -> None:
     assert [p.index for p in pick(asked, found, 10_000, count_text, shown=shown)] == [0]
 
 
+def test_a_turn_holding_a_replaced_statement_is_not_quoted_nor_its_reply() -> None:
+    """A passage holding a statement a later turn replaced (whitespace aside) is skipped, and
+    the reply after it does not come alone; the correcting turn is still quoted."""
+    turns: list[Message] = [
+        {"role": "user", "content": "Our staging   database port is 5432."},
+        {"role": "assistant", "content": "Noted."},
+        {"role": "user", "content": "Update: the staging database port is 6543 now."},
+        {"role": "assistant", "content": "Thanks."},
+        *({"role": "user", "content": f"Lunch plan {n}: tacos."} for n in range(4)),
+    ]
+    found = passages(turns, range(len(turns)))
+    asked = "Which port is the staging database on?"
+    assert [p.index for p in pick(asked, found, 10_000, count_text)] == [0, 1, 2, 3]
+    replaced = ["Our staging database port is 5432."]
+    picked = pick(asked, found, 10_000, count_text, replaced=replaced)
+    assert [p.index for p in picked] == [2, 3]
+
+
 def test_a_passage_the_extraction_already_quotes_is_not_quoted_again() -> None:
     """What the stand-in holds verbatim is skipped, leaving the room to other turns."""
     found = passages(TURNS, range(len(TURNS)))

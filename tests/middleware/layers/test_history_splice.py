@@ -399,6 +399,31 @@ async def test_the_condensed_turns_a_question_is_about_are_quoted_before_it(
     assert sent.messages[:-1] == plain.sent[0].messages[:-1]
 
 
+async def test_a_condensed_turn_a_later_one_corrected_is_not_quoted_back(
+    store: DiskHistoryStore,
+) -> None:
+    """A turn whose statement the extraction's ledger records as replaced by a later turn is
+    left out of the quoted turns; the extraction quotes the correction."""
+    extractor = Extractor()
+    messages = conversation(30)
+    messages[5] = {"role": "user", "content": "The staging database listens on port 5432."}
+    messages[9] = {
+        "role": "user",
+        "content": "Correction: the staging database listens on port 6543 now, not 5432.",
+    }
+    await seed(store, extractor, messages)
+    cached = await store.get("tenant-a", "conv-1")
+    assert cached is not None
+    replaced = {fact.supersedes for fact in cached.records()}
+    assert "The staging database listens on port 5432." in replaced
+    asked = next_turn(messages, "Which port does the staging database listen on?")
+    upstream, ctx = Upstream(fits=40), ctx_for()
+    await HistorySplice(services(store, extractor, window=8192)).handle(chat(asked), ctx, upstream)
+    last = str(upstream.sent[0].messages[-1]["content"])
+    assert "listens on port 5432." not in last  # quoted when nothing said it was replaced
+    assert "port 6543 now, not 5432." in str(upstream.sent[0].messages[1]["content"])
+
+
 async def test_recall_can_be_turned_off_and_needs_room(store: DiskHistoryStore) -> None:
     """`context.relevant_share: 0` quotes nothing; nor does a request with no room left."""
     extractor = Extractor()
