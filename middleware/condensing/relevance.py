@@ -16,6 +16,11 @@ assumed: a word found in most passages ("the", "is", "der") weighs next to nothi
 frequency alone, and so does a word found in every turn of a transcript ("called"). A
 passage is quoted only when it shares a word rarer than in half of the passages.
 
+A quoted passage comes with the one after it (the rest of its turn, or the reply to it), where
+the answer to the subject it raised usually is; a turn holding a statement a later turn
+replaced (the ledger records which: ``Fact.supersedes``) is not quoted, since the extraction
+quotes what replaced it.
+
 What is picked is measured by `overspill eval` on LoCoMo's dialogues (docs/eval/index.md).
 """
 
@@ -169,13 +174,14 @@ def pick(
     """
     picked: set[int] = set()
     left = room - count(f"{LABEL}\n{END}")
+    stale = [flat for flat in (" ".join(statement.split()) for statement in replaced) if flat]
     for _, position in ranked(question, found):
         if left < MIN_PASSAGE_TOKENS:
             break
         for at in (position, position + 1):
             if at >= len(found) or (at != position and position not in picked):
                 break  # the passage after comes only with the passage itself
-            if at in picked or found[at].text in shown or _holds(found[at].text, replaced):
+            if at in picked or found[at].text in shown or _holds(found[at].text, stale):
                 continue
             cost = count(found[at].render())
             if cost <= left:
@@ -184,12 +190,13 @@ def pick(
     return [found[position] for position in sorted(picked)]
 
 
-def _holds(text: str, statements: Collection[str]) -> bool:
-    """Whether `text` holds one of `statements` (whitespace aside)."""
+def _holds(text: str, statements: Sequence[str]) -> bool:
+    """Whether `text` holds one of `statements` (each with its whitespace runs as one space,
+    as `text`'s are made here)."""
     if not statements:
         return False
     flat = " ".join(text.split())
-    return any(" ".join(statement.split()) in flat for statement in statements if statement)
+    return any(statement in flat for statement in statements)
 
 
 def quoted(picked: Sequence[Passage]) -> str:
