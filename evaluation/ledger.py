@@ -105,7 +105,7 @@ class Shown:
         if room <= 0:
             return lambda probe: self.text
         found = passages(conversation.messages, range(self.condensed))
-        replaced = [fact.supersedes for fact in self.facts if fact.supersedes]
+        replaced = replaced_in(self.facts)
 
         def shown(probe: Probe) -> str:
             picked = pick(
@@ -114,6 +114,12 @@ class Shown:
             return f"{self.text}\n{quoted(picked)}" if picked else self.text
 
         return shown
+
+
+def replaced_in(facts: Sequence[Fact]) -> list[str]:
+    """The statements a ledger's records say later ones replaced, which the splice does not
+    quote back (``Fact.supersedes``)."""
+    return [fact.supersedes for fact in facts if fact.supersedes]
 
 
 def once(conversation: Conversation[Probe], target: int, tail: int, notes: str = "") -> Shown:
@@ -232,7 +238,7 @@ def shown_for(
     target = int(budget * EXTRACTION_SHARE)
     made = Ledger.grow(None, (), messages[1:end]).render(notes, target)
     ledger = made.text
-    replaced = [fact.supersedes for fact in made.facts if fact.supersedes]
+    replaced = replaced_in(made.facts)
     spliced = f"{ledger}\n{history}"
     found = passages(messages, range(end))
     dropped = render_transcript(drop_oldest(messages, budget, count_messages) or [])
