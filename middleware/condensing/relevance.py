@@ -18,8 +18,8 @@ passage is quoted only when it shares a word rarer than in half of the passages.
 
 A quoted passage comes with the one after it (the rest of its turn, or the reply to it), where
 the answer to the subject it raised usually is; a turn holding a statement a later turn
-replaced (the ledger records which: ``Fact.supersedes``) is not quoted, since the extraction
-quotes what replaced it.
+replaced (the ledger records which: ``Fact.supersedes``) is not quoted, nor the short reply
+that acknowledged it, since the extraction quotes what replaced it.
 
 What is picked is measured by `overspill eval` on LoCoMo's dialogues (docs/eval/index.md).
 """
@@ -46,6 +46,9 @@ PASSAGE_CHARS = 600
 ends, so one long tool result cannot take the whole room."""
 MIN_PASSAGE_TOKENS = 8
 """Below this much room left, no passage is looked at any more."""
+MAX_ACKNOWLEDGEMENT_CHARS = 160
+"""A reply this short right after a replaced statement acknowledges it (and is left out with
+it); a longer one says more."""
 MAX_QUESTION_CHARS = 2000
 """Only the start of a longer user message is read as the question."""
 LABEL = (
@@ -175,19 +178,50 @@ def pick(
     picked: set[int] = set()
     left = room - count(f"{LABEL}\n{END}")
     stale = [flat for flat in (" ".join(statement.split()) for statement in replaced) if flat]
+    left_out = _Replaced(found, stale)
     for _, position in ranked(question, found):
         if left < MIN_PASSAGE_TOKENS:
             break
         for at in (position, position + 1):
             if at >= len(found) or (at != position and position not in picked):
                 break  # the passage after comes only with the passage itself
-            if at in picked or found[at].text in shown or _holds(found[at].text, stale):
+            if at in picked or found[at].text in shown or left_out.holds(at):
                 continue
             cost = count(found[at].render())
             if cost <= left:
                 picked.add(at)
                 left -= cost
     return [found[position] for position in sorted(picked)]
+
+
+class _Replaced:
+    """Which passages are left out as replaced: one holding a replaced statement, and the
+    short reply right after it (`MAX_ACKNOWLEDGEMENT_CHARS`: "Noted: next we X." acknowledges
+    the statement and says it again). Looked at only for the passages a pick reaches."""
+
+    def __init__(self, found: Sequence[Passage], stale: Sequence[str]) -> None:
+        self.found = found
+        self.stale = stale
+        self.seen: dict[int, bool] = {}
+
+    def holds(self, at: int) -> bool:
+        """Whether the passage at `at` is left out."""
+        if not self.stale:
+            return False
+        if self._statement(at):
+            return True
+        reply, before = self.found[at], self.found[at - 1] if at else None
+        return (
+            before is not None
+            and before.index != reply.index
+            and len(reply.text) <= MAX_ACKNOWLEDGEMENT_CHARS
+            and self._statement(at - 1)
+        )
+
+    def _statement(self, at: int) -> bool:
+        if at not in self.seen:
+            self.seen[at] = _holds(self.found[at].text, self.stale)
+        return self.seen[at]
 
 
 def _holds(text: str, statements: Sequence[str]) -> bool:

@@ -105,12 +105,13 @@ def test_a_picked_turn_brings_the_reply_after_it_when_that_fits() -> None:
     assert [p.index for p in pick(asked, found, 10_000, count_text, shown=shown)] == [0]
 
 
-def test_a_turn_holding_a_replaced_statement_is_not_quoted_nor_its_reply() -> None:
+def test_a_turn_holding_a_replaced_statement_is_not_quoted_nor_its_acknowledgement() -> None:
     """A passage holding a statement a later turn replaced (whitespace aside) is skipped, and
-    the reply after it does not come alone; the correcting turn is still quoted."""
+    so is the short reply right after it, which only says it again; the correcting turn is
+    still quoted."""
     turns: list[Message] = [
         {"role": "user", "content": "Our staging   database port is 5432."},
-        {"role": "assistant", "content": "Noted."},
+        {"role": "assistant", "content": "Noted: the staging database is on port 5432."},
         {"role": "user", "content": "Update: the staging database port is 6543 now."},
         {"role": "assistant", "content": "Thanks."},
         *({"role": "user", "content": f"Lunch plan {n}: tacos."} for n in range(4)),
