@@ -165,7 +165,8 @@ def pick(
     """The best-ranked passages that fit `room` tokens together (as `count` counts their
     rendered lines), each followed by the passage after it when that fits too, in the
     conversation's order; a passage `shown` already holds verbatim (the extraction quoted
-    it) is not quoted twice, and one holding a statement of `replaced` is not quoted.
+    it) is not quoted twice, and one holding a statement of `replaced`, or the short reply
+    right after one, is not quoted.
 
     `replaced`: statements a later turn corrected or finished (the ledger's
     ``Fact.supersedes``): the ledger quotes what replaced them, and a reader shown the old
@@ -178,14 +179,14 @@ def pick(
     picked: set[int] = set()
     left = room - count(f"{LABEL}\n{END}")
     stale = [flat for flat in (" ".join(statement.split()) for statement in replaced) if flat]
-    left_out = _Replaced(found, stale)
+    replaced_turns = _Replaced(found, stale)
     for _, position in ranked(question, found):
         if left < MIN_PASSAGE_TOKENS:
             break
         for at in (position, position + 1):
             if at >= len(found) or (at != position and position not in picked):
                 break  # the passage after comes only with the passage itself
-            if at in picked or found[at].text in shown or left_out.holds(at):
+            if at in picked or found[at].text in shown or replaced_turns.leaves_out(at):
                 continue
             cost = count(found[at].render())
             if cost <= left:
@@ -204,7 +205,7 @@ class _Replaced:
         self.stale = stale
         self.seen: dict[int, bool] = {}
 
-    def holds(self, at: int) -> bool:
+    def leaves_out(self, at: int) -> bool:
         """Whether the passage at `at` is left out."""
         if not self.stale:
             return False
@@ -219,6 +220,7 @@ class _Replaced:
         )
 
     def _statement(self, at: int) -> bool:
+        """Whether the passage at `at` holds a replaced statement (looked at once)."""
         if at not in self.seen:
             self.seen[at] = _holds(self.found[at].text, self.stale)
         return self.seen[at]
