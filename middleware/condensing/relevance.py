@@ -211,28 +211,22 @@ class _Replaced:
             return False
         if self._statement(at):
             return True
-        reply, before = self.found[at], self.found[at - 1] if at else None
+        if not at:
+            return False
+        reply, before = self.found[at], self.found[at - 1]
         return (
-            before is not None
-            and before.index != reply.index
+            before.index != reply.index
             and len(reply.text) <= MAX_ACKNOWLEDGEMENT_CHARS
             and self._statement(at - 1)
         )
 
     def _statement(self, at: int) -> bool:
-        """Whether the passage at `at` holds a replaced statement (looked at once)."""
+        """Whether the passage at `at` holds a replaced statement (each of `stale` has its
+        whitespace runs as one space, as the passage's are made here; looked at once)."""
         if at not in self.seen:
-            self.seen[at] = _holds(self.found[at].text, self.stale)
+            flat = " ".join(self.found[at].text.split())
+            self.seen[at] = any(statement in flat for statement in self.stale)
         return self.seen[at]
-
-
-def _holds(text: str, statements: Sequence[str]) -> bool:
-    """Whether `text` holds one of `statements` (each with its whitespace runs as one space,
-    as `text`'s are made here)."""
-    if not statements:
-        return False
-    flat = " ".join(text.split())
-    return any(statement in flat for statement in statements)
 
 
 def quoted(picked: Sequence[Passage]) -> str:
