@@ -39,6 +39,7 @@ from middleware.condensing.ledger.terms import (
     fact_signal,
     key_tokens,
     sentences,
+    sets_standing_rule,
 )
 from middleware.condensing.prompt import (
     DIGIT_TOKEN,
@@ -115,8 +116,8 @@ def fact_score(sentence: str, role: str, focus_words: frozenset[str] = frozenset
         return 0
     focused = is_focused(sentence, focus_words)
     bonus = USER_BONUS if who == "user" else TOOL_BONUS if who == "tool" else 0
-    if sentence.rstrip().endswith("?"):
-        bonus = 0  # a question states nothing: it ranks with the assistant's lines
+    if sentence.rstrip().endswith("?") and not (who == "user" and sets_standing_rule(sentence)):
+        bonus = 0  # a question states nothing (but a standing request said as one does)
     return signal + bonus + (FOCUS_BONUS if focused else 0)
 
 

@@ -20,6 +20,7 @@ __all__ = [
     "key_spans",
     "key_tokens",
     "sentences",
+    "sets_standing_rule",
     "takes_decision",
     "term_weight",
 ]
@@ -57,6 +58,14 @@ DECISION = re.compile(
 """Words that take a decision, state a standing rule or preference, or record a change made:
 a short list of English verbs and nouns of deciding (not the phrasings of any one
 conversation), documented in docs/guides/long-conversations.md."""
+_REQUEST = re.compile(r"\b(?:can|could|would|will)\s+you\b|\bplease\b", re.IGNORECASE)
+"""A request said to the listener: English's polite forms of asking someone to act."""
+_STANDING = re.compile(
+    r"\b(?:always|never|every|whenever|from now on|going forward|from here on|each time|"
+    r"any ?time|for the rest of)\b",
+    re.IGNORECASE,
+)
+"""Words that make an act a standing one: it holds on every later occasion, not once."""
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[`])")
 
 
@@ -125,6 +134,13 @@ def takes_decision(text: str) -> bool:
     """Whether a text takes a decision, states a standing rule or records a change made (a
     `DECISION` word)."""
     return bool(DECISION.search(text))
+
+
+def sets_standing_rule(sentence: str) -> bool:
+    """Whether a sentence asks for something to hold from now on: a request ("could you",
+    "please") with a word of every later occasion ("every", "always", "from now on").
+    Said as a question it is still a directive, not a question of fact."""
+    return bool(_REQUEST.search(sentence) and _STANDING.search(sentence))
 
 
 def sentences(text: str) -> list[str]:

@@ -23,6 +23,7 @@ from middleware.condensing.ledger.records import (
     REGAINED_SETTING_SCORE,
     SETTING_SCORE,
     SETTINGS,
+    USER_BONUS,
     Fact,
     merged_fact,
     settles,
@@ -425,6 +426,21 @@ def test_a_question_ranks_below_what_anyone_stated() -> None:
     (edited,) = fact_lines([{"role": "tool", "content": "Edited src/a.py: three lines."}])
     assert LISTING_SCORE < question.score < explained.score < carried_on.score
     assert carried_on.score == pick.score < edited.score
+
+
+def test_a_standing_request_said_as_a_question_keeps_the_users_rank() -> None:
+    """A request for something to hold from now on ranks with the user's statements even
+    said as a question; a one-off request or a question about a habit ranks as a question."""
+
+    def score(text: str) -> int:
+        (line,) = fact_lines([{"role": "user", "content": text}])
+        return line.score
+
+    standing = "Would you always quote prices for order 4471 in euros?"
+    habit = "Do you always quote prices for order 4471 in euros?"
+    once = "Could you quote the price for order 4471 in euros?"
+    assert score(standing) == score(habit) + USER_BONUS
+    assert score(once) == fact_signal(once)  # no role bonus: it asks for one act
 
 
 def test_a_date_is_a_month_or_a_day_not_a_word_starting_like_one() -> None:
