@@ -34,6 +34,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from kernel.types import Message
+from middleware.condensing.ledger.terms import sentences
 from middleware.condensing.prompt import content_text, speaker
 from middleware.condensing.split import SYSTEM_ROLES
 
@@ -221,10 +222,11 @@ class _Replaced:
         )
 
     def _statement(self, at: int) -> bool:
-        """Whether the passage at `at` holds a replaced statement (each of `stale` has its
-        whitespace runs as one space, as the passage's are made here; looked at once)."""
+        """Whether the passage at `at` holds a replaced statement, read as the ledger reads a
+        turn (its sentences, a list item's marker off, one space between: each of `stale` is
+        so; looked at once)."""
         if at not in self.seen:
-            flat = " ".join(self.found[at].text.split())
+            flat = " ".join(" ".join(sentences(self.found[at].text)).split())
             self.seen[at] = any(statement in flat for statement in self.stale)
         return self.seen[at]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kernel.tokens import count_text
 from kernel.types import Message
+from middleware.condensing.ledger import Ledger
 from middleware.condensing.relevance import (
     END,
     LABEL,
@@ -120,6 +121,28 @@ def test_a_turn_holding_a_replaced_statement_is_not_quoted_nor_its_acknowledgeme
     asked = "Which port is the staging database on?"
     assert [p.index for p in pick(asked, found, 10_000, count_text)] == [0, 1, 2, 3]
     replaced = ["Our staging database port is 5432."]
+    picked = pick(asked, found, 10_000, count_text, replaced=replaced)
+    assert [p.index for p in picked] == [2, 3]
+
+
+def test_a_replaced_statement_said_as_a_list_item_is_matched_as_the_ledger_records_it() -> None:
+    """The ledger records a list item's statement without its marker; the turn holding it is
+    still known as replaced and not quoted."""
+    turns: list[Message] = [
+        {
+            "role": "user",
+            "content": "Before we deploy, one setting:\n- the staging database port is 5432",
+        },
+        {"role": "assistant", "content": "Noted."},
+        {"role": "user", "content": "Update: the staging database port is 6543 now."},
+        {"role": "assistant", "content": "Thanks."},
+        *({"role": "user", "content": f"Lunch plan {n}: tacos."} for n in range(4)),
+    ]
+    facts = Ledger.grow(None, (), turns).render("", 500).facts
+    replaced = [fact.supersedes for fact in facts if fact.supersedes]
+    assert replaced == ["Before we deploy, one setting: the staging database port is 5432"]
+    found = passages(turns, range(len(turns)))
+    asked = "Which port is the staging database on?"
     picked = pick(asked, found, 10_000, count_text, replaced=replaced)
     assert [p.index for p in picked] == [2, 3]
 
