@@ -187,16 +187,23 @@ def model_paths(qwen: bool) -> tuple[str, str]:
 
 @contextlib.contextmanager
 def llama_server(
-    binary: str, weights: str, window: int, tmp: Path, threads: int = 1
+    binary: str,
+    weights: str,
+    window: int,
+    tmp: Path,
+    threads: int = 1,
+    flash_attention: bool = False,
 ) -> Iterator[str]:
     """llama-server with two slots of `window` tokens each (conversation and extraction calls
-    keep their own prefix caches) and `threads` threads; yields its /v1 URL."""
+    keep their own prefix caches), `threads` threads, and flash attention off as `make run`
+    has it unless asked for (`python -m bench.model_attention`); yields its /v1 URL."""
     port = free_port()
     log = tmp / "llama.log"
     with log.open("wb") as sink:
         proc = subprocess.Popen(
             [binary, "-m", weights, "-c", str(2 * window), "-np", "2", "-t", str(threads),
-             "--host", "127.0.0.1", "--port", str(port), "--no-webui"],
+             "--host", "127.0.0.1", "--port", str(port), "--no-webui",
+             "-fa", "on" if flash_attention else "off"],
             stdout=sink, stderr=subprocess.STDOUT,
         )  # fmt: skip
     try:

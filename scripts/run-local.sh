@@ -3,7 +3,8 @@
 # stops them all. Two llama-servers on the same SmolLM2 weights: chat and completions on
 # $LOCAL_MODEL_PORT (2048-token window), embeddings on $LOCAL_EMBED_PORT (--embeddings, mean
 # pooling, 512-token inputs), so that an embeddings call never evicts the chat server's cached
-# prompt (each server has one slot).
+# prompt (each server has one slot). Flash attention is off: on the CPU it reads a prompt that
+# extends a cached one (each turn of a conversation) about four times slower.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LOCAL_MODEL_PORT=${LOCAL_MODEL_PORT:-8081}
@@ -18,7 +19,7 @@ serve() {  # serve NAME PORT LOG FLAGS...: one llama-server, waited for until it
     local name=$1 port=$2 log=$3 pid
     shift 3
     "$LLAMA_SERVER" -m "$LLAMA_MODEL" -a "$name" -np 1 -t "$(nproc)" \
-        --host 127.0.0.1 --port "$port" --no-webui "$@" > "$log" 2>&1 &
+        --host 127.0.0.1 --port "$port" --no-webui -fa off "$@" > "$log" 2>&1 &
     pid=$!
     pids+=("$pid")
     for _ in $(seq 1 300); do

@@ -128,6 +128,13 @@ EMBEDDINGS = ("--embeddings", "--pooling", "mean")
 """What makes a llama-server answer /v1/embeddings (OpenAI's shape needs a pooling)."""
 
 
+NO_FLASH_ATTENTION = ("-fa", "off")
+"""llama.cpp's CPU flash attention, on by default, extends a cached prompt (each turn of a
+conversation) in about 2.5 to 3.5 times the time plain attention takes and decodes at half the
+speed at 1,500 tokens of context; it is faster only on a long prompt read cold, by a tenth to
+a third (`python -m bench.model_attention`). Off, as `make run` starts the model."""
+
+
 SHARED_LLAMA = "OVERSPILL_TEST_LLAMA_URL"
 """Where pytest-xdist's controller tells its workers the session's shared llama-server is."""
 
@@ -157,7 +164,7 @@ def running_llama_server(
         process = subprocess.Popen(
             [binary, "-m", model, "-a", alias, "-c", str(window * slots), "-np", str(slots),
              "-t", str(cores or threads()), "--host", "127.0.0.1", "--port", str(port),
-             "--no-webui", *flags],
+             "--no-webui", *NO_FLASH_ATTENTION, *flags],
             stdout=sink, stderr=subprocess.STDOUT,
         )  # fmt: skip
     try:
