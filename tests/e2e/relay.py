@@ -80,3 +80,15 @@ def recording_relay(upstream: str) -> Iterator[tuple[str, Recorded]]:
         serving(_handler(target, recorded, client)) as url,
     ):
         yield url, recorded
+
+
+def answering_prompts(recorded: Recorded, since: int, last: str) -> list[Any]:
+    """The messages of each answering call (not a growth's: the e2e tests ask for 8 tokens)
+    recorded after `since` whose last message ends with `last` (quoted relevant turns may
+    come before it)."""
+    return [
+        body["messages"]
+        for body in recorded.bodies()[since:]
+        if 8 in (body.get("max_tokens"), body.get("max_completion_tokens"))
+        and str(body["messages"][-1].get("content")).endswith(last)
+    ]

@@ -16,7 +16,7 @@ import pytest
 from openai.types.chat import ChatCompletionMessageParam
 
 from tests.e2e.conftest import Served, local_config, start_overspill, stop
-from tests.e2e.relay import Recorded, recording_relay
+from tests.e2e.relay import Recorded, answering_prompts, recording_relay
 from tests.e2e.test_overflow_recovery import conversation
 
 pytestmark = pytest.mark.e2e
@@ -66,11 +66,9 @@ def send(
     conversation_id: str,
     documents: list[dict[str, Any]] | None = None,
 ) -> Answer:
-    # llama-server's prompt cache off, as these calls were sent when the answers were compared;
-    # the prompts are compared now (the relay), and no answer's text is
-    extra: dict[str, Any] = {"cache_prompt": False}
-    if documents is not None:
-        extra["documents"] = documents
+    # llama-server's prompt cache on, as a client has it: the prompts are compared (the relay),
+    # and no answer's text is
+    extra: dict[str, Any] = {} if documents is None else {"documents": documents}
     raw = served.client().chat.completions.with_raw_response.create(
         model="local", messages=messages, max_tokens=8, temperature=0,
         extra_headers={"X-Conversation-Id": conversation_id}, extra_body=extra,
@@ -100,17 +98,6 @@ def test_concurrent_overflows_on_two_replicas_extract_once(replicas: tuple[Serve
     assert len(extracted) == 1, results
     others = [h for h in results if h not in extracted]
     assert others[0]["x-overspill-action"] in ("reused", "spliced")
-
-
-def answering_prompts(recorded: Recorded, since: int, last: str) -> list[Any]:
-    """The messages of each answering call (not a growth's) recorded after `since` whose last
-    message ends with `last` (quoted relevant turns may come before it)."""
-    return [
-        body["messages"]
-        for body in recorded.bodies()[since:]
-        if 8 in (body.get("max_tokens"), body.get("max_completion_tokens"))
-        and str(body["messages"][-1].get("content")).endswith(last)
-    ]
 
 
 def test_both_replicas_splice_the_same_prefix(
