@@ -252,6 +252,10 @@ class RequestContext:
     """The client's own rule for clearing old tool results (None: overspill's default)."""
     cleared: Cleared | None = None
     """What clearing old tool results took out of this request (set by the layer that did)."""
+    unmasked: Sequence[Message] | None = None
+    """The client's own messages, when a layer sends placeholders in place of some of them
+    (observation_masking): whose chain says which history an extraction stands for, since the
+    placeholders change as later batches are masked and the client's messages do not."""
     notes: dict[str, str] = field(default_factory=dict)
     upstream_seconds: float = 0.0
     """Time spent awaiting upstream answers to this request (the router adds to it), so the

@@ -152,6 +152,21 @@ class Condenser:
         ctx.derived["history"] = made
         return made
 
+    def chained(self, ctx: RequestContext, request: ChatRequest) -> History:
+        """The messages whose chain says which history an extraction stands for: the client's
+        own (`RequestContext.unmasked`) when a layer sent placeholders in place of some, else
+        the request's. Remembered apart from the sent ones (kernel/recall.py)."""
+        client = ctx.unmasked
+        if client is None or len(client) != len(request.messages):
+            return self.history(ctx, request)
+        held = ctx.derived.get("client-history")
+        if isinstance(held, History) and held.messages is client:
+            return held
+        key = f"{ctx.conversation_id}\x00client"
+        made = self.services.recall.history(ctx.tenant, key, client)
+        ctx.derived["client-history"] = made
+        return made
+
     def counts(
         self, ctx: RequestContext, request: ChatRequest, entry: ModelEntry
     ) -> tuple[int, ...]:
@@ -180,7 +195,7 @@ class Condenser:
             return f"extraction prompt changed ({cached.prompt_version} → {PROMPT_VERSION})"
         if cached.historical_end_index > end:
             return "the request is shorter than the summarised prefix"
-        history = self.history(ctx, request)
+        history = self.chained(ctx, request)
         if not history.chain_matches(cached.historical_end_index, PROMPT_VERSION, cached.chain):
             return "the summarised messages were edited or the history branched"
         return None
@@ -418,7 +433,7 @@ class Condenser:
             historical_end_index=end,
             message_count=len(request.messages),
             extraction=extraction.text,
-            chain=self.history(ctx, request).chain(end, PROMPT_VERSION),
+            chain=self.chained(ctx, request).chain(end, PROMPT_VERSION),
             prompt_version=PROMPT_VERSION,
             tokens_before=plan.tokens(range(end)),
             tokens_after=self.estimator.count_text(entry, extraction.text),

@@ -331,6 +331,7 @@ class HistorySplice:
             tenant=ctx.tenant,
             model=entry,
             conversation_hint=ctx.conversation_id,
+            unmasked=ctx.unmasked,
         )
         job_ctx.spend = Spend(ctx.tenant, job_ctx.notes)  # bounded like a request of its own
         whole = request.whole()

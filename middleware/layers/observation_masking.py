@@ -14,7 +14,9 @@ The trigger is the client's (`RequestContext.tool_clearing`: Anthropic's `clear_
 edit) when it gave one, else the model's `context.mask_at` share of the prompt budget (so only
 with a known window), keeping the newest `context.mask_keep` tool uses and masking in batches
 of a tenth of the input budget, so a prompt cache keeps hitting between batches. The layer
-runs before history_splice, which then plans on the masked conversation. A request carrying
+runs before history_splice, which then plans on the masked conversation; the client's own
+messages travel beside it (`RequestContext.unmasked`), so that masking a new batch inside the
+part an extraction stands for does not read as an edited history. A request carrying
 the recall tool is answered in chat terms (its native wire form is set aside), so the layer
 sees whether the model called it.
 """
@@ -89,6 +91,7 @@ class ObservationMasking:
             would(ctx, self.name, "would-mask", detail)
             return await call_next(request, ctx)
         ctx.cleared = Cleared(len(masked.masked), saved)
+        ctx.unmasked = request.messages
         ctx.note("tool-results-masked", len(masked.masked))
         ctx.note("tool-results-masked-tokens", saved)
         policy = "client" if clearing is not None else "default"

@@ -91,6 +91,25 @@ async def test_a_cached_conversation_is_spliced_before_sending(store: DiskHistor
     assert int(ctx.notes["tokens-after"]) < int(ctx.notes["tokens-before"])
 
 
+async def test_a_message_masked_after_the_extraction_still_matches_it(
+    store: DiskHistoryStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A message the extraction stands for, sent later as another layer's placeholder beside
+    the client's own (`RequestContext.unmasked`), is not an edit: the extraction is spliced."""
+    extractor = Extractor()
+    messages = conversation(30)
+    await seed(store, extractor, messages)
+    longer = next_turn(messages)
+    masked = [*longer[:3], {**longer[3], "content": "[masked: call it back]"}, *longer[4:]]
+    upstream, ctx = Upstream(fits=40), ctx_for()
+    ctx.unmasked = tuple(longer)
+    roomy = services(store, extractor, window=8192)  # far from the wall: nothing to grow
+    with caplog.at_level(logging.INFO, logger="overspill.history_splice"):
+        await HistorySplice(roomy).handle(chat(masked), ctx, upstream)
+    assert [r for r in caplog.records if r.getMessage() == "history cache miss"] == []
+    assert ctx.notes["action"] == "spliced"
+
+
 async def test_clients_can_opt_out(store: DiskHistoryStore) -> None:
     """A request whose client asked to skip history (resolved at the edge) goes whole."""
     extractor = Extractor()

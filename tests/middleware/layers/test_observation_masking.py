@@ -162,6 +162,20 @@ async def test_past_mask_at_old_results_are_masked_and_recall_is_offered(
     assert after - before == len(masked)
 
 
+async def test_the_clients_own_messages_travel_beside_the_masked_ones(
+    store: DiskHistoryStore,
+) -> None:
+    """The layers after masking see the client's own messages too (what an extraction's chain
+    is computed over), and the masked ones are what is sent."""
+    messages = agent(30)
+    upstream = Upstream(completion("done"))
+    ctx = context()
+    await layer(store).handle(request(messages), ctx, upstream)
+    assert ctx.unmasked == tuple(messages)
+    assert upstream.sent[0].messages != tuple(messages)
+    assert len(upstream.sent[0].messages) == len(messages)
+
+
 async def test_in_shadow_mode_the_request_goes_unchanged_and_the_masking_is_reported(
     store: DiskHistoryStore,
 ) -> None:
