@@ -167,6 +167,15 @@ class Condenser:
         ctx.derived["client-history"] = made
         return made
 
+    @staticmethod
+    def readable(ctx: RequestContext, request: ChatRequest) -> ChatRequest:
+        """`request` with the client's own messages when a layer sent placeholders in place of
+        some (`RequestContext.unmasked`): what an extraction and a quote read."""
+        client = ctx.unmasked
+        if client is None or len(client) != len(request.messages):
+            return request
+        return request.with_messages(client)
+
     def counts(
         self, ctx: RequestContext, request: ChatRequest, entry: ModelEntry
     ) -> tuple[int, ...]:
@@ -310,7 +319,12 @@ class Condenser:
         previous: HistoryEntry | None,
     ) -> Extraction:
         """The stand-in's text by the first of the model's strategies that fits (the
-        fallbacks, masking then a middle cut, come last and the cut always fits)."""
+        fallbacks, masking then a middle cut, come last and the cut always fits). It reads the
+        client's own messages where a layer sent placeholders in place of some (a masked tool
+        result holds none of the facts the ledger keeps), counted anew."""
+        readable = self.readable(ctx, request)
+        recount = readable is not request
+        request = readable
         earlier = _earlier(previous, ctx)
         previous = previous if earlier else None
         start = previous.historical_end_index if previous else 0
@@ -322,7 +336,9 @@ class Condenser:
         spend = ctx.spending()
         for name in strategy_order(entry.context.strategies):
             if name == "extract":
-                made = await self._extract(request, entry, plan, previous, earlier, target, spend)
+                made = await self._extract(
+                    request, entry, plan, previous, earlier, target, spend, recount
+                )
             elif name == "middle_cut":
                 made = _middle_cut(historical, earlier, target, model, condensed, positions)
             else:
@@ -355,13 +371,19 @@ class Condenser:
         earlier: Previous | None,
         target: int,
         spend: Spend,
+        recount: bool = False,
     ) -> Extraction | None:
         """An extraction on the ladder within what the request may still spend (growing
         `previous`, whose records `earlier` holds), or None when no rung managed or not one
-        call may go (logged; the next strategy takes over)."""
+        call may go (logged; the next strategy takes over). `recount`: the messages are not
+        the ones `plan` counted (the client's own, in place of placeholders)."""
         start = previous.historical_end_index if previous else 0
         historical = [request.messages[i] for i in plan.split.historical if i >= start]
-        counts = [plan.counts[i] for i in plan.split.historical if i >= start]
+        if recount:
+            counter = self.estimator.counter(entry)
+            counts = [counter.count_message(message) for message in historical]
+        else:
+            counts = [plan.counts[i] for i in plan.split.historical if i >= start]
         rungs = await self.rungs(entry, plan, spend)
         focus = latest_question(request.messages)
         model = entry.litellm_params.upstream_model

@@ -428,7 +428,7 @@ class HistorySplice:
         question = content_text(fit.messages[at])
         if room <= 0 or not question:
             return fit
-        found = passages(request.messages, range(end))
+        found = passages(self.condenser.readable(ctx, request).messages, range(end))
         counter = self.estimator.counter(entry)
         stand_in = "\n".join(str(m.get("content")) for m in fit.messages[:at])
         replaced = _replaced(cached.facts) if cached is not None else frozenset()

@@ -110,6 +110,39 @@ async def test_a_message_masked_after_the_extraction_still_matches_it(
     assert ctx.notes["action"] == "spliced"
 
 
+async def test_an_extraction_reads_the_tool_results_masking_replaced(
+    store: DiskHistoryStore,
+) -> None:
+    """A tool result another layer sent as a placeholder is condensed from the client's own
+    message (`RequestContext.unmasked`): the setting it returned is in the extraction."""
+    call = {"id": "call_1", "type": "function",
+            "function": {"name": "read_file", "arguments": '{"path": "config/app.toml"}'}}  # fmt: skip
+    result = "[server]\nport = 8443\ncache_ttl_seconds = 45\nworkers = 6"
+    chatter = [
+        {"role": role, "content": f"{role} chatter " + "word " * 60}
+        for _ in range(30)
+        for role in ("user", "assistant")
+    ]
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "Be helpful."},
+        {"role": "user", "content": "Read the app's config, please."},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_1", "content": result},
+        *chatter,
+        {"role": "user", "content": "What is the cache TTL?"},
+    ]
+    masked = [*messages[:3], {**messages[3], "content": "[masked: call it back]"}, *messages[4:]]
+    ctx = ctx_for()
+    ctx.unmasked = tuple(messages)
+    await OverflowRecovery(services(store, Extractor())).handle(
+        chat(masked), ctx, Upstream(fits=20)
+    )
+    stored = await store.get("tenant-a", "conv-1")
+    assert stored is not None
+    assert "cache_ttl_seconds = 45" in stored.extraction
+    assert "[masked: call it back]" not in stored.extraction
+
+
 async def test_clients_can_opt_out(store: DiskHistoryStore) -> None:
     """A request whose client asked to skip history (resolved at the edge) goes whole."""
     extractor = Extractor()
