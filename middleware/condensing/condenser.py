@@ -156,8 +156,8 @@ class Condenser:
         """The messages whose chain says which history an extraction stands for: the client's
         own (`RequestContext.unmasked`) when a layer sent placeholders in place of some, else
         the request's. Remembered apart from the sent ones (kernel/recall.py)."""
-        client = ctx.unmasked
-        if client is None or len(client) != len(request.messages):
+        client = _client_messages(ctx, request)
+        if client is None:
             return self.history(ctx, request)
         held = ctx.derived.get("client-history")
         if isinstance(held, History) and held.messages is client:
@@ -171,10 +171,8 @@ class Condenser:
     def readable(ctx: RequestContext, request: ChatRequest) -> ChatRequest:
         """`request` with the client's own messages when a layer sent placeholders in place of
         some (`RequestContext.unmasked`): what an extraction and a quote read."""
-        client = ctx.unmasked
-        if client is None or len(client) != len(request.messages):
-            return request
-        return request.with_messages(client)
+        client = _client_messages(ctx, request)
+        return request if client is None else request.with_messages(client)
 
     def counts(
         self, ctx: RequestContext, request: ChatRequest, entry: ModelEntry
@@ -323,8 +321,10 @@ class Condenser:
         client's own messages where a layer sent placeholders in place of some (a masked tool
         result holds none of the facts the ledger keeps), counted anew."""
         readable = self.readable(ctx, request)
-        recount = readable is not request
-        request = readable
+        counts = plan.counts
+        if readable is not request:
+            counts = self.chained(ctx, request).counts(self.estimator.counter(entry))
+            request = readable
         earlier = _earlier(previous, ctx)
         previous = previous if earlier else None
         start = previous.historical_end_index if previous else 0
@@ -337,7 +337,7 @@ class Condenser:
         for name in strategy_order(entry.context.strategies):
             if name == "extract":
                 made = await self._extract(
-                    request, entry, plan, previous, earlier, target, spend, recount
+                    request, entry, plan, previous, earlier, target, spend, counts
                 )
             elif name == "middle_cut":
                 made = _middle_cut(historical, earlier, target, model, condensed, positions)
@@ -371,19 +371,15 @@ class Condenser:
         earlier: Previous | None,
         target: int,
         spend: Spend,
-        recount: bool = False,
+        counts: Sequence[int],
     ) -> Extraction | None:
         """An extraction on the ladder within what the request may still spend (growing
         `previous`, whose records `earlier` holds), or None when no rung managed or not one
-        call may go (logged; the next strategy takes over). `recount`: the messages are not
-        the ones `plan` counted (the client's own, in place of placeholders)."""
+        call may go (logged; the next strategy takes over). `counts`: each of the request's
+        messages' tokens (the client's own where they differ from what `plan` counted)."""
         start = previous.historical_end_index if previous else 0
         historical = [request.messages[i] for i in plan.split.historical if i >= start]
-        if recount:
-            counter = self.estimator.counter(entry)
-            counts = [counter.count_message(message) for message in historical]
-        else:
-            counts = [plan.counts[i] for i in plan.split.historical if i >= start]
+        counts = [counts[i] for i in plan.split.historical if i >= start]
         rungs = await self.rungs(entry, plan, spend)
         focus = latest_question(request.messages)
         model = entry.litellm_params.upstream_model
@@ -487,6 +483,13 @@ def _target(plan: Plan, entry: ModelEntry, framing: int) -> int:
     the stand-in message's own framing and the reply's priming."""
     share = plan.budget.share(1 - entry.context.intact_share) / plan.scale
     return max(64, int(share) - framing - REPLY_PRIMING_TOKENS)
+
+
+def _client_messages(ctx: RequestContext, request: ChatRequest) -> Sequence[Message] | None:
+    """The client's own messages when a layer sent others in their place (same positions),
+    else None."""
+    client = ctx.unmasked
+    return client if client is not None and len(client) == len(request.messages) else None
 
 
 def _earlier(previous: HistoryEntry | None, ctx: RequestContext) -> Previous | None:
