@@ -106,11 +106,10 @@ class Shown:
             return lambda probe: self.text
         found = passages(conversation.messages, range(self.condensed))
         replaced = replaced_in(self.facts)
+        later = conversation.messages[self.condensed :]
 
         def shown(probe: Probe) -> str:
-            picked = pick(
-                probe.question, found, room, count_text, shown=self.ledger, replaced=replaced
-            )
+            picked = pick(probe.question, found, room, count_text, self.ledger, replaced, later)
             return f"{self.text}\n{quoted(picked)}" if picked else self.text
 
         return shown
@@ -247,7 +246,7 @@ def shown_for(
         {
             "ledger+tail": spliced,
             "ledger+tail+relevant": f"{spliced}\n"
-            + quoted(pick(question, found, room, count_text, ledger, replaced)),
+            + quoted(pick(question, found, room, count_text, ledger, replaced, messages[end:])),
             "drop-oldest": dropped,
         }
         for question in questions

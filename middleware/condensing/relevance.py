@@ -34,7 +34,8 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from kernel.types import Message
-from middleware.condensing.ledger.terms import sentences
+from middleware.condensing.ledger.supersede import Line, settle
+from middleware.condensing.ledger.terms import key_spans, sentences
 from middleware.condensing.prompt import content_text, speaker
 from middleware.condensing.split import SYSTEM_ROLES
 
@@ -47,6 +48,13 @@ PASSAGE_CHARS = 600
 ends, so one long tool result cannot take the whole room."""
 MIN_PASSAGE_TOKENS = 8
 """Below this much room left, no passage is looked at any more."""
+RELATIVE_SCORE = 0.5
+"""A passage scoring below this share of the best passage's score is not quoted, however
+much room is left: it shares with the question only a word or two the best one also has, or
+a more common one ("on", "long", "city"), and quoted right before the question such a
+neighbour is what a small reader answers from ("I'll use port 26883 for the mock payment
+server" before "Which port does the API gateway listen on?"). The best passage counts
+whether or not it is quoted (the extraction may show it, or a later turn replaced it)."""
 MAX_ACKNOWLEDGEMENT_CHARS = 160
 """A reply this short right after a replaced statement acknowledges it (and is left out with
 it); a longer one says more."""
@@ -162,6 +170,7 @@ def pick(
     count: Callable[[str], int],
     shown: str = "",
     replaced: Collection[str] = (),
+    later: Sequence[Message] = (),
 ) -> list[Passage]:
     """The best-ranked passages that fit `room` tokens together (as `count` counts their
     rendered lines), each followed by the passage after it when that fits too, in the
@@ -171,7 +180,10 @@ def pick(
 
     `replaced`: statements a later turn corrected or finished (the ledger's
     ``Fact.supersedes``): the ledger quotes what replaced them, and a reader shown the old
-    statement beside the new one may answer the old value.
+    statement beside the new one may answer the old value. `later`: the turns after the
+    condensed ones, sent verbatim; a statement of a passage one of them replaces is not
+    quoted either (`restated_later`), since the quote stands after them, right before the
+    question.
 
     The passage after a picked one is the rest of its turn or the reply to it: a question's
     words are most often those of the turn that raised its subject ("What's your dog
@@ -179,14 +191,21 @@ def pick(
     """
     picked: set[int] = set()
     left = room - count(f"{LABEL}\n{END}")
+    order = ranked(question, found)
+    bar = order[0][0] * RELATIVE_SCORE if order else 0.0
+    if later:
+        reached = {at for score, p in order if score >= bar for at in (p, p + 1)}
+        replaced = [*replaced, *restated_later(found, sorted(reached), later)]
     stale = [flat for flat in (" ".join(statement.split()) for statement in replaced) if flat]
     replaced_turns = _Replaced(found, stale)
-    for _, position in ranked(question, found):
-        if left < MIN_PASSAGE_TOKENS:
+    for score, position in order:
+        if left < MIN_PASSAGE_TOKENS or score < bar:
             break
         for at in (position, position + 1):
-            if at >= len(found) or (at != position and position not in picked):
-                break  # the passage after comes only with the passage itself
+            if at >= len(found) or (
+                at != position and position not in picked and found[position].text not in shown
+            ):
+                break  # the passage after comes only with the passage itself, quoted or shown
             if at in picked or found[at].text in shown or replaced_turns.leaves_out(at):
                 continue
             cost = count(found[at].render())
@@ -194,6 +213,30 @@ def pick(
                 picked.add(at)
                 left -= cost
     return [found[position] for position in sorted(picked)]
+
+
+def restated_later(
+    found: Sequence[Passage], positions: Sequence[int], later: Sequence[Message]
+) -> list[str]:
+    """The statements of the passages at `positions` (in order) that a later line, of them or
+    of `later`, replaces, read by the ledger's own rule (``supersede.settle``: the user's later line
+    states a new value of the same subject as a change, or names the old one as old). The
+    ledger records only the replacements inside what it condensed; a correction made in the
+    turns kept verbatim is not in it, and quoting the old statement after those turns would
+    put the stale value last, right before the question."""
+    lines: list[Line] = []
+    for position in positions:
+        if position < len(found):
+            passage = found[position]
+            lines += (Line(passage.who, text, key_spans(text)) for text in sentences(passage.text))
+    mine = len(lines)
+    for message in later:
+        if message.get("role") not in SYSTEM_ROLES:
+            who = speaker(message)
+            lines += (Line(who, t, key_spans(t)) for t in sentences(content_text(message)))
+    if mine == 0 or mine == len(lines):
+        return []
+    return [lines[i].text for i in sorted(settle(lines).replaced) if i < mine]
 
 
 class _Replaced:

@@ -428,11 +428,12 @@ class HistorySplice:
         question = content_text(fit.messages[at])
         if room <= 0 or not question:
             return fit
-        found = passages(self.condenser.readable(ctx, request).messages, range(end))
+        client = self.condenser.readable(ctx, request).messages
+        found = passages(client, range(end))
         counter = self.estimator.counter(entry)
         stand_in = "\n".join(str(m.get("content")) for m in fit.messages[:at])
         replaced = _replaced(cached.facts) if cached is not None else frozenset()
-        picked = pick(question, found, room, counter.count_text, stand_in, replaced)
+        picked = pick(question, found, room, counter.count_text, stand_in, replaced, client[end:])
         if not picked:
             return fit
         block = quoted(picked)

@@ -88,7 +88,8 @@ def test_picking_keeps_to_its_room_and_the_conversations_order() -> None:
 
 def test_a_picked_turn_brings_the_reply_after_it_when_that_fits() -> None:
     """The turn that raised a subject comes with the turn after it, where its answer is; the
-    reply is left out when the room holds only the turn, and comes only with a turn quoted."""
+    reply is left out when the room holds only the turn, and comes after a turn the
+    extraction already shows."""
     turns: list[Message] = [
         {"role": "user", "content": "We finally adopted a puppy last week."},
         {"role": "assistant", "content": "Congratulations! What did you name the puppy?"},
@@ -99,11 +100,54 @@ def test_a_picked_turn_brings_the_reply_after_it_when_that_fits() -> None:
     ]
     found = passages(turns, range(len(turns)))
     asked = "What did you name the puppy?"
-    assert [p.index for p in pick(asked, found, 10_000, count_text)] == [0, 1, 2]
+    assert [p.index for p in pick(asked, found, 10_000, count_text)] == [1, 2]
     tight = count_text(f"{LABEL}\n{END}") + count_text(found[1].render()) + 1
     assert [p.index for p in pick(asked, found, tight, count_text)] == [1]
     shown = f"Quoted facts:\n- assistant: {turns[1]['content']}"  # not quoted twice
-    assert [p.index for p in pick(asked, found, 10_000, count_text, shown=shown)] == [0]
+    assert [p.index for p in pick(asked, found, 10_000, count_text, shown=shown)] == [2]
+
+
+def test_a_passage_scoring_far_below_the_best_is_not_quoted() -> None:
+    """However much room is left, a passage scoring below half the best one's (it shares a
+    word or two by chance) is not quoted; the best counts even when a later turn replaced it."""
+    turns: list[Message] = [
+        {"role": "user", "content": "The API gateway listens on port 6765."},
+        {"role": "assistant", "content": "Noted."},
+        {"role": "user", "content": "Pick a free port for the mock payment server."},
+        {"role": "assistant", "content": "I'll use port 26883 for the mock payment server."},
+        {"role": "user", "content": "What is a race condition?"},
+        {"role": "assistant", "content": "Two threads updating one counter at once."},
+        {"role": "user", "content": "Correction: the gateway moved to port 9412."},
+        {"role": "assistant", "content": "Thanks, updated."},
+        {"role": "user", "content": "How should I name variables?"},
+        {"role": "assistant", "content": "For what they mean in the problem."},
+    ]
+    found = passages(turns, range(len(turns)))
+    asked = "Which port does the API gateway listen on?"
+    assert [p.index for p in pick(asked, found, 10_000, count_text)] == [0, 1]
+    replaced = ["The API gateway listens on port 6765."]
+    kept = pick(asked, found, 10_000, count_text, replaced=replaced)
+    assert [p.index for p in kept] == []
+
+
+def test_a_statement_the_verbatim_turns_replace_is_not_quoted() -> None:
+    """A condensed statement that a user's turn after the condensed ones corrects is left out
+    with its acknowledgement, read by the ledger's rule; one they do not correct is quoted."""
+    turns: list[Message] = [
+        {"role": "user", "content": "The upload limit is 550 MB."},
+        {"role": "assistant", "content": "Noted."},
+        {"role": "user", "content": "Rainy all weekend here."},
+    ]
+    later: list[Message] = [
+        {"role": "user", "content": "Correction: the upload limit is 380 MB, not 550 MB."},
+        {"role": "assistant", "content": "Updated."},
+    ]
+    found = passages(turns, range(len(turns)))
+    asked = "What is the upload limit?"
+    assert [p.index for p in pick(asked, found, 10_000, count_text)] == [0, 1]
+    assert [p.index for p in pick(asked, found, 10_000, count_text, later=later)] == []
+    unrelated: list[Message] = [{"role": "user", "content": "The timeout is 30 s."}]
+    assert [p.index for p in pick(asked, found, 10_000, count_text, later=unrelated)] == [0, 1]
 
 
 def test_a_turn_holding_a_replaced_statement_is_not_quoted_nor_its_acknowledgement() -> None:
