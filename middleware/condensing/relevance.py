@@ -34,7 +34,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from kernel.types import Message
-from middleware.condensing.ledger.supersede import Line, settle
+from middleware.condensing.ledger.supersede import Line, may_replace, settle
 from middleware.condensing.ledger.terms import key_spans, sentences
 from middleware.condensing.prompt import content_text, speaker
 from middleware.condensing.split import SYSTEM_ROLES
@@ -230,13 +230,25 @@ def restated_later(
             passage = found[position]
             lines += (Line(passage.who, text, key_spans(text)) for text in sentences(passage.text))
     mine = len(lines)
-    for message in later:
-        if message.get("role") not in SYSTEM_ROLES:
-            who = speaker(message)
-            lines += (Line(who, t, key_spans(t)) for t in sentences(content_text(message)))
+    values = {key.lower() for line in lines for key in line.keys}
+    for message in later:  # only the user's lines replace (``supersede``)
+        if message.get("role") == "user":
+            lines += (
+                line
+                for line in _user_lines(content_text(message))
+                if may_replace(line.text, values)
+            )
     if mine == 0 or mine == len(lines):
         return []
     return [lines[i].text for i in sorted(settle(lines).replaced) if i < mine]
+
+
+@functools.lru_cache(maxsize=4096)
+def _user_lines(text: str) -> tuple[Line, ...]:
+    """A user's turn as the ledger's lines, those with a value only (cached: the verbatim
+    turns come back with every request)."""
+    said = ((text, key_spans(text)) for text in sentences(text))
+    return tuple(Line("user", text, keys) for text, keys in said if keys)
 
 
 class _Replaced:

@@ -476,6 +476,30 @@ async def test_a_condensed_turn_a_later_one_corrected_is_not_quoted_back(
     assert "port 6543 now, not 5432." in str(upstream.sent[0].messages[1]["content"])
 
 
+async def test_a_condensed_turn_the_verbatim_turns_correct_is_not_quoted_back(
+    store: DiskHistoryStore,
+) -> None:
+    """A condensed statement that a user's turn after the extraction corrects, and the reply
+    that repeated it, are left out of the quoted turns, which stand after that correction;
+    uncorrected, the reply is quoted after the statement the extraction shows."""
+    extractor = Extractor()
+    messages = conversation(30)
+    messages[5] = {"role": "user", "content": "The staging database listens on port 5432."}
+    messages[6] = {"role": "assistant", "content": "Noted: the staging database is on 5432."}
+    await seed(store, extractor, messages)
+    question = "Which port does the staging database listen on?"
+    correction = "Correction: the staging database listens on port 6543 now, not 5432."
+    for later, quoted in (("Thanks.", True), (correction, False)):
+        asked = next_turn(next_turn(messages, later), question)
+        upstream = Upstream(fits=40)
+        await HistorySplice(services(store, extractor, window=8192)).handle(
+            chat(asked), ctx_for(), upstream
+        )
+        sent = upstream.sent[0].messages
+        assert later in str(sent[-3]["content"])  # the turn is in the verbatim tail
+        assert ("the staging database is on 5432." in str(sent[-1]["content"])) is quoted
+
+
 async def test_recall_can_be_turned_off_and_needs_room(store: DiskHistoryStore) -> None:
     """`context.relevant_share: 0` quotes nothing; nor does a request with no room left."""
     extractor = Extractor()
