@@ -22,6 +22,7 @@ import openai
 import pytest
 
 from kernel.config import GeneralSettings
+from tests.e2e.relay import Recorded, recording_relay
 
 ROOT = Path(__file__).resolve().parents[2]
 MASTER_KEY = "sk-e2e-master"
@@ -186,6 +187,14 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         return
     with running_llama_server(tmp_path_factory.mktemp("llama")) as url:
         yield url
+
+
+@pytest.fixture(scope="module")
+def relay(llama_server: str) -> Iterator[tuple[str, Recorded]]:
+    """A recording relay in front of the session's llama-server, one per test module: the
+    prompts that module's servers sent, to compare."""
+    with recording_relay(llama_server) as relayed:
+        yield relayed
 
 
 @pytest.fixture(scope="session")

@@ -16,17 +16,10 @@ import pytest
 from openai.types.chat import ChatCompletionMessageParam
 
 from tests.e2e.conftest import Served, local_config, start_overspill, stop
-from tests.e2e.relay import Recorded, answering_prompts, recording_relay
+from tests.e2e.relay import Recorded, answering_prompts
 from tests.e2e.test_overflow_recovery import conversation
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(scope="module")
-def relay(llama_server: str) -> Iterator[tuple[str, Recorded]]:
-    """A recording relay in front of the real llama-server: the prompts the replicas sent."""
-    with recording_relay(llama_server) as relayed:
-        yield relayed
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,7 @@ import pytest
 from openai.types.chat import ChatCompletionMessageParam
 
 from tests.e2e.conftest import MASTER_KEY, free_port, local_config, stop, wait_ready
-from tests.e2e.relay import Recorded, answering_prompts, recording_relay
+from tests.e2e.relay import Recorded, answering_prompts
 from tests.e2e.test_overflow_recovery import conversation
 
 pytestmark = pytest.mark.e2e
@@ -78,13 +78,6 @@ class Pinned:
 def _ready_workers(log: Path) -> int:
     records = [orjson.loads(line) for line in log.read_bytes().splitlines() if line[:1] == b"{"]
     return sum(record.get("msg") == "ready" for record in records)
-
-
-@pytest.fixture(scope="module")
-def relay(llama_server: str) -> Iterator[tuple[str, Recorded]]:
-    """A recording relay in front of the real llama-server: the prompts the workers sent."""
-    with recording_relay(llama_server) as relayed:
-        yield relayed
 
 
 @pytest.fixture(scope="module")
