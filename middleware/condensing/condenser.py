@@ -170,9 +170,15 @@ class Condenser:
     @staticmethod
     def readable(ctx: RequestContext, request: ChatRequest) -> ChatRequest:
         """`request` with the client's own messages when a layer sent placeholders in place of
-        some (`RequestContext.unmasked`): what an extraction and a quote read."""
+        some (`RequestContext.unmasked`): what an extraction reads."""
         client = _client_messages(ctx, request)
         return request if client is None else request.with_messages(client)
+
+    @staticmethod
+    def readable_messages(ctx: RequestContext, request: ChatRequest) -> Sequence[Message]:
+        """`readable`'s messages, with no request built: what a quote reads."""
+        client = _client_messages(ctx, request)
+        return request.messages if client is None else client
 
     def counts(
         self, ctx: RequestContext, request: ChatRequest, entry: ModelEntry

@@ -428,7 +428,7 @@ class HistorySplice:
         question = content_text(fit.messages[at])
         if room <= 0 or not question:
             return fit
-        client = self.condenser.readable(ctx, request).messages
+        client = self.condenser.readable_messages(ctx, request)
         found = passages(client, range(end))
         counter = self.estimator.counter(entry)
         stand_in = "\n".join(str(m.get("content")) for m in fit.messages[:at])
