@@ -16,10 +16,16 @@ assumed: a word found in most passages ("the", "is", "der") weighs next to nothi
 frequency alone, and so does a word found in every turn of a transcript ("called"). A
 passage is quoted only when it shares a word rarer than in half of the passages.
 
+Only passages scoring at least half the best passage's score are quoted (`RELATIVE_SCORE`):
+the room is a ceiling, not a quota, and a passage sharing one word with the question, quoted
+right before it, is what a small reader answers from.
+
 A quoted passage comes with the one after it (the rest of its turn, or the reply to it), where
-the answer to the subject it raised usually is; a turn holding a statement a later turn
-replaced (the ledger records which: ``Fact.supersedes``) is not quoted, nor the short reply
-that acknowledged it, since the extraction quotes what replaced it.
+the answer to the subject it raised usually is, and so does one the extraction already shows;
+a turn holding a statement a later turn replaced is not quoted, nor the short reply that
+acknowledged it: the ledger records the replacements among the condensed turns
+(``Fact.supersedes``), and `restated_later` reads the turns sent verbatim after them by the
+same rule.
 
 What is picked is measured by `overspill eval` on LoCoMo's dialogues (docs/eval/index.md).
 """
