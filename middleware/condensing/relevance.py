@@ -40,7 +40,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from kernel.types import Message
-from middleware.condensing.ledger.supersede import Line, may_replace, settle
+from middleware.condensing.ledger.supersede import Line, settle
 from middleware.condensing.ledger.terms import key_spans, sentences
 from middleware.condensing.prompt import content_text, speaker
 from middleware.condensing.split import SYSTEM_ROLES
@@ -225,36 +225,32 @@ def restated_later(
     found: Sequence[Passage], positions: Sequence[int], later: Sequence[Message]
 ) -> list[str]:
     """The statements of the passages at `positions` (in order) that a later line, of them or
-    of `later`, replaces, read by the ledger's own rule (``supersede.settle``: the user's later line
-    states a new value of the same subject as a change, or names the old one as old). The
-    ledger records only the replacements inside what it condensed; a correction made in the
-    turns kept verbatim is not in it, and quoting the old statement after those turns would
-    put the stale value last, right before the question."""
+    of `later`, replaces, read by the ledger's own rule (``supersede.settle``: the user's
+    later line states a new value of the same subject as a change, or names the old one as
+    old). The ledger records only the replacements inside what it condensed; a correction
+    made in the turns kept verbatim is not in it, and quoting the old statement after those
+    turns would put the stale value last, right before the question. Every later line is
+    read, as the ledger reads its own: which words are too common to tie two statements
+    depends on all of them."""
     lines: list[Line] = []
     for position in positions:
         if position < len(found):
             passage = found[position]
-            lines += (Line(passage.who, text, key_spans(text)) for text in sentences(passage.text))
+            lines += _lines(passage.who, passage.text)
     mine = len(lines)
-    values = {key.lower() for line in lines for key in line.keys}
-    for message in later:  # only the user's lines replace (``supersede``)
-        if message.get("role") == "user":
-            lines += (
-                line
-                for line in _user_lines(content_text(message))
-                if may_replace(line.text, values)
-            )
+    for message in later:
+        if message.get("role") not in SYSTEM_ROLES:
+            lines += _lines(speaker(message), content_text(message))
     if mine == 0 or mine == len(lines):
         return []
     return [lines[i].text for i in sorted(settle(lines).replaced) if i < mine]
 
 
 @functools.lru_cache(maxsize=4096)
-def _user_lines(text: str) -> tuple[Line, ...]:
-    """A user's turn as the ledger's lines, those with a value only (cached: the verbatim
-    turns come back with every request)."""
-    said = ((text, key_spans(text)) for text in sentences(text))
-    return tuple(Line("user", text, keys) for text, keys in said if keys)
+def _lines(who: str, text: str) -> tuple[Line, ...]:
+    """A turn as the ledger's lines (cached: the verbatim turns come back with every
+    request)."""
+    return tuple(Line(who, said, key_spans(said)) for said in sentences(text))
 
 
 class _Replaced:

@@ -55,7 +55,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from middleware.condensing.ledger.records import LISTING_SCORE, Fact
@@ -340,14 +340,6 @@ def _replaced_values(
     if not replaced or not set(old) - replaced <= set(new):
         return frozenset()
     return frozenset(replaced)
-
-
-def may_replace(text: str, values: Collection[str]) -> bool:
-    """Whether a later line may replace one holding `values` (lower-cased key terms): it
-    names one of them, or reads as a change or as done. A cheap test before `settle`, which
-    decides: a line that does neither replaces nothing."""
-    lowered = text.lower()
-    return bool(_CHANGE.search(text)) or any(value in lowered for value in values)
 
 
 def settle(lines: Sequence[Line]) -> Settled:
