@@ -109,7 +109,7 @@ class Shown:
         later = conversation.messages[self.condensed :]
 
         def shown(probe: Probe) -> str:
-            picked = pick(probe.question, found, room, count_text, self.ledger, replaced, later)
+            picked = pick(probe.question, found, room, count_text, replaced, later)
             return f"{self.text}\n{quoted(picked)}" if picked else self.text
 
         return shown
@@ -246,7 +246,7 @@ def shown_for(
         {
             "ledger+tail": spliced,
             "ledger+tail+relevant": f"{spliced}\n"
-            + quoted(pick(question, found, room, count_text, ledger, replaced, messages[end:])),
+            + quoted(pick(question, found, room, count_text, replaced, messages[end:])),
             "drop-oldest": dropped,
         }
         for question in questions

@@ -21,11 +21,11 @@ the room is a ceiling, not a quota, and a passage sharing one word with the ques
 right before it, is what a small reader answers from.
 
 A quoted passage comes with the one after it (the rest of its turn, or the reply to it), where
-the answer to the subject it raised usually is, and so does one the extraction already shows;
-a turn holding a statement a later turn replaced is not quoted, nor the short reply that
-acknowledged it: the ledger records the replacements among the condensed turns
-(``Fact.supersedes``), and `restated_later` reads the turns sent verbatim after them by the
-same rule.
+the answer to the subject it raised usually is; a passage the extraction also quotes is
+quoted again in its place, so the excerpt does not end before what came last. A turn holding
+a statement a later turn replaced is not quoted, nor the short reply that acknowledged it:
+the ledger records the replacements among the condensed turns (``Fact.supersedes``), and
+`restated_later` reads the turns sent verbatim after them by the same rule.
 
 What is picked is measured by `overspill eval` on LoCoMo's dialogues (docs/eval/index.md).
 """
@@ -174,15 +174,19 @@ def pick(
     found: Sequence[Passage],
     room: int,
     count: Callable[[str], int],
-    shown: str = "",
     replaced: Collection[str] = (),
     later: Sequence[Message] = (),
 ) -> list[Passage]:
     """The best-ranked passages that fit `room` tokens together (as `count` counts their
     rendered lines), each followed by the passage after it when that fits too, in the
-    conversation's order; a passage `shown` already holds verbatim (the extraction quoted
-    it) is not quoted twice, and one holding a statement of `replaced`, or the short reply
-    right after one, is not quoted.
+    conversation's order; one holding a statement of `replaced`, or the short reply right
+    after one, is not quoted.
+
+    A passage the extraction already quotes is quoted again: the block is an excerpt of the
+    conversation, read in its order, and one with that passage cut out ends where it did not
+    ("For the mobile app, should we use Jenkins or CircleCI?" and the reply weighing both,
+    without "Decision: we go with CircleCI" and "Agreed, CircleCI it is"), and a reader
+    answers from the last thing it read.
 
     `replaced`: statements a later turn corrected or finished (the ledger's
     ``Fact.supersedes``): the ledger quotes what replaced them, and a reader shown the old
@@ -208,11 +212,9 @@ def pick(
         if left < MIN_PASSAGE_TOKENS or score < bar:
             break
         for at in (position, position + 1):
-            if at >= len(found) or (
-                at != position and position not in picked and found[position].text not in shown
-            ):
-                break  # the passage after comes only with the passage itself, quoted or shown
-            if at in picked or found[at].text in shown or replaced_turns.leaves_out(at):
+            if at >= len(found) or (at != position and position not in picked):
+                break  # the passage after comes only with the passage itself
+            if at in picked or replaced_turns.leaves_out(at):
                 continue
             cost = count(found[at].render())
             if cost <= left:

@@ -431,9 +431,8 @@ class HistorySplice:
         client = self.condenser.readable_messages(ctx, request)
         found = passages(client, range(end))
         counter = self.estimator.counter(entry)
-        stand_in = "\n".join(str(m.get("content")) for m in fit.messages[:at])
         replaced = _replaced(cached.facts) if cached is not None else frozenset()
-        picked = pick(question, found, room, counter.count_text, stand_in, replaced, client[end:])
+        picked = pick(question, found, room, counter.count_text, replaced, client[end:])
         if not picked:
             return fit
         block = quoted(picked)

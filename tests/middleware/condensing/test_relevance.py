@@ -88,8 +88,7 @@ def test_picking_keeps_to_its_room_and_the_conversations_order() -> None:
 
 def test_a_picked_turn_brings_the_reply_after_it_when_that_fits() -> None:
     """The turn that raised a subject comes with the turn after it, where its answer is; the
-    reply is left out when the room holds only the turn, and comes after a turn the
-    extraction already shows."""
+    reply is left out when the room holds only the turn."""
     turns: list[Message] = [
         {"role": "user", "content": "We finally adopted a puppy last week."},
         {"role": "assistant", "content": "Congratulations! What did you name the puppy?"},
@@ -103,8 +102,6 @@ def test_a_picked_turn_brings_the_reply_after_it_when_that_fits() -> None:
     assert [p.index for p in pick(asked, found, 10_000, count_text)] == [1, 2]
     tight = count_text(f"{LABEL}\n{END}") + count_text(found[1].render()) + 1
     assert [p.index for p in pick(asked, found, tight, count_text)] == [1]
-    shown = f"Quoted facts:\n- assistant: {turns[1]['content']}"  # not quoted twice
-    assert [p.index for p in pick(asked, found, 10_000, count_text, shown=shown)] == [2]
 
 
 def test_a_passage_scoring_far_below_the_best_is_not_quoted() -> None:
@@ -191,13 +188,19 @@ def test_a_replaced_statement_said_as_a_list_item_is_matched_as_the_ledger_recor
     assert [p.index for p in picked] == [2, 3]
 
 
-def test_a_passage_the_extraction_already_quotes_is_not_quoted_again() -> None:
-    """What the stand-in holds verbatim is skipped, leaving the room to other turns."""
-    found = passages(TURNS, range(len(TURNS)))
-    shown = "Quoted facts:\n- user: My sister is a nurse at the children's hospital."
-    picked = pick("my sister the nurse", found, 10_000, count_text, shown=shown)
-    assert 5 not in {p.index for p in picked}
-    assert 1 in {p.index for p in picked}
+def test_an_excerpt_ends_on_the_decision_taken_after_the_options() -> None:
+    """The passages are quoted in their order, whatever the extraction also quotes: the
+    options weighed, then the decision taken after them."""
+    turns: list[Message] = [
+        {"role": "user", "content": "For the mobile app, should we use Jenkins or CircleCI?"},
+        {"role": "assistant", "content": "Both would work; Jenkins is simpler to run."},
+        {"role": "user", "content": "Decision: we go with CircleCI for the mobile app."},
+        {"role": "assistant", "content": "Agreed, CircleCI it is for the mobile app."},
+        *({"role": "user", "content": f"Lunch plan {n}: tacos."} for n in range(6)),
+    ]
+    found = passages(turns, range(len(turns)))
+    asked = "Which CI system did we decide on for the mobile app?"
+    assert [p.index for p in pick(asked, found, 10_000, count_text)][:4] == [0, 1, 2, 3]
 
 
 def test_the_quoted_block_is_labelled_and_goes_before_the_users_text() -> None:
