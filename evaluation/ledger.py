@@ -96,7 +96,6 @@ class Shown:
     text: str
     facts: tuple[Fact, ...]
     condensed: int
-    ledger: str = ""
 
     def asked(self, conversation: Conversation[Probe], room: int) -> Callable[[Probe], str]:
         """What each probe's answering call is shown: this, and, with `room` tokens for them,
@@ -126,7 +125,7 @@ def once(conversation: Conversation[Probe], target: int, tail: int, notes: str =
     end = tail_start(conversation.messages, tail)
     made = Ledger.grow(None, (), conversation.messages[1:end]).render(notes, target)
     text = f"{made.text}\n{render_transcript(conversation.messages[end:])}"
-    return Shown(text, made.facts, end, made.text)
+    return Shown(text, made.facts, end)
 
 
 def nested(
@@ -160,7 +159,7 @@ def nested(
     shown = previous.text if previous else ""
     facts = previous.facts if previous else ()
     text = f"{shown}\n{render_transcript(messages[done:])}"
-    return Shown(text, facts, done if previous else 0, shown), growths
+    return Shown(text, facts, done if previous else 0), growths
 
 
 def quoted_text(shown: str) -> str:
@@ -236,9 +235,8 @@ def shown_for(
     history = render_transcript(messages[end:])
     target = int(budget * EXTRACTION_SHARE)
     made = Ledger.grow(None, (), messages[1:end]).render(notes, target)
-    ledger = made.text
     replaced = replaced_in(made.facts)
-    spliced = f"{ledger}\n{history}"
+    spliced = f"{made.text}\n{history}"
     found = passages(messages, range(end))
     dropped = render_transcript(drop_oldest(messages, budget, count_messages) or [])
     room = int(budget * relevant_share)
