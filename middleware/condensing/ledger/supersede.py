@@ -21,6 +21,11 @@ earlier one when
     (not, from, was, previously, replaced, ...: "5678, not 4410", "from 02:00 to 03:30")
     and states a new value of the same subject;
 
+  and a line that names as past a value the earlier line does not hold ("not 6169", "from
+  02:00", "6169 was the old one") changes that value, not the earlier one: "Correction: the
+  gateway listens on port 2362, not 6169" leaves the assistant's "I'll use port 24379 for
+  the mock payment server" alone, though both name a port;
+
   where a new value is of the same subject when it is of the same kind (``value_shape``: two
   numbers of one unit, two hyphenated host names, two names, two times or dates; a bare
   number whose sentence names the other's unit), its sentence shares a content word with the
@@ -135,6 +140,11 @@ _OLD_WORDS = frozenset(CHANGE_WORDS) - {"now", "currently", "actually"} | {
 }
 """Words in the clause of an earlier value named again that mark it old ("5678, not 4410",
 "from 4410 to 5678"); "now" and "currently" mark the value that holds."""
+_PAST_BEFORE = ("not", "no", "from", "old", "previous", "previously", "formerly", "earlier")
+_PAST_AFTER = ("was", "were", "used", "before", "old", "previously", "formerly", "earlier")
+"""The old-words that say only that a value is past, before it ("not 6169", "from 02:00")
+or after it ("6169 was the old one"); a change word such as "moved" goes with the new value
+as often as with the old."""
 # fmt: on
 _CHANGE = re.compile(
     r"\b(?:" + "|".join((*CHANGE_WORDS, *CHANGE_PHRASES, *DONE_WORDS)) + r")\b", re.IGNORECASE
@@ -143,6 +153,8 @@ _DONE = re.compile(r"\b(?:" + "|".join(DONE_WORDS) + r")\b", re.IGNORECASE)
 _OLD = re.compile(
     r"\b(?:" + "|".join((*_OLD_WORDS, *CHANGE_PHRASES, *DONE_WORDS)) + r")\b", re.IGNORECASE
 )
+_PAST_BEFORE_RE = re.compile(r"\b(?:" + "|".join(_PAST_BEFORE) + r")\b", re.IGNORECASE)
+_PAST_AFTER_RE = re.compile(r"\b(?:" + "|".join(_PAST_AFTER) + r")\b", re.IGNORECASE)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 # fmt: off
 _STOP = _FILLER | frozenset(CHANGE_WORDS) | _OLD_WORDS | {
@@ -178,6 +190,10 @@ class _Value:
     context: frozenset[str]
     subject: frozenset[str]
     marked_old: bool
+    named_past: bool
+    """A word between it and its neighbours in its clause says it is past: 6169 in "port
+    2362, not 6169" and 02:00 in "from 02:00 to 03:30", not 03:30 nor X in "X took over
+    from Y"."""
     done: bool
     changes: bool
 
@@ -250,6 +266,12 @@ def _values(line: Line, common: frozenset[str] = frozenset()) -> dict[str, _Valu
             end = at + len(key)
             if _NAMES.fullmatch(key) and _not_a_value(sentence, at, end):
                 continue
+            before = max((s + len(k) for k, s in spans if s < at), default=0)
+            beyond = min((s for _, s in spans if s > at), default=len(sentence))
+            past = bool(
+                _PAST_BEFORE_RE.search(_CLAUSE_BREAK.split(sentence[before:at])[-1])
+                or _PAST_AFTER_RE.search(_CLAUSE_BREAK.split(sentence[end:beyond])[0])
+            )
             clause = _CLAUSE_BREAK.split(sentence[:at])[-1]
             around = clause + " " + _CLAUSE_BREAK.split(sentence[end:])[0]
             verb = _VERB.search(clause)
@@ -260,6 +282,7 @@ def _values(line: Line, common: frozenset[str] = frozenset()) -> dict[str, _Valu
                 context=context,
                 subject=subject,
                 marked_old=bool(_OLD.search(around)),
+                named_past=past,
                 done=bool(_DONE.search(sentence)),
                 changes=changes,
             )
@@ -310,6 +333,18 @@ def _same_subject(old: _Value, new: _Value) -> bool:
     return True
 
 
+def _holds(text: str, key: str) -> bool:
+    """Whether lower-cased `text` holds `key` as whole words."""
+    return re.search(r"(?<!\w)" + re.escape(key) + r"(?!\w)", text) is not None
+
+
+def _stands_for(new: _Value, past: Sequence[_Value]) -> bool:
+    """Whether `new` is, or stands in for, a value its line names as past that the earlier
+    line does not hold (`past`): "the gateway listens on port 2362, not 6169" changes 6169,
+    not the port 24379 an earlier line gave a mock server."""
+    return any(other is new or _same_subject(other, new) for other in past)
+
+
 def _replaced_values(
     later: Line, earlier: Line, new: dict[str, _Value], old: dict[str, _Value]
 ) -> frozenset[str]:
@@ -318,6 +353,14 @@ def _replaced_values(
     if not _may_correct(later, earlier):
         return frozenset()
     fresh = [value for key, value in new.items() if key not in old]
+    held = earlier.text.lower()
+    past = [  # named as past, and not what the earlier line said ("from Kenji Kowalczyk")
+        value
+        for value in fresh
+        if value.named_past
+        and not _holds(held, value.key)
+        and not any(_holds(value.key, key) for key in old)
+    ]
     replaced = set()
     for key, value in old.items():
         named = new.get(key)
@@ -330,7 +373,8 @@ def _replaced_values(
             (
                 other
                 for other in fresh
-                if (named is not None or other.changes) and _same_subject(value, other)
+                if _same_subject(value, other)
+                and (named is not None or (other.changes and not _stands_for(other, past)))
             ),
             None,
         )

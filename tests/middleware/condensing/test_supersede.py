@@ -50,6 +50,10 @@ def users(*texts: str) -> list[Line]:
             "of lynx-gateway-431.",
         ),
         ("Actually, ignore that: the deadline is Friday.", "The deadline is now Monday."),
+        (
+            "Kenji Kowalczyk is on call this week if anything breaks.",
+            "Change of plan: Amara Abernathy took over the on-call week from Kenji Kowalczyk.",
+        ),
     ],
 )
 def test_a_correction_replaces_the_earlier_statement_of_its_subject(first: str, later: str) -> None:
@@ -72,6 +76,23 @@ def test_a_correction_replaces_the_earlier_statement_of_its_subject(first: str, 
 def test_what_cannot_be_told_a_correction_is_kept(first: str, later: str) -> None:
     """No correction word, another subject, a question, or a value the later line would lose:
     both statements stay."""
+    assert settle(users(first, later)).replaced == set()
+
+
+@pytest.mark.parametrize(
+    ("first", "later"),
+    [
+        (
+            "I'll use port 24379 for the mock payment server.",
+            "Correction: the API gateway listens on port 2362, not 6169. I misread the chart.",
+        ),
+        ("The backup runs at 01:00.", "Correction: the backup moved from 02:00 to 03:30."),
+    ],
+)
+def test_a_correction_naming_its_old_value_replaces_only_that_value(first: str, later: str) -> None:
+    """A change that names the value it replaces ("not 6169", "from 02:00") leaves a line
+    without that value alone, though it shares a word and a kind of value with it."""
+    assert settle(lines(("assistant", first), ("user", later))).replaced == set()
     assert settle(users(first, later)).replaced == set()
 
 
