@@ -30,7 +30,7 @@ from kernel.usage import counted
 from middleware.pipeline import LAYERS, LayerFactory
 from proxy.app import create_app
 from proxy.system import build_system
-from tests.e2e.conftest import SHARED_LLAMA, running_llama_server
+from tests.e2e.conftest import SHARED_LLAMA, free_cores, running_llama_server
 from tests.redis_ha import own_cluster, own_sentinel, redis_cluster, redis_sentinel  # noqa: F401
 from tests.redis_server import own_redis, redis_url  # noqa: F401 - fixtures for every test
 
@@ -40,7 +40,7 @@ pytest_plugins = ["tests.reliability"]
 def pytest_configure(config: pytest.Config) -> None:
     """pytest-xdist's controller starts the end-to-end tests' llama-server once, with a slot
     for each worker (each 2048 tokens, as one server has) and a thread for each core the
-    workers leave (at least one), and hands its URL to the workers it spawns
+    workers and other processes leave (at least one; `free_cores`), and hands its URL to the workers it spawns
     (tests/e2e/conftest.py: `llama_server`); not when the e2e tests are left out. llama.cpp's
     threads spin at a barrier after every step, so one preempted by a worker stalls the rest;
     one thread is not slowed by one busy process beside it (docs/benchmarks.md,
@@ -53,7 +53,7 @@ def pytest_configure(config: pytest.Config) -> None:
     workdir = Path(tempfile.mkdtemp(prefix="overspill-llama-"))
     stack = contextlib.ExitStack()
     url = stack.enter_context(
-        running_llama_server(workdir, slots=workers, cores=max(1, (os.cpu_count() or 2) - workers))
+        running_llama_server(workdir, slots=workers, cores=max(1, free_cores() - workers))
     )
     stack.callback(shutil.rmtree, workdir, True)
     stack.callback(os.environ.pop, SHARED_LLAMA, None)

@@ -140,11 +140,20 @@ SHARED_LLAMA = "OVERSPILL_TEST_LLAMA_URL"
 """Where pytest-xdist's controller tells its workers the session's shared llama-server is."""
 
 
+def free_cores() -> int:
+    """The cores no other process keeps busy: the machine's less its one-minute load average
+    (rounded down), at least one. llama.cpp's threads wait for each other after every step,
+    so one on a core another process is busy on stalls the rest: beside a busy llama-server
+    on 2 cores, SmolLM2 read a cold 900-token prompt at 43 tokens/s on two threads and at
+    150 on one, and a test that takes a minute on an idle machine ran past ten."""
+    return max(1, (os.cpu_count() or 2) - int(os.getloadavg()[0]))
+
+
 def threads() -> int:
-    """A worker's own llama-server's threads: the cores shared among pytest-xdist's workers
-    (more threads than cores make llama.cpp's spinning barriers crawl)."""
+    """A worker's own llama-server's threads: the free cores shared among pytest-xdist's
+    workers (more threads than free cores make llama.cpp's spinning barriers crawl)."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    return max(1, (os.cpu_count() or 2) // max(1, workers))
+    return max(1, free_cores() // max(1, workers))
 
 
 @contextlib.contextmanager
