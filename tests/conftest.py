@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import shutil
-import tempfile
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
@@ -30,45 +28,11 @@ from kernel.usage import counted
 from middleware.pipeline import LAYERS, LayerFactory
 from proxy.app import create_app
 from proxy.system import build_system
-from tests.e2e.conftest import SHARED_LLAMA, free_cores, running_llama_server
 from tests.redis_ha import own_cluster, own_sentinel, redis_cluster, redis_sentinel  # noqa: F401
 from tests.redis_server import own_redis, redis_url  # noqa: F401 - fixtures for every test
 
 pytest_plugins = ["tests.reliability"]
 
-
-def pytest_configure(config: pytest.Config) -> None:
-    """pytest-xdist's controller starts the end-to-end tests' llama-server once, with a slot
-    for each worker (each 2048 tokens, as one server has) and a thread for each core the
-    workers and other processes leave (at least one; `free_cores`), and hands its URL to the workers it spawns
-    (tests/e2e/conftest.py: `llama_server`); not when the e2e tests are left out. llama.cpp's
-    threads spin at a barrier after every step, so one preempted by a worker stalls the rest;
-    one thread is not slowed by one busy process beside it (docs/benchmarks.md,
-    `python -m bench.model_threads`)."""
-    workers = getattr(config.option, "numprocesses", None)
-    if hasattr(config, "workerinput") or not isinstance(workers, int) or workers < 2:
-        return
-    if "not e2e" in (config.option.markexpr or "") or os.environ.get(SHARED_LLAMA):
-        return
-    workdir = Path(tempfile.mkdtemp(prefix="overspill-llama-"))
-    stack = contextlib.ExitStack()
-    url = stack.enter_context(
-        running_llama_server(workdir, slots=workers, cores=max(1, free_cores() - workers))
-    )
-    stack.callback(shutil.rmtree, workdir, True)
-    stack.callback(os.environ.pop, SHARED_LLAMA, None)
-    os.environ[SHARED_LLAMA] = url
-    config.stash[_SHARED] = stack
-
-
-def pytest_unconfigure(config: pytest.Config) -> None:
-    """Stop the shared llama-server, if this process started one."""
-    stack = config.stash.get(_SHARED, None)
-    if stack is not None:
-        stack.close()
-
-
-_SHARED = pytest.StashKey[contextlib.ExitStack]()
 
 # Shared 2-core machines: no per-example deadline. In CI, the same examples every run.
 hypothesis_settings.register_profile("dev", deadline=None)

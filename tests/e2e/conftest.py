@@ -136,10 +136,6 @@ speed at 1,500 tokens of context; it is faster only on a long prompt read cold, 
 a third (`python -m bench.model_attention`). Off, as `make run` starts the model."""
 
 
-SHARED_LLAMA = "OVERSPILL_TEST_LLAMA_URL"
-"""Where pytest-xdist's controller tells its workers the session's shared llama-server is."""
-
-
 def free_cores() -> int:
     """The cores no other process keeps busy: the machine's less its one-minute load average
     (rounded down), at least one. llama.cpp's threads wait for each other after every step,
@@ -187,13 +183,12 @@ def running_llama_server(
 
 @pytest.fixture(scope="session")
 def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The session's llama-server (2048-token window per slot); yields its /v1 URL. Under
-    pytest-xdist every worker uses the one its controller started (tests/conftest.py): a slot
-    per worker, so the workers' calls decode as one batch, and the cores the workers leave."""
-    shared = os.environ.get(SHARED_LLAMA)
-    if shared:
-        yield shared
-        return
+    """The session's llama-server (one 2048-token slot); yields its /v1 URL. Under
+    pytest-xdist each worker starts its own on its share of the free cores (one thread each
+    on 2 cores): the model's work is the check's longest path, and one server shared by both
+    workers, on one thread so that a busy worker cannot stall its other threads, read both
+    workers' prompts on one core while the other waited (pytest 12:42 shared, 10:33 on a
+    server each, one run each on the 2-core VM; docs/benchmarks.md)."""
     with running_llama_server(tmp_path_factory.mktemp("llama")) as url:
         yield url
 
