@@ -158,18 +158,16 @@ def running_llama_server(
     window: int = WINDOW,
     *flags: str,
     alias: str = "smollm2-135m",
-    slots: int = 1,
-    cores: int | None = None,
 ) -> Iterator[str]:
-    """A real llama-server with SmolLM2-135M, `slots` slots of `window` tokens each, `cores`
-    threads (default `threads()`) and `flags`; yields its /v1 URL."""
+    """A real llama-server with SmolLM2-135M, one slot of `window` tokens, `threads()` threads
+    and `flags`; yields its /v1 URL."""
     binary, model = local_model()
     port = free_port()
     log = workdir / "llama-server.log"
     with log.open("wb") as sink:
         process = subprocess.Popen(
-            [binary, "-m", model, "-a", alias, "-c", str(window * slots), "-np", str(slots),
-             "-t", str(cores or threads()), "--host", "127.0.0.1", "--port", str(port),
+            [binary, "-m", model, "-a", alias, "-c", str(window), "-np", "1",
+             "-t", str(threads()), "--host", "127.0.0.1", "--port", str(port),
              "--no-webui", *NO_FLASH_ATTENTION, *flags],
             stdout=sink, stderr=subprocess.STDOUT,
         )  # fmt: skip
