@@ -100,8 +100,9 @@ def test_both_replicas_splice_the_same_prefix(
     other on the next turn, with no refused call, and either replica sends the same spliced
     prompt for that turn (when the first grows the extraction ahead of the wall, the second
     reuses what it grew).
-    The prompts are compared, not the answers: the model server's batching of concurrent
-    requests moves a greedy answer's last tokens."""
+    The prompts are compared, not the answers: how much of a prompt the model server has
+    cached changes how it splits the rest into batches, which moves a greedy answer's last
+    tokens."""
     first, second = replicas
     recorded = relay[1]
     messages: list[ChatCompletionMessageParam] = [

@@ -193,7 +193,8 @@ def test_an_extraction_by_one_worker_splices_alike_on_the_other(
 ) -> None:
     """A conversation extracted on one worker is spliced by the other on the next turn, into
     the same prompt either worker sends for that turn (the prompts compared, as the relay
-    recorded them: the model server's batches move a greedy answer's last tokens)."""
+    recorded them: what the model server has cached changes its batches, which move a greedy
+    answer's last tokens)."""
     first, second = pinned.values()
     conversation_id = f"workers-{secrets.token_hex(3)}"
     messages: list[ChatCompletionMessageParam] = [
