@@ -242,6 +242,11 @@ def _not_a_value(sentence: str, at: int, end: int) -> bool:
     )
 
 
+def _whole(key: str, text: str) -> re.Match[str] | None:
+    """Where `text` holds `key` as whole words (both lower-cased), if it does."""
+    return re.search(r"(?<!\w)" + re.escape(key) + r"(?!\w)", text)
+
+
 def _values(line: Line, common: frozenset[str] = frozenset()) -> dict[str, _Value]:
     """The values of `line` by lower-cased key term, each with what surrounds it (its
     sentence's content words but the `common` ones)."""
@@ -251,7 +256,7 @@ def _values(line: Line, common: frozenset[str] = frozenset()) -> dict[str, _Valu
         bare = sentence
         spans = []
         for key in line.keys:
-            where = re.search(r"(?<!\w)" + re.escape(key.lower()) + r"(?!\w)", lowered)
+            where = _whole(key.lower(), lowered)
             if where is None or key.lower() in found:
                 continue
             at = where.start()
@@ -333,11 +338,6 @@ def _same_subject(old: _Value, new: _Value) -> bool:
     return True
 
 
-def _holds(text: str, key: str) -> bool:
-    """Whether lower-cased `text` holds `key` as whole words."""
-    return re.search(r"(?<!\w)" + re.escape(key) + r"(?!\w)", text) is not None
-
-
 def _stands_for(new: _Value, past: Sequence[_Value]) -> bool:
     """Whether `new` is, or stands in for, a value its line names as past that the earlier
     line does not hold (`past`): "the gateway listens on port 2362, not 6169" changes 6169,
@@ -358,8 +358,8 @@ def _replaced_values(
         value
         for value in fresh
         if value.named_past
-        and not _holds(held, value.key)
-        and not any(_holds(value.key, key) for key in old)
+        and not _whole(value.key, held)
+        and not any(_whole(key, value.key) for key in old)
     ]
     replaced = set()
     for key, value in old.items():
