@@ -63,6 +63,15 @@ def test_a_name_no_sentence_start_explains_is_a_key_term_wherever_it_stands() ->
     assert fact_signal("Let's use MongoDB and drop PostgreSQL.") == 2
 
 
+def test_a_capital_after_a_colon_or_a_line_break_starts_a_clause_and_is_no_name() -> None:
+    """A speaker's first word ("Dave: Thanks, Calvin!"), a label's clause and a new line's
+    first word are capitalised by where they stand, as after a full stop; a name inside
+    the clause still counts."""
+    assert key_spans("Dave: Thanks, Calvin! Haven't seen Boston yet.") == ("Calvin", "Boston")
+    assert key_spans("Note: Remember the lease.\nSounds good to Amara.") == ("Amara",)
+    assert fact_signal("Calvin: Woohoo, that's wild!") == 0
+
+
 def test_term_weight_ranks_codes_over_bare_small_numbers() -> None:
     """A letters-and-digits code identifies more than a name or a long number, then a bare one."""
     assert term_weight("ZX-4471") > term_weight("orca_ledger") > term_weight("53")
