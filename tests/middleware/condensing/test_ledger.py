@@ -69,6 +69,7 @@ def test_a_capital_after_a_colon_or_a_line_break_starts_a_clause_and_is_no_name(
     the clause still counts."""
     assert key_spans("Dave: Thanks, Calvin! Haven't seen Boston yet.") == ("Calvin", "Boston")
     assert key_spans("Note: Remember the lease.\nSounds good to Amara.") == ("Amara",)
+    assert key_spans("Sounds good.  Thanks, Amara.") == ("Amara",)
     assert fact_signal("Calvin: Woohoo, that's wild!") == 0
 
 
