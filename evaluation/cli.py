@@ -27,7 +27,7 @@ from evaluation.conditions import CONDITIONS, ConditionName
 from evaluation.conversations import DEFAULT_FILLERS, HELD_OUT_FROM, Conversation, generate
 from evaluation.phrasings import ALL, TEMPLATE_SETS, TemplateSet, template_sets
 from evaluation.probes import PROBE_KINDS, Asked, ProbeKind
-from evaluation.report import CHART_HINT, chart, read_jsonl, table, write_jsonl
+from evaluation.report import CEILING, CHART_HINT, chart, read_jsonl, table, write_jsonl
 from evaluation.runner import (
     ANSWER_TOKENS,
     SUMMARY_TOKENS,
@@ -157,6 +157,14 @@ class Plan:
 
 def run(args: argparse.Namespace) -> int:
     """Carry the evaluation out (or, with --report, report saved rows); the exit status."""
+    if args.chart:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            print(f"eval: --chart: {CHART_HINT}", file=sys.stderr)
+            return EXIT_USAGE
+    if args.report:
+        return _report(args)
     try:
         seeds = parse_seeds(args.seeds) if args.seeds else default_seeds(args.conversations)
         conditions: list[ConditionName]
@@ -173,14 +181,6 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"eval: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    if args.chart:
-        try:
-            import matplotlib  # noqa: F401
-        except ImportError:
-            print(f"eval: --chart: {CHART_HINT}", file=sys.stderr)
-            return EXIT_USAGE
-    if args.report:
-        return _report(args)
     try:
         sink = open(args.out, "wb")  # noqa: SIM115 - closed below, whatever the run does
     except OSError as exc:
@@ -205,16 +205,24 @@ def run(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     """The table (and --chart) of the rows in the --report files, as if one run wrote them;
-    --conditions and --kinds select among them. Status 2 for a file that cannot be read, a
-    line that is no row, or a probe two files both answer (it would count twice)."""
+    --conditions and --kinds select among them (by default every kind the rows hold, the
+    generator's or an outside dataset's). Status 2 for a file that cannot be read, a line that
+    is no row, or a probe two files both answer (it would count twice) under any condition but
+    the whole history's, which may be read more than once."""
+    known = (*PROBE_KINDS, *locomo.LOCOMO_KINDS)
+    try:
+        named = parse_conditions(args.conditions) if args.conditions else None
+        asked = _chosen(args.kinds, known, "--kinds") if args.kinds else None
+    except ValueError as exc:
+        print(f"eval: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         rows = read_rows([Path(name) for name in args.report])
     except (OSError, ValueError) as exc:
         print(f"eval: --report: {exc}", file=sys.stderr)
         return EXIT_USAGE
     present = {row.condition for row in rows}
-    named = parse_conditions(args.conditions) if args.conditions else None
-    kinds = parse_kinds(args.kinds) if args.kinds else PROBE_KINDS
+    kinds = asked or {row.kind for row in rows}
     conditions = named or [c for c in CONDITIONS if c in present]
     rows = [row for row in rows if row.condition in conditions and row.kind in kinds]
     if not rows:
@@ -235,7 +243,9 @@ def _show(rows: list[Row], conditions: Sequence[str], source: str, chart_path: s
 
 def read_rows(paths: Sequence[Path]) -> list[Row]:
     """The rows of every file, in order; ValueError when two lines answer the same probe
-    (the same seed, condition and question), naming where both are."""
+    (the same seed, condition and question), naming where both are, except the whole
+    history's (`CEILING`) in two files: a second reading of it, which the report pairs the
+    others with as right only where every reading is."""
     rows: list[Row] = []
     seen: dict[tuple[int, str, str, str, str], str] = {}
     for path in paths:
@@ -243,7 +253,7 @@ def read_rows(paths: Sequence[Path]) -> list[Row]:
             found = read_jsonl(source, str(path))
         for number, row in enumerate(found, 1):
             key = (row.seed, row.templates, row.condition, row.kind, row.question)
-            if key in seen:
+            if key in seen and (row.condition != CEILING or seen[key] == str(path)):
                 raise ValueError(
                     f"{path} (row {number}): seed {row.seed} ({row.templates} templates) "
                     f"{row.condition} {row.kind} is also in {seen[key]}: give each part of a "

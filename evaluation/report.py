@@ -204,6 +204,16 @@ def _block(
         paired = {c: against_ceiling(c, per[c], per[CEILING]) for c in conditions}
         for label, side in ((f"lost vs {CEILING}", 0), (f"won vs {CEILING}", 1)):
             lines.append(line(label, ("-" if p is None else str(p[side]) for p in paired.values())))
+        kept = (kept_of_ceiling(c, per[c], per[CEILING]) for c in conditions)
+        lines.append(line(f"kept of {CEILING}", ("-" if k is None else k for k in kept)))
+        readings = _readings(per[CEILING])
+        if any(len(said) > 1 for said in readings.values()):
+            again = [said for said in readings.values() if len(said) > 1]
+            split = sum(len(set(said)) > 1 for said in again)
+            lines.append(
+                f"{CEILING} read more than once: {len(again)} probes, right in some readings "
+                f"and wrong in others {split}; paired as right only when right in every one"
+            )
     if CEILING in conditions and set(conditions) - UNPAIRED:
         lines.append(f"points against {CEILING} on the probes both asked:")
         for name in [*kinds_of(rows), "all"]:
@@ -240,6 +250,17 @@ def against_ceiling(
     return lost, sum(mine and not theirs for mine, theirs in pairs)
 
 
+def kept_of_ceiling(condition: str, rows: Sequence[Row], ceiling: Sequence[Row]) -> str | None:
+    """Of the probes both asked that the ceiling answers right, how many `rows` answers
+    right too, as "3 of 9" (a target such as "80% of the answers right on the whole
+    dialogue still right"). None: not paired (as in `against_ceiling`)."""
+    pairs = _paired(condition, rows, ceiling)
+    if not pairs:
+        return None
+    theirs = [mine for mine, right in pairs if right]
+    return f"{sum(theirs)} of {len(theirs)}"
+
+
 def points_against(condition: str, rows: Sequence[Row], ceiling: Sequence[Row]) -> float | None:
     """Recall of `rows` minus the ceiling's, in points, over the probes (a seed's kind) both
     asked: what a target such as "within 10 points of the whole history" is measured on,
@@ -252,15 +273,28 @@ def points_against(condition: str, rows: Sequence[Row], ceiling: Sequence[Row]) 
 
 
 def _paired(condition: str, rows: Sequence[Row], ceiling: Sequence[Row]) -> list[tuple[bool, bool]]:
-    """(right here, right under the ceiling) for each probe both asked; none if unpaired."""
+    """(right here, right under the ceiling) for each probe both asked; none if unpaired.
+    A probe the ceiling answered more than once (the whole history read again, as
+    ``--report`` takes it from several files) is right under it only when every reading
+    answered it right: a small reader's answer can turn on a word changed anywhere in a long
+    prompt, and an answer it gives on one reading only is no ceiling to be paired with."""
     if condition in UNPAIRED:
         return []
-    right = {(r.seed, r.kind, r.question): bool(r.correct) for r in ceiling if r.status == "ok"}
+    right = {probe: all(said) for probe, said in _readings(ceiling).items()}
     return [
         (bool(row.correct), right[(row.seed, row.kind, row.question)])
         for row in rows
         if row.status == "ok" and (row.seed, row.kind, row.question) in right
     ]
+
+
+def _readings(rows: Sequence[Row]) -> dict[tuple[int, str, str], list[bool]]:
+    """Whether each answered probe (seed, kind, question) was right, per reading of it."""
+    said: dict[tuple[int, str, str], list[bool]] = defaultdict(list)
+    for row in rows:
+        if row.status == "ok":
+            said[(row.seed, row.kind, row.question)].append(bool(row.correct))
+    return dict(said)
 
 
 def _points(value: float | None) -> str:

@@ -535,7 +535,33 @@ def test_the_table_pairs_each_condition_with_the_full_history_probe_by_probe() -
     lines = {line[:16].strip(): line[16:].split() for line in printed.splitlines()}
     assert lines["lost vs full"] == ["-", "-", "1"]
     assert lines["won vs full"] == ["-", "-", "1"]
+    assert lines["kept of full"] == ["-", "-", "1", "of", "2"]
     assert "vs full" not in table(rows, ["short", "overspill-once"])
+    assert "read more than once" not in printed
+
+
+def test_a_whole_history_read_twice_is_right_only_where_every_reading_is() -> None:
+    """A probe the whole history answered right on one reading and wrong on another is not
+    paired as right; the table says how many probes were read again and how many of them
+    the readings disagree on."""
+    rows = [
+        _probe("full", 1, "user_fact", True),
+        _probe("full", 1, "user_fact", True),
+        _probe("full", 1, "tool_fact", True),
+        _probe("full", 1, "tool_fact", False),
+        _probe("overspill-once", 1, "user_fact", True),
+        _probe("overspill-once", 1, "tool_fact", False),
+    ]
+    printed = table(rows, ["full", "overspill-once"])
+    recall = printed.split("points against full")[0]
+    lines = {line[:16].strip(): line[16:].split() for line in recall.splitlines()}
+    assert lines["lost vs full"] == ["-", "0"]  # tool_fact: right on one reading only
+    assert lines["kept of full"] == ["-", "1", "of", "1"]
+    assert lines["user_fact"] == ["100%", "100%"]
+    assert lines["tool_fact"] == ["50%", "0%"]  # each reading counts in the recall
+    assert "full read more than once: 2 probes, right in some readings and wrong in others 1" in (
+        printed
+    )
 
 
 def test_the_table_gives_points_against_full_on_the_probes_both_asked() -> None:
@@ -705,14 +731,20 @@ def test_report_reads_split_runs_into_one_table_and_chart(
 def test_report_refuses_what_is_not_a_row_or_counted_twice(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A missing file, a line that is not JSON or not a row, and the same probe in two files
-    (it would count twice) each stop --report with status 2 and say where."""
+    """A missing file, a line that is not JSON or not a row, the same probe in two files (it
+    would count twice) or twice in one, and an unknown kind or condition each stop --report
+    with status 2 and say where or what."""
     from evaluation.runner import Row
 
-    good = _rows_file(tmp_path / "a.jsonl", [Row(1, "tune", "full", "kind", "q", "ok", "v", True)])
-    again = _rows_file(tmp_path / "b.jsonl", [Row(1, "tune", "full", "kind", "q", "ok", "v", True)])
+    once = Row(1, "tune", "overspill-once", "kind", "q", "ok", "v", True)
+    good = _rows_file(tmp_path / "a.jsonl", [once])
+    again = _rows_file(tmp_path / "b.jsonl", [once])
     assert main(["eval", "--report", str(good), str(again)]) == 2
     assert f"also in {good}" in capsys.readouterr().err
+    whole = Row(1, "tune", "full", "kind", "q", "ok", "v", True)
+    twice = _rows_file(tmp_path / "twice.jsonl", [whole, whole])
+    assert main(["eval", "--report", str(twice)]) == 2  # one run answered it twice
+    assert "also in" in capsys.readouterr().err
     assert main(["eval", "--report", str(tmp_path / "none.jsonl")]) == 2
     assert "none.jsonl" in capsys.readouterr().err
     cases = {
@@ -733,6 +765,40 @@ def test_report_refuses_what_is_not_a_row_or_counted_twice(
         assert said in err
     assert main(["eval", "--report", str(good), "--kinds", "user_fact"]) == 2
     assert "no rows" in capsys.readouterr().err
+    assert main(["eval", "--report", str(good), "--kinds", "hearsay"]) == 2
+    assert "--kinds: unknown hearsay" in capsys.readouterr().err
+    assert main(["eval", "--report", str(good), "--conditions", "hearsay"]) == 2
+    assert "--conditions: unknown hearsay" in capsys.readouterr().err
+
+
+def test_report_reads_an_outside_datasets_rows_and_a_second_reading_of_the_whole_dialogue(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--report takes LoCoMo's rows with no --kinds (every kind the rows hold) and with its
+    kinds named, and the whole dialogue's rows from two files as two readings of it."""
+    from evaluation.runner import Row
+
+    def row(condition: str, question: str, right: bool) -> Row:
+        return Row(41, "locomo", condition, "single_hop", question, "ok", "a", right, True)
+
+    once = _rows_file(tmp_path / "once.jsonl", [row("overspill-once", "q1", True)])
+    first = _rows_file(tmp_path / "full.jsonl", [row("full", "q1", True)])
+    second = _rows_file(tmp_path / "again.jsonl", [row("full", "q1", False)])
+
+    def recall_lines() -> tuple[str, dict[str, list[str]]]:
+        printed = capsys.readouterr().out
+        block = printed.split("points against")[0]  # recall; the gaps follow
+        return printed, {line[:16].strip(): line[16:].split() for line in block.splitlines()}
+
+    assert main(["eval", "--report", str(once), str(first)]) == 0
+    _, lines = recall_lines()
+    assert lines["single_hop"] == ["100%", "100%"]
+    assert lines["kept of full"] == ["-", "1", "of", "1"]
+    named = ["--kinds", "single_hop"]
+    assert main(["eval", "--report", str(once), str(first), str(second), *named]) == 0
+    printed, lines = recall_lines()
+    assert lines["kept of full"] == ["-", "0", "of", "0"]
+    assert "right in some readings and wrong in others 1" in printed
 
 
 def test_seeds_are_named_as_ranges() -> None:
