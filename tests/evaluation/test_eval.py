@@ -508,6 +508,11 @@ def test_the_table_counts_what_was_not_asked_apart() -> None:
     assert lines["all"] == ["50%"]
 
 
+def _cells(printed: str) -> dict[str, list[str]]:
+    """A printed table's lines by their label (the first 16 characters): the cells after it."""
+    return {line[:16].strip(): line[16:].split() for line in printed.splitlines()}
+
+
 def _probe(condition: str, seed: int, kind: str, right: bool | None) -> Row:
     """A tune seed's probe row: right or wrong, or not asked (None: it overflowed)."""
     status = "overflow" if right is None else "ok"
@@ -532,7 +537,7 @@ def test_the_table_pairs_each_condition_with_the_full_history_probe_by_probe() -
         _probe("short", 1, "user_fact", False),
     ]
     printed = table(rows, ["short", "full", "overspill-once"])
-    lines = {line[:16].strip(): line[16:].split() for line in printed.splitlines()}
+    lines = _cells(printed)
     assert lines["lost vs full"] == ["-", "-", "1"]
     assert lines["won vs full"] == ["-", "-", "1"]
     assert lines["kept of full"] == ["-", "-", "1", "of", "2"]
@@ -553,8 +558,7 @@ def test_a_whole_history_read_twice_is_right_only_where_every_reading_is() -> No
         _probe("overspill-once", 1, "tool_fact", False),
     ]
     printed = table(rows, ["full", "overspill-once"])
-    recall = printed.split("points against full")[0]
-    lines = {line[:16].strip(): line[16:].split() for line in recall.splitlines()}
+    lines = _cells(printed.split("points against full")[0])
     assert lines["lost vs full"] == ["-", "0"]  # tool_fact: right on one reading only
     assert lines["kept of full"] == ["-", "1", "of", "1"]
     assert lines["user_fact"] == ["100%", "100%"]
@@ -581,10 +585,10 @@ def test_the_table_gives_points_against_full_on_the_probes_both_asked() -> None:
     ]
     printed = table(rows, ["full", "overspill-once"])
     recall, gaps = printed.split("points against full on the probes both asked:\n")
-    lines = {line[:16].strip(): line[16:].split() for line in recall.splitlines()}
+    lines = _cells(recall)
     assert lines["user_fact"] == ["67%", "50%"]  # recall over each condition's own probes
     assert lines["conversations"] == ["3", "4"]
-    gap = {line[:16].strip(): line[16:].split() for line in gaps.splitlines()}
+    gap = _cells(gaps)
     assert gap["user_fact"] == ["-", "-33"]  # 1 of 3 against 2 of 3; seed 4 left out
     assert gap["decision"] == ["-", "+0"]
     assert gap["tool_fact"] == ["-", "-"]
@@ -608,7 +612,7 @@ def test_the_table_groups_recall_by_how_often_the_value_was_condensed() -> None:
         Row(1, "tune", "full", "tool_fact", "q", "ok", "a", True),
     ]
     printed = table(rows, ["full", "overspill-turns"])
-    lines = {line[:16].strip(): line[16:].split() for line in printed.splitlines()}
+    lines = _cells(printed)
     assert lines["condensed 0"] == ["-", "50%", "of", "2"]
     assert lines["condensed 4-6"] == ["-", "100%", "of", "1"]
     assert lines["condensed 10+"] == ["-", "-"]  # the instruction: no condition answers it
@@ -788,7 +792,7 @@ def test_report_reads_an_outside_datasets_rows_and_a_second_reading_of_the_whole
     def recall_lines() -> tuple[str, dict[str, list[str]]]:
         printed = capsys.readouterr().out
         block = printed.split("points against")[0]  # recall; the gaps follow
-        return printed, {line[:16].strip(): line[16:].split() for line in block.splitlines()}
+        return printed, _cells(block)
 
     assert main(["eval", "--report", str(once), str(first)]) == 0
     _, lines = recall_lines()
