@@ -57,6 +57,7 @@ from kernel.tokens import count_messages, count_text
 from kernel.types import Message
 from middleware.condensing.condenser import latest_question
 from middleware.condensing.ledger import Fact, Ledger, Previous
+from middleware.condensing.ledger.records import MERGED_ROLE
 from middleware.condensing.prompt import render_transcript
 from middleware.condensing.relevance import passages, pick, quoted
 from middleware.condensing.split import split_history
@@ -251,6 +252,18 @@ def shown_for(
     ]
 
 
+IN_A_SENTENCE = "without-merged-line"
+"""LoCoMo's column of answers in what the splice shows (the ledger, the tail, the quoted
+turns) when the ledger's merged line is left out: an answer whose words are there only as
+bare terms of facts that did not fit has no sentence around it to be read from."""
+_MERGED_LINE = "- " + MERGED_ROLE.split("{", 1)[0]
+
+
+def without_merged(text: str) -> str:
+    """`text` without the ledger's merged line (``- merged(N facts): `term` …``)."""
+    return "\n".join(line for line in text.splitlines() if not line.startswith(_MERGED_LINE))
+
+
 def locomo_main(path: Path, window: int, names: Sequence[str], relevant_share: float) -> None:
     """Per LoCoMo question kind: how often the annotated answer is in what each condition
     shows, the dialogues developed on and the others apart."""
@@ -275,9 +288,11 @@ def locomo_main(path: Path, window: int, names: Sequence[str], relevant_share: f
                 found[(question.kind, "whole")].append(question.present(whole))
                 for condition, text in shown.items():
                     found[(question.kind, condition)].append(question.present(text))
+                relevant = without_merged(shown["ledger+tail+relevant"])
+                found[(question.kind, IN_A_SENTENCE)].append(question.present(relevant))
         names_of = ", ".join(d.name for d in dialogues)
         print(f"\nLoCoMo {names_of} ({label}), window {window}: the answer in what is shown")
-        columns = ["whole", "ledger+tail", "ledger+tail+relevant", "drop-oldest"]
+        columns = ["whole", "ledger+tail", "ledger+tail+relevant", IN_A_SENTENCE, "drop-oldest"]
         print(f"{'':<12}" + "".join(f"{c:>24}" for c in columns))
         for kind in locomo.DEFAULT_KINDS:
             cells = [found[(kind, c)] for c in columns]

@@ -162,3 +162,36 @@ def test_the_cli_plays_locomo_dialogues_through_the_layers(
                 "conv-99", "--out", str(out)])  # fmt: skip
     assert bad == 2
     assert "conv-99 not in the file" in capsys.readouterr().err
+
+
+def test_the_ledger_bench_counts_apart_what_only_the_merged_line_holds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`python -m evaluation.ledger --locomo` prints, beside what the splice shows, the
+    answers still there with the merged line left out; that line goes and every other stays."""
+    import sys
+
+    from evaluation import ledger
+    from middleware.condensing.ledger import Ledger
+
+    said = [f"I met {name} in Tallinn on {day} May." for day, name in enumerate(NAMES, 1)]
+    rendered = Ledger.grow(None, (), [{"role": "user", "content": s} for s in said]).render("", 60)
+    assert "- merged(" in rendered.text
+    kept = ledger.without_merged(rendered.text).splitlines()
+    assert kept
+    assert not [line for line in kept if "merged(" in line]
+    assert set(kept) == set(rendered.text.splitlines()) - {
+        line for line in rendered.text.splitlines() if line.startswith("- merged(")
+    }
+    _, folder = write_both(tmp_path)
+    argv = ["ledger", "--locomo", str(folder), "--dialogues", "conv-7", "--window", "2048"]
+    monkeypatch.setattr(sys, "argv", argv)
+    ledger.main()
+    lines = capsys.readouterr().out.splitlines()
+    head = next(line for line in lines if "ledger+tail+relevant" in line).split()
+    assert head[head.index("ledger+tail+relevant") + 1] == ledger.IN_A_SENTENCE
+    single = next(line for line in lines if line.startswith("single_hop")).split()
+    assert len(single) == len(head) + 1  # one cell per column
+
+
+NAMES = ("Ada", "Boris", "Chen", "Dana", "Emil", "Farah", "Goran", "Hana", "Ivo", "Jana")
