@@ -204,11 +204,10 @@ def _block(
         paired = {c: against_ceiling(c, per[c], per[CEILING]) for c in conditions}
         for label, side in ((f"lost vs {CEILING}", 0), (f"won vs {CEILING}", 1)):
             lines.append(line(label, ("-" if p is None else str(p[side]) for p in paired.values())))
-        kept = (kept_of_ceiling(c, per[c], per[CEILING]) for c in conditions)
-        lines.append(line(f"kept of {CEILING}", ("-" if k is None else k for k in kept)))
-        readings = _readings(per[CEILING])
-        if any(len(said) > 1 for said in readings.values()):
-            again = [said for said in readings.values() if len(said) > 1]
+        kept = ("-" if p is None else f"{p[2] - p[0]} of {p[2]}" for p in paired.values())
+        lines.append(line(f"kept of {CEILING}", kept))
+        again = [said for said in _readings(per[CEILING]).values() if len(said) > 1]
+        if again:
             split = sum(len(set(said)) > 1 for said in again)
             lines.append(
                 f"{CEILING} read more than once: {len(again)} probes, right in some readings "
@@ -238,27 +237,19 @@ UNPAIRED = frozenset({CEILING, "short"})
 
 def against_ceiling(
     condition: str, rows: Sequence[Row], ceiling: Sequence[Row]
-) -> tuple[int, int] | None:
+) -> tuple[int, int, int] | None:
     """Probes (a seed's kind) both asked: how many the ceiling answers right and `rows`
-    wrong (lost), and the other way round (won). Paired, this is what one condition loses
-    against the other on the same conversations, apart from what both miss. None: not
-    paired (`UNPAIRED`, or no probe both asked)."""
+    wrong (lost), the other way round (won), and how many the ceiling answers right (so
+    right minus lost are kept: a target such as "80% of the answers right on the whole
+    dialogue still right"). Paired, this is what one condition loses against the other on
+    the same conversations, apart from what both miss. None: not paired (`UNPAIRED`, or no
+    probe both asked)."""
     pairs = _paired(condition, rows, ceiling)
     if not pairs:
         return None
     lost = sum(theirs and not mine for mine, theirs in pairs)
-    return lost, sum(mine and not theirs for mine, theirs in pairs)
-
-
-def kept_of_ceiling(condition: str, rows: Sequence[Row], ceiling: Sequence[Row]) -> str | None:
-    """Of the probes both asked that the ceiling answers right, how many `rows` answers
-    right too, as "3 of 9" (a target such as "80% of the answers right on the whole
-    dialogue still right"). None: not paired (as in `against_ceiling`)."""
-    pairs = _paired(condition, rows, ceiling)
-    if not pairs:
-        return None
-    theirs = [mine for mine, right in pairs if right]
-    return f"{sum(theirs)} of {len(theirs)}"
+    won = sum(mine and not theirs for mine, theirs in pairs)
+    return lost, won, sum(theirs for _, theirs in pairs)
 
 
 def points_against(condition: str, rows: Sequence[Row], ceiling: Sequence[Row]) -> float | None:
