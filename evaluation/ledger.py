@@ -163,9 +163,13 @@ def nested(
     return Shown(text, facts, done if previous else 0), growths
 
 
+MERGED_LINE = "- " + MERGED_ROLE.split("{", 1)[0]
+"""How the ledger's merged line starts (``- merged(N facts): `term` …``)."""
+
+
 def quoted_text(shown: str) -> str:
     """What is shown without the merged line (bare key terms, no sentence around them)."""
-    return "\n".join(line for line in shown.splitlines() if not line.startswith("- merged("))
+    return "\n".join(line for line in shown.splitlines() if not line.startswith(MERGED_LINE))
 
 
 def labelled(shown: str, probe: Probe) -> bool:
@@ -176,7 +180,7 @@ def labelled(shown: str, probe: Probe) -> bool:
     terms = [
         term
         for line in shown.splitlines()
-        if line.startswith("- merged(")
+        if line.startswith(MERGED_LINE)
         for term in re.findall(r"`([^`\n]+)`", line)
     ]
     return any(probe.present(term) and normalise(term) not in probe.accept for term in terms)
@@ -256,12 +260,6 @@ IN_A_SENTENCE = "without-merged-line"
 """LoCoMo's column of answers in what the splice shows (the ledger, the tail, the quoted
 turns) when the ledger's merged line is left out: an answer whose words are there only as
 bare terms of facts that did not fit has no sentence around it to be read from."""
-_MERGED_LINE = "- " + MERGED_ROLE.split("{", 1)[0]
-
-
-def without_merged(text: str) -> str:
-    """`text` without the ledger's merged line (``- merged(N facts): `term` …``)."""
-    return "\n".join(line for line in text.splitlines() if not line.startswith(_MERGED_LINE))
 
 
 def locomo_main(path: Path, window: int, names: Sequence[str], relevant_share: float) -> None:
@@ -288,7 +286,7 @@ def locomo_main(path: Path, window: int, names: Sequence[str], relevant_share: f
                 found[(question.kind, "whole")].append(question.present(whole))
                 for condition, text in shown.items():
                     found[(question.kind, condition)].append(question.present(text))
-                relevant = without_merged(shown["ledger+tail+relevant"])
+                relevant = quoted_text(shown["ledger+tail+relevant"])
                 found[(question.kind, IN_A_SENTENCE)].append(question.present(relevant))
         names_of = ", ".join(d.name for d in dialogues)
         print(f"\nLoCoMo {names_of} ({label}), window {window}: the answer in what is shown")

@@ -177,7 +177,7 @@ def test_the_ledger_bench_counts_apart_what_only_the_merged_line_holds(
     said = [f"I met {name} in Tallinn on {day} May." for day, name in enumerate(NAMES, 1)]
     rendered = Ledger.grow(None, (), [{"role": "user", "content": s} for s in said]).render("", 60)
     assert "- merged(" in rendered.text
-    kept = ledger.without_merged(rendered.text).splitlines()
+    kept = ledger.quoted_text(rendered.text).splitlines()
     assert kept
     assert not [line for line in kept if "merged(" in line]
     assert set(kept) == set(rendered.text.splitlines()) - {
