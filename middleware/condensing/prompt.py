@@ -322,12 +322,20 @@ def drop_unsupported(notes: str, source: str, focus: str | None = None) -> str:
     staging server", a small model writes 'The staging server's host name is
     "staging-server"' beside the user's ``ibis-756.staging.internal``, and a reader believes
     the notes first; unquoted, it writes "The staging server is located at
-    staging.example.com"."""
+    staging.example.com".
+
+    A line made only of the question's own words (`_restates`) goes too: it holds nothing
+    the question does not, and it stays in the notes for every later question. Asked "What
+    martial arts has John done?", a small model writes "John has done martial arts has John
+    done?" as a note; each word is the source's, so no other rule drops it."""
     haystack = " ".join(source.lower().split())
     source_words = content_words(source)
     asked_only = content_words(focus or "") - source_words
+    asked = frozenset(_TOKEN.findall((focus or "").lower()))
     kept = []
     for line in notes.splitlines():
+        if asked and not _HEADING.match(line) and _restates(line, asked):
+            continue
         tokens = {m.group(0).strip(".,:;-/").lower() for m in DIGIT_TOKEN.finditer(line)}
         tokens |= {m.group(0).lower() for m in SNAKE_TOKEN.finditer(line)}
         tokens |= {m.group(0).lower() for m in _DOTTED.finditer(line)}
@@ -339,6 +347,19 @@ def drop_unsupported(notes: str, source: str, focus: str | None = None) -> str:
         if grounded and not words & asked_only and all(t in haystack for t in tokens if len(t) > 1):
             kept.append(line)
     return drop_empty_headings("\n".join(kept)).strip()
+
+
+_TOKEN = re.compile(r"\w+")
+
+
+def _restates(line: str, asked: frozenset[str]) -> bool:
+    """Whether every word of `line` that can carry a fact (a number, an identifier, a word of
+    four letters or more) is one of `asked`, the question's words: a note that only restates
+    the question."""
+    found = {
+        token for token in _TOKEN.findall(line.lower()) if not (token.isalpha() and len(token) < 4)
+    }
+    return bool(found) and found <= asked
 
 
 def drop_empty_headings(notes: str) -> str:

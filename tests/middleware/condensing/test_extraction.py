@@ -254,6 +254,18 @@ def test_drop_unsupported_removes_a_line_that_answers_the_current_question() -> 
     assert drop_unsupported(notes, source, focus) == "- the team merges twice a week"
 
 
+def test_drop_unsupported_removes_a_line_that_only_restates_the_current_question() -> None:
+    """A note made only of the question's words says nothing more than it: it goes."""
+    source = "John: I started kickboxing last year, and I've done some judo too. Dave: Nice!"
+    notes = "- John has done martial arts has John done?\n- John does kickboxing and judo"
+    focus = "What martial arts has John done? Answer with a short phrase."
+    assert drop_unsupported(notes, source) == notes
+    assert drop_unsupported(notes, source, focus) == "- John does kickboxing and judo"
+    assert drop_unsupported("- John's locker: 42", "John's locker is 42", "John's locker?") == (
+        "- John's locker: 42"
+    )
+
+
 def test_drop_unsupported_removes_quoted_terms_and_identifiers_the_source_never_had() -> None:
     """A term quoted in double quotes or backticks, or a snake_case identifier, that the
     source never holds is invented; one the source holds (case and spacing aside) stays."""
