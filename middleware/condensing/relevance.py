@@ -25,7 +25,8 @@ the answer to the subject it raised usually is; a passage the extraction also qu
 quoted again in its place, so the excerpt does not end before what came last. A turn holding
 a statement a later turn replaced is not quoted, nor the short reply that acknowledged it:
 the ledger records the replacements among the condensed turns (``Fact.supersedes``), and
-`restated_later` reads the turns sent verbatim after them by the same rule.
+`restated_later` reads the turns sent verbatim after them by the same rule. Where turns
+between two quoted passages are left out, a `GAP` line says so.
 
 What is picked is measured by `overspill eval` on LoCoMo's dialogues (docs/eval/index.md).
 """
@@ -33,6 +34,7 @@ What is picked is measured by `overspill eval` on LoCoMo's dialogues (docs/eval/
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import re
 from collections import Counter
@@ -71,6 +73,11 @@ LABEL = (
     "message below, quoted verbatim]"
 )
 END = "[end of quoted turns]"
+GAP = "[…]"
+"""The line between two quoted passages that were not said one after the other: without it
+turns from different days read as one exchange, and a small reader takes the name in the
+reply quoted after an answer for the answer ("The Fireworks headlined the festival." then,
+said weeks before, "Performing with Frank Ocean recently has been really cool")."""
 
 _WORD = re.compile(r"\w+")
 _BREAK = re.compile(r"(?<=\n)|(?<=[.!?])\s+")
@@ -201,6 +208,8 @@ def pick(
     """
     picked: set[int] = set()
     left = room - count(f"{LABEL}\n{END}")
+    newline = count("\n")  # each line's: counted apart, as the block's text may join them
+    gap = count(GAP) + newline
     order = ranked(question, found)
     bar = order[0][0] * RELATIVE_SCORE if order else 0.0
     if later:
@@ -216,11 +225,26 @@ def pick(
                 break  # the passage after comes only with the passage itself
             if at in picked or replaced_turns.leaves_out(at):
                 continue
-            cost = count(found[at].render())
+            cost = count(found[at].render()) + newline
+            if picked and not _joins(found, picked, at):
+                cost += gap
             if cost <= left:
                 picked.add(at)
                 left -= cost
     return [found[position] for position in sorted(picked)]
+
+
+def _joins(found: Sequence[Passage], picked: Collection[int], at: int) -> bool:
+    """Whether the passage at `at` would be quoted right after or right before a picked one
+    (no `GAP` line between them)."""
+    return (at - 1 in picked and _next(found[at - 1], found[at])) or (
+        at + 1 in picked and _next(found[at], found[at + 1])
+    )
+
+
+def _next(before: Passage, after: Passage) -> bool:
+    """Whether `after` was said right after `before` (the same turn, or the next message)."""
+    return after.index <= before.index + 1
 
 
 def restated_later(
@@ -300,8 +324,14 @@ def _as_the_ledger_reads(text: str) -> str:
 
 
 def quoted(picked: Sequence[Passage]) -> str:
-    """The block put before the user's message: the label, one line per passage, the end."""
-    return "\n".join([LABEL, *(p.render() for p in picked), END])
+    """The block put before the user's message: the label, one line per passage, a `GAP`
+    line where turns between two passages are left out, the end."""
+    lines = [LABEL]
+    for before, passage in itertools.pairwise(picked):
+        lines.append(before.render())
+        if not _next(before, passage):
+            lines.append(GAP)
+    return "\n".join([*lines, *(p.render() for p in picked[-1:]), END])
 
 
 def with_preface(message: Message, block: str) -> Message:

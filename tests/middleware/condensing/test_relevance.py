@@ -7,6 +7,7 @@ from kernel.types import Message
 from middleware.condensing.ledger import Ledger
 from middleware.condensing.relevance import (
     END,
+    GAP,
     LABEL,
     PASSAGE_CHARS,
     Passage,
@@ -212,3 +213,35 @@ def test_the_quoted_block_is_labelled_and_goes_before_the_users_text() -> None:
     assert text["content"] == f"{block}\n\nWhere?"
     parts = with_preface({"role": "user", "content": [{"type": "text", "text": "Where?"}]}, block)
     assert parts["content"] == [{"type": "text", "text": block}, {"type": "text", "text": "Where?"}]
+
+
+def test_turns_left_out_between_two_quoted_passages_are_marked_and_counted() -> None:
+    """A gap line stands where turns between two passages are left out, never between the
+    parts of one turn or two turns said one after the other, and the room counts it."""
+    weather = ["Rainy all weekend here.", "Hope it clears up.", "Sunny by Monday, they say."]
+    turns: list[Message] = [
+        {"role": "user", "content": "We booked the cabin by the lake. " * 30},
+        {"role": "assistant", "content": "Which lake was the cabin on?"},
+        *({"role": "user", "content": text} for text in weather * 2),
+        {"role": "assistant", "content": "The cabin was on Lake Tahoe."},
+        {"role": "user", "content": "Yes, Tahoe."},
+    ]
+    found = passages(turns, range(len(turns)))
+    assert [p.index for p in found[:3]] == [0, 0, 1]
+    assert GAP not in quoted(found[:4]).splitlines()
+    lines = quoted(pick("Where was the cabin?", found, 10_000, count_text)).splitlines()
+    assert lines[-6:] == [
+        "- assistant: Which lake was the cabin on?",
+        "- user: Rainy all weekend here.",
+        GAP,
+        "- assistant: The cabin was on Lake Tahoe.",
+        "- user: Yes, Tahoe.",
+        END,
+    ]
+    assert lines.count(GAP) == 1
+    gaps = 0
+    for room in range(40, 600, 5):
+        block = quoted(pick("Where was the cabin?", found, room, count_text))
+        assert count_text(block) <= room
+        gaps += GAP in block.splitlines()
+    assert gaps
