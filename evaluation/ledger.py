@@ -101,7 +101,8 @@ class Shown:
     def asked(self, conversation: Conversation[Probe], room: int) -> Callable[[Probe], str]:
         """What each probe's answering call is shown: this, and, with `room` tokens for them,
         the condensed turns its question is about quoted before it, as the splice quotes them
-        (relevance.py)."""
+        (relevance.py) for the message the answering call sends (the question and its
+        instruction, `Probe.prompt`)."""
         if room <= 0:
             return lambda probe: self.text
         found = passages(conversation.messages, range(self.condensed))
@@ -109,7 +110,7 @@ class Shown:
         later = conversation.messages[self.condensed :]
 
         def shown(probe: Probe) -> str:
-            picked = pick(probe.question, found, room, count_text, replaced, later)
+            picked = pick(probe.prompt, found, room, count_text, replaced, later)
             return f"{self.text}\n{quoted(picked)}" if picked else self.text
 
         return shown
@@ -278,7 +279,7 @@ def locomo_main(path: Path, window: int, names: Sequence[str], relevant_share: f
             asked = locomo.asked(dialogue, locomo.DEFAULT_KINDS)
             every_shown = shown_for(
                 dialogue.messages,
-                [q.question for q in asked],
+                [q.prompt for q in asked],
                 budget,
                 relevant_share=relevant_share,
             )
