@@ -36,7 +36,7 @@ __all__ = [
     "speaker",
 ]
 
-PROMPT_VERSION = "x33"
+PROMPT_VERSION = "x34"
 NOTES_HEADER = "Notes:"
 MIN_GROUNDED = 0.5  # share of a note line's words the source must contain
 _LOOP_NGRAM = 8
