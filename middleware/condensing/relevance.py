@@ -75,9 +75,9 @@ LABEL = (
 END = "[end of quoted turns]"
 GAP = "[…]"
 """The line between two quoted passages that were not said one after the other: without it
-turns from different days read as one exchange, and a small reader takes the name in the
-reply quoted after an answer for the answer ("The Fireworks headlined the festival." then,
-said weeks before, "Performing with Frank Ocean recently has been really cool")."""
+turns from different days read as one exchange (one session's "Thanks! I can't wait for your
+visit either. Take care" ran straight into another's "Wow Dave, sounds awesome! Music
+festivals bring so much joy")."""
 
 _WORD = re.compile(r"\w+")
 _BREAK = re.compile(r"(?<=\n)|(?<=[.!?])\s+")
