@@ -100,6 +100,8 @@ of one letter ("e.g.", "i.e.") are prose, not names."""
 _QUOTED = re.compile(r'"([^"\n]{1,80})"|`([^`\n]{1,80})`|\u201c([^\u201d\n]{1,80})\u201d')
 """A term in double quotes or backticks: notes that quote say it was said as written."""
 _HEADING = re.compile(r"^\s*#*\s*(?:\**[A-Z][\w ]{0,30}:\**\s*)+$")
+_TOKEN = re.compile(r"\w+")
+"""A word, number or identifier, as a note line and the question are compared (`_restates`)."""
 
 
 def content_text(message: Message) -> str:
@@ -347,9 +349,6 @@ def drop_unsupported(notes: str, source: str, focus: str | None = None) -> str:
         if grounded and not words & asked_only and all(t in haystack for t in tokens if len(t) > 1):
             kept.append(line)
     return drop_empty_headings("\n".join(kept)).strip()
-
-
-_TOKEN = re.compile(r"\w+")
 
 
 def _restates(line: str, asked: frozenset[str]) -> bool:

@@ -34,7 +34,6 @@ What is picked is measured by `overspill eval` on LoCoMo's dialogues (docs/eval/
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 import re
 from collections import Counter
@@ -327,11 +326,11 @@ def quoted(picked: Sequence[Passage]) -> str:
     """The block put before the user's message: the label, one line per passage, a `GAP`
     line where turns between two passages are left out, the end."""
     lines = [LABEL]
-    for before, passage in itertools.pairwise(picked):
-        lines.append(before.render())
-        if not _next(before, passage):
+    for at, passage in enumerate(picked):
+        if at and not _next(picked[at - 1], passage):
             lines.append(GAP)
-    return "\n".join([*lines, *(p.render() for p in picked[-1:]), END])
+        lines.append(passage.render())
+    return "\n".join([*lines, END])
 
 
 def with_preface(message: Message, block: str) -> Message:
