@@ -11,10 +11,11 @@ The ranking is Okapi BM25 (Robertson and Zaragoza, 2009), the standard lexical r
 score, over passages of the condensed turns (a turn, or a part of a long one): a word shared
 with the question counts by how rare it is among the passages (its inverse document
 frequency), saturating with repeats, normalised by the passage's length. Words are Unicode
-word runs, lower-cased; there is no stop-word list and no stemming, so no language is
-assumed: a word found in most passages ("the", "is", "der") weighs next to nothing by its
-frequency alone, and so does a word found in every turn of a transcript ("called"). A
-passage is quoted only when it shares a word rarer than in half of the passages.
+word runs, lower-cased, with a plural's "s" folded (`fold`: "dogs' names" finds "your other
+dog" and "Her name's Coco"); there is no stop-word list and no other stemming: a word found in
+most passages ("the", "is", "der") weighs next to nothing by its frequency alone, and so does
+a word found in every turn of a transcript ("called"). A passage is quoted only when it shares
+a word rarer than in half of the passages.
 
 Only passages scoring at least half the best passage's score are quoted (`RELATIVE_SCORE`):
 the room is a ceiling, not a quota, and a passage sharing one word with the question, quoted
@@ -136,8 +137,24 @@ def _parts(text: str) -> tuple[str, ...]:
 
 
 def words(text: str) -> tuple[str, ...]:
-    """`text`'s words, lower-cased."""
-    return tuple(_WORD.findall(text.lower()))
+    """`text`'s words, lower-cased, each `fold`ed."""
+    return tuple(fold(word) for word in _WORD.findall(text.lower()))
+
+
+@functools.lru_cache(maxsize=65536)
+def fold(word: str) -> str:
+    """A lower-case word with a plural's ending folded, by Harman's S-stemmer ("How effective
+    is suffixing?", JASIS 1991), the mildest stemmer used in retrieval: "-ies" to "-y"
+    ("hobbies", "hobby"), else the final "s" off ("dogs", "names", "shoes"), but not from
+    "-us" or "-ss" ("status", "glass"). Words of three letters or fewer are left as they are
+    ("was", "has", "its"). The rule is English's, and that of the "-s" plural of French,
+    Spanish, Portuguese or Dutch; in another language it can only tie two words that differ
+    by a final "s", and a script without Latin letters is left as it is."""
+    if len(word) <= 3 or not word.endswith("s") or word.endswith(("us", "ss")):
+        return word
+    if word.endswith("ies") and not word.endswith(("eies", "aies")):
+        return word[:-3] + "y"
+    return word[:-1]
 
 
 @functools.lru_cache(maxsize=16384)

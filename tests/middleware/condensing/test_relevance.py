@@ -11,6 +11,7 @@ from middleware.condensing.relevance import (
     LABEL,
     PASSAGE_CHARS,
     Passage,
+    fold,
     passages,
     pick,
     quoted,
@@ -58,6 +59,22 @@ def test_the_passage_sharing_the_rarest_words_ranks_first() -> None:
     found = passages(TURNS, range(len(TURNS)))
     best = ranked("Where did we rent the kayak?", found)[0]
     assert found[best[1]].index == 3  # "rented the kayak" beats "kayaking" and "kayak rentals"
+
+
+def test_a_plural_in_the_question_finds_the_singular_said_in_a_turn() -> None:
+    """A question's "dogs' names" ranks the turn that says "dog" and "name's" ("-ies" reads
+    as "-y"), and a word ending in "-ss" or "-us", or of three letters, keeps its "s"."""
+    turns: list[Message] = [
+        {"role": "user", "content": "I adopted a second dog! Her name's Shadow."},
+        {"role": "assistant", "content": "Lovely. What are your hobbies these days?"},
+        {"role": "user", "content": "Mostly pottery; it calms me."},
+        {"role": "user", "content": "The build status is green and the glass is full."},
+    ]
+    found = passages(turns, range(len(turns)))
+    assert [p for _, p in ranked("Their dogs' names?", found)] == [0]
+    assert [p for _, p in ranked("Which hobby?", found)] == [1]
+    assert ranked("statu glas", found) == []
+    assert (fold("has"), fold("its")) == ("has", "its")
 
 
 def test_words_found_in_half_the_passages_or_more_pick_nothing() -> None:
