@@ -4,8 +4,9 @@ Generates conversations from seeds (no internet), plays them under each conditio
 compaction, the whole history, the usual baselines) at a chosen window, asks the probes, and
 writes one JSON line per probe and condition, then prints recall per probe kind and condition
 with the held-out seeds apart. In process by default (the system is built from `--config`, on a
-temporary store); `--url` evaluates a running overspill instead (its own config decides the
-window its layers plan for, so give the same `--window` for the baselines).
+temporary store, or on the folder `--store` names, kept for the next run); `--url` evaluates a
+running overspill instead (its own config decides the window its layers plan for, so give the
+same `--window` for the baselines).
 """
 
 from __future__ import annotations
@@ -84,6 +85,13 @@ def add_parser(commands: Any) -> None:
         help="each row also holds what the model was shown (to read why an answer missed)",
     )  # fmt: skip
     parser.add_argument("--chart", help="also draw recall to this PNG (needs overspill[eval])")
+    parser.add_argument(
+        "--store", metavar="DIR",
+        help="keep compaction's store in DIR (made if missing) instead of a temporary one: a "
+        "later run of the same conversations reuses the extractions this one made, so two "
+        "versions of what is shown beside them are compared on one extraction (a model's "
+        "extractions differ from run to run). Not with --url",
+    )  # fmt: skip
     parser.add_argument("--url", help="evaluate a running overspill, e.g. http://127.0.0.1:4000")
     parser.add_argument("--key", default=os.environ.get("OVERSPILL_MASTER_KEY"))
     parser.add_argument(
@@ -178,6 +186,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             conditions = parse_conditions(args.conditions or ",".join(CONDITIONS))
             kinds = parse_kinds(args.kinds or ",".join(PROBE_KINDS))
+        _check_store(args.store, args.url)
     except ValueError as exc:
         print(f"eval: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -201,6 +210,17 @@ def run(args: argparse.Namespace) -> int:
     finally:
         sink.close()
     return _show(rows, conditions, f"written to {args.out}", args.chart)
+
+
+def _check_store(store: str | None, url: str | None) -> None:
+    """ValueError when --store cannot be used: with --url (the server keeps its own store),
+    or naming something that is not a folder."""
+    if store is None:
+        return
+    if url:
+        raise ValueError("--store: a running server keeps its own store; drop --store or --url")
+    if Path(store).exists() and not Path(store).is_dir():
+        raise ValueError(f"--store: {store} is not a folder")
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -278,7 +298,8 @@ async def _evaluate(args: argparse.Namespace, plan: Plan, sink: IO[bytes]) -> li
     from proxy.system import build_system
 
     with tempfile.TemporaryDirectory(prefix="overspill-eval-") as scratch:
-        system = build_system(settings, store=DiskHistoryStore(Path(scratch) / "store"))
+        folder = Path(args.store) if args.store else Path(scratch) / "store"
+        system = build_system(settings, store=DiskHistoryStore(folder))
         try:
             target = InProcess(system, model)
             found = await system.windows.of(target.entry)

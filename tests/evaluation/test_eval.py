@@ -443,6 +443,31 @@ def test_keep_shown_puts_what_the_model_was_shown_in_each_row(tmp_path: Path) ->
     assert shown["drop-oldest"].startswith("system: ")
 
 
+@respx.mock
+def test_a_second_run_on_the_same_store_reuses_the_first_runs_extraction(tmp_path: Path) -> None:
+    """With --store, a second run of the same conversation makes no extraction call: it asks
+    only the probes, on the extraction the first run stored."""
+    upstream = respx.post("http://upstream.test/v1/chat/completions").mock(side_effect=_upstream)
+    config = tmp_path / "config.yaml"
+    config.write_text(CONFIG + "general_settings: {upstream_client: httpx}\n")
+    calls, shown = [], []
+    for run in range(2):
+        out = tmp_path / f"rows{run}.jsonl"
+        before = upstream.call_count
+        status = main(
+            ["eval", "--config", str(config), "--seeds", "1", "--fillers", "12",
+             "--conditions", "overspill-once", "--kinds", "user_fact,tool_fact",
+             "--store", str(tmp_path / "kept"), "--keep-shown", "--out", str(out)]
+        )  # fmt: skip
+        assert status == 0
+        calls.append(upstream.call_count - before)
+        shown.append([orjson.loads(line)["shown"] for line in out.read_bytes().splitlines()])
+    assert calls[0] > 2
+    assert calls[1] == 2  # the two probes
+    assert shown[0] == shown[1]
+    assert "Quoted facts" in shown[1][0]
+
+
 def test_the_chart_is_a_png_of_recall(tmp_path: Path) -> None:
     """The chart is drawn from the rows: a PNG file, whatever conditions ran."""
     from evaluation.runner import Row
@@ -475,7 +500,8 @@ def test_the_cli_refuses_bad_arguments_clearly(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """An unknown condition, an unknown model, --url without a window, a missing config, an
-    --out that cannot be written: status 2, and a message saying what to fix."""
+    --out that cannot be written, --store with --url or naming a file: status 2, and a
+    message saying what to fix."""
     config = tmp_path / "config.yaml"
     config.write_text(CONFIG)
     out = str(tmp_path / "rows.jsonl")
@@ -489,6 +515,11 @@ def test_the_cli_refuses_bad_arguments_clearly(
     assert "none.yaml" in capsys.readouterr().err
     assert main(["eval", "--config", str(config), "--out", str(tmp_path / "no" / "r")]) == 2
     assert "--out" in capsys.readouterr().err
+    url = ["--url", "http://x", "--model", "m", "--window", "4096"]
+    assert main(["eval", "--store", str(tmp_path), *url, "--out", out]) == 2
+    assert "--store: a running server keeps its own store" in capsys.readouterr().err
+    assert main(["eval", "--config", str(config), "--store", str(config), "--out", out]) == 2
+    assert "is not a folder" in capsys.readouterr().err
 
 
 def test_the_table_counts_what_was_not_asked_apart() -> None:
