@@ -141,7 +141,6 @@ def words(text: str) -> tuple[str, ...]:
     return tuple(fold(word) for word in _WORD.findall(text.lower()))
 
 
-@functools.lru_cache(maxsize=65536)
 def fold(word: str) -> str:
     """A lower-case word with a plural's ending folded, by Harman's S-stemmer ("How effective
     is suffixing?", JASIS 1991), the mildest stemmer used in retrieval: "-ies" to "-y"
@@ -150,7 +149,7 @@ def fold(word: str) -> str:
     ("was", "has", "its"). The rule is English's, and that of the "-s" plural of French,
     Spanish, Portuguese or Dutch; in another language it can only tie two words that differ
     by a final "s", and a script without Latin letters is left as it is."""
-    if len(word) <= 3 or not word.endswith("s") or word.endswith(("us", "ss")):
+    if word[-1:] != "s" or len(word) <= 3 or word.endswith(("us", "ss")):
         return word
     if word.endswith("ies") and not word.endswith(("eies", "aies")):
         return word[:-3] + "y"
