@@ -57,6 +57,7 @@ applies it to the ledger's records: a replaced one goes, its correction names it
 
 from __future__ import annotations
 
+import functools
 import re
 from bisect import bisect_right
 from collections import Counter
@@ -250,6 +251,17 @@ def _whole(key: str, text: str) -> re.Match[str] | None:
 def _values(line: Line, common: frozenset[str] = frozenset()) -> dict[str, _Value]:
     """The values of `line` by lower-cased key term, each with what surrounds it (its
     sentence's content words but the `common` ones)."""
+    found = _parsed(line)
+    if not common:
+        return dict(found)
+    return {key: replace(value, context=value.context - common) for key, value in found}
+
+
+@functools.lru_cache(maxsize=2048)
+def _parsed(line: Line) -> tuple[tuple[str, _Value], ...]:
+    """`_values` with no word counted common (cached: which words are common depends on the
+    other lines, the rest on the line alone; the turns sent verbatim after a condensed part
+    are read again at every spliced request, `relevance.restated_later`)."""
     found: dict[str, _Value] = {}
     for sentence in _SENTENCE.split(line.text):
         lowered = sentence.lower()
@@ -265,7 +277,7 @@ def _values(line: Line, common: frozenset[str] = frozenset()) -> dict[str, _Valu
             unit = _UNIT_AFTER.match(sentence, end) if _NUMBER.fullmatch(key) else None
             stop = unit.end() if unit is not None else end
             bare = bare[:at] + " " * (stop - at) + bare[stop:]
-        context = _words(bare) - common
+        context = _words(bare)
         changes = bool(_CHANGE.search(sentence))
         for key, at in spans:
             end = at + len(key)
@@ -291,7 +303,7 @@ def _values(line: Line, common: frozenset[str] = frozenset()) -> dict[str, _Valu
                 done=bool(_DONE.search(sentence)),
                 changes=changes,
             )
-    return found
+    return tuple(found.items())
 
 
 def _who(role: str) -> str:
