@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import IO, Any, TypeVar
 
 from evaluation import locomo
+from evaluation.compare import compare, render
 from evaluation.conditions import CONDITIONS, ConditionName
 from evaluation.conversations import DEFAULT_FILLERS, HELD_OUT_FROM, Conversation, generate
 from evaluation.phrasings import ALL, TEMPLATE_SETS, TemplateSet, template_sets
@@ -99,6 +100,12 @@ def add_parser(commands: Any) -> None:
         help="run nothing: read saved --out files (a split run's parts), print the table "
         "and draw --chart from all their rows",
     )  # fmt: skip
+    parser.add_argument(
+        "--against", nargs="+", metavar="ROWS",
+        help="with --report: an earlier run's files; also print, per condition both ran, "
+        "the probes both answered: answer in view and right before and after, each probe "
+        "won and lost, and a sign test of the two",
+    )  # fmt: skip
 
 
 def add_templates_argument(parser: argparse.ArgumentParser) -> None:
@@ -173,6 +180,9 @@ def run(args: argparse.Namespace) -> int:
             return EXIT_USAGE
     if args.report:
         return _report(args)
+    if args.against:
+        print("eval: --against compares saved runs: give it with --report", file=sys.stderr)
+        return EXIT_USAGE
     try:
         seeds = parse_seeds(args.seeds) if args.seeds else default_seeds(args.conversations)
         conditions: list[ConditionName]
@@ -228,7 +238,8 @@ def _report(args: argparse.Namespace) -> int:
     --conditions and --kinds select among them (by default every kind the rows hold, the
     generator's or an outside dataset's). Status 2 for a file that cannot be read, a line that
     is no row, or a probe two files both answer (it would count twice) under any condition but
-    the whole history's, which may be read more than once."""
+    the whole history's, which may be read more than once. With --against, the comparison
+    with the earlier run's rows follows the table (`evaluation.compare`)."""
     known = (*PROBE_KINDS, *locomo.LOCOMO_KINDS)
     try:
         named = parse_conditions(args.conditions) if args.conditions else None
@@ -238,6 +249,7 @@ def _report(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     try:
         rows = read_rows([Path(name) for name in args.report])
+        earlier = read_rows([Path(name) for name in args.against or ()])
     except (OSError, ValueError) as exc:
         print(f"eval: --report: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -248,7 +260,10 @@ def _report(args: argparse.Namespace) -> int:
     if not rows:
         print("eval: --report: no rows of the chosen conditions and kinds", file=sys.stderr)
         return EXIT_USAGE
-    return _show(rows, conditions, f"from {len(args.report)} file(s)", args.chart)
+    status = _show(rows, conditions, f"from {len(args.report)} file(s)", args.chart)
+    if args.against:
+        print("\n" + render(compare(earlier, rows)))
+    return status
 
 
 def _show(rows: list[Row], conditions: Sequence[str], source: str, chart_path: str | None) -> int:
