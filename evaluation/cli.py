@@ -40,6 +40,7 @@ from evaluation.runner import (
 )
 from kernel.config import ModelEntry, Settings
 from kernel.config_loading import ConfigError, load_config
+from kernel.records import StoreError
 from kernel.store import DiskHistoryStore
 from kernel.tokens import count_messages
 from middleware.condensing.budget import budget_for
@@ -249,9 +250,13 @@ def _report(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     try:
         rows = read_rows([Path(name) for name in args.report])
-        earlier = read_rows([Path(name) for name in args.against or ()])
     except (OSError, ValueError) as exc:
         print(f"eval: --report: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        earlier = read_rows([Path(name) for name in args.against or ()])
+    except (OSError, ValueError) as exc:
+        print(f"eval: --against: {exc}", file=sys.stderr)
         return EXIT_USAGE
     present = {row.condition for row in rows}
     kinds = asked or {row.kind for row in rows}
@@ -314,7 +319,11 @@ async def _evaluate(args: argparse.Namespace, plan: Plan, sink: IO[bytes]) -> li
 
     with tempfile.TemporaryDirectory(prefix="overspill-eval-") as scratch:
         folder = Path(args.store) if args.store else Path(scratch) / "store"
-        system = build_system(settings, store=DiskHistoryStore(folder))
+        try:
+            store = DiskHistoryStore(folder)
+        except StoreError as exc:
+            raise ValueError(f"--store: {exc}") from exc
+        system = build_system(settings, store=store)
         try:
             target = InProcess(system, model)
             found = await system.windows.of(target.entry)

@@ -60,8 +60,8 @@ def test_probes_pair_by_question_and_only_where_both_runs_answered() -> None:
 def test_report_against_an_earlier_run_prints_the_comparison(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`--report NEW --against OLD` prints the table, then what moved; --against alone is a
-    usage error saying to give --report."""
+    """`--report NEW --against OLD` prints the table, then what moved; --against alone, or
+    naming a file that cannot be read, is a usage error saying what to fix."""
     runs = {"old": [_row("a", False), _row("b", True)], "new": [_row("a", True), _row("b", True)]}
     files = {name: tmp_path / f"{name}.jsonl" for name in runs}
     for name, rows in runs.items():
@@ -76,3 +76,6 @@ def test_report_against_an_earlier_run_prints_the_comparison(
     assert "won  conv-41 single_hop: a | no -> yes" in printed
     assert main(["eval", "--against", str(files["old"]), "--out", out]) == 2
     assert "give it with --report" in capsys.readouterr().err
+    missing = str(tmp_path / "none.jsonl")
+    assert main(["eval", "--report", str(files["new"]), "--against", missing, "--out", out]) == 2
+    assert "--against: " in capsys.readouterr().err

@@ -500,8 +500,8 @@ def test_the_cli_refuses_bad_arguments_clearly(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """An unknown condition, an unknown model, --url without a window, a missing config, an
-    --out that cannot be written, --store with --url or naming a file: status 2, and a
-    message saying what to fix."""
+    --out that cannot be written, --store with --url, naming a file or under one: status 2,
+    and a message saying what to fix."""
     config = tmp_path / "config.yaml"
     config.write_text(CONFIG)
     out = str(tmp_path / "rows.jsonl")
@@ -520,6 +520,9 @@ def test_the_cli_refuses_bad_arguments_clearly(
     assert "--store: a running server keeps its own store" in capsys.readouterr().err
     assert main(["eval", "--config", str(config), "--store", str(config), "--out", out]) == 2
     assert "is not a folder" in capsys.readouterr().err
+    under_a_file = str(config / "store")
+    assert main(["eval", "--config", str(config), "--store", under_a_file, "--out", out]) == 2
+    assert "--store: cannot open the history store" in capsys.readouterr().err
 
 
 def test_the_table_counts_what_was_not_asked_apart() -> None:
