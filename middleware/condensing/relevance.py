@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 from kernel.types import Message
 from middleware.condensing.ledger.supersede import Line, settle
-from middleware.condensing.ledger.terms import key_spans, sentences
+from middleware.condensing.ledger.terms import fold, key_spans, sentences
 from middleware.condensing.prompt import content_text, speaker
 from middleware.condensing.split import SYSTEM_ROLES
 
@@ -139,21 +139,6 @@ def _parts(text: str) -> tuple[str, ...]:
 def words(text: str) -> tuple[str, ...]:
     """`text`'s words, lower-cased, each `fold`ed."""
     return tuple(fold(word) for word in _WORD.findall(text.lower()))
-
-
-def fold(word: str) -> str:
-    """A lower-case word with a plural's ending folded, by Harman's S-stemmer ("How effective
-    is suffixing?", JASIS 1991), the mildest stemmer used in retrieval: "-ies" to "-y"
-    ("hobbies", "hobby"), else the final "s" off ("dogs", "names", "shoes"), but not from
-    "-us" or "-ss" ("status", "glass"). Words of three letters or fewer are left as they are
-    ("was", "has", "its"). The rule is English's, and that of the "-s" plural of French,
-    Spanish, Portuguese or Dutch; in another language it can only tie two words that differ
-    by a final "s", and a script without Latin letters is left as it is."""
-    if word[-1:] != "s" or len(word) <= 3 or word.endswith(("us", "ss")):
-        return word
-    if word.endswith("ies") and not word.endswith(("eies", "aies")):
-        return word[:-3] + "y"
-    return word[:-1]
 
 
 @functools.lru_cache(maxsize=16384)

@@ -65,7 +65,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from middleware.condensing.ledger.records import LISTING_SCORE, Fact
-from middleware.condensing.ledger.terms import key_spans
+from middleware.condensing.ledger.terms import fold, key_spans
 
 __all__ = ["Line", "Settled", "contradicts", "settle", "settled", "stated_subject", "subjects"]
 
@@ -199,14 +199,9 @@ class _Value:
     changes: bool
 
 
-def _lemma(word: str) -> str:
-    """A word without a plural ``s`` (uploads, limits; not "address" or "bus")."""
-    return word[:-1] if len(word) > 3 and word.endswith("s") and word[-2] not in "su" else word
-
-
 def _words(text: str) -> frozenset[str]:
-    """The content words of `text`, lower-cased and without a plural ``s``."""
-    return frozenset(_lemma(w) for w in _WORD.findall(text.lower()) if w not in _STOP)
+    """The content words of `text`, lower-cased, a plural's ending folded (`terms.fold`)."""
+    return frozenset(fold(w) for w in _WORD.findall(text.lower()) if w not in _STOP)
 
 
 def value_shape(key: str, after: str) -> str:
@@ -225,9 +220,9 @@ def value_shape(key: str, after: str) -> str:
     if shape == "9":
         unit = _UNIT_AFTER.match(after)
         if unit is not None and unit.group(1).lower() not in _STOP | {"and", "the", "or"}:
-            return "9 " + _lemma(unit.group(1).lower())
+            return "9 " + fold(unit.group(1).lower())
     elif _NUMBER.fullmatch(re.sub(r"[A-Za-z%]+$", "", key) or "x"):
-        return "9" + _lemma(key.lstrip("0123456789.,").lower())
+        return "9" + fold(key.lstrip("0123456789.,").lower())
     return shape
 
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 from kernel.tokens import count_text
 from kernel.types import Message
 from middleware.condensing.ledger import Ledger
+from middleware.condensing.ledger.terms import fold
 from middleware.condensing.relevance import (
     END,
     GAP,
     LABEL,
     PASSAGE_CHARS,
     Passage,
-    fold,
     passages,
     pick,
     quoted,
