@@ -33,6 +33,7 @@ from evaluation.report import CEILING, CHART_HINT, chart, read_jsonl, table, wri
 from evaluation.runner import (
     ANSWER_TOKENS,
     SUMMARY_TOKENS,
+    ProbeKey,
     Row,
     Setup,
     Target,
@@ -287,12 +288,12 @@ def read_rows(paths: Sequence[Path]) -> list[Row]:
     history's (`CEILING`) in two files: a second reading of it, which the report pairs the
     others with as right only where every reading is."""
     rows: list[Row] = []
-    seen: dict[tuple[int, str, str, str, str], str] = {}
+    seen: dict[ProbeKey, str] = {}
     for path in paths:
         with path.open("rb") as source:
             found = read_jsonl(source, str(path))
         for number, row in enumerate(found, 1):
-            key = (row.seed, row.templates, row.condition, row.kind, row.question)
+            key = row.probe
             if key in seen and (row.condition != CEILING or seen[key] == str(path)):
                 raise ValueError(
                     f"{path} (row {number}): seed {row.seed} ({row.templates} templates) "

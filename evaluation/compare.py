@@ -26,8 +26,6 @@ FLIPS_LISTED = 40
 ANSWER_CHARS = 60
 """An answer is shown cut to this many characters in a flipped probe's line."""
 
-_Key = tuple[int, str, str, str, str]
-
 
 @dataclass(frozen=True, slots=True)
 class Flip:
@@ -68,17 +66,13 @@ def sign_test(won: int, lost: int) -> float:
 def compare(before: Sequence[Row], after: Sequence[Row]) -> list[Moved]:
     """Per condition both runs asked, in `after`'s order: the probes answered in both (status
     ok), with their counts and flips."""
-    earlier = {_key(row): row for row in before if row.status == "ok"}
+    earlier = {row.probe: row for row in before if row.status == "ok"}
     pairs: dict[str, list[tuple[Row, Row]]] = {}
     for row in after:
-        old = earlier.get(_key(row))
+        old = earlier.get(row.probe)
         if row.status == "ok" and old is not None:
             pairs.setdefault(row.condition, []).append((old, row))
     return [_moved(condition, found) for condition, found in pairs.items()]
-
-
-def _key(row: Row) -> _Key:
-    return (row.seed, row.templates, row.condition, row.kind, row.question)
 
 
 def _moved(condition: str, pairs: Sequence[tuple[Row, Row]]) -> Moved:

@@ -51,6 +51,10 @@ SUMMARY_TOKENS = 384
 """max_tokens of the naive summary's one call (at most a quarter of the window)."""
 
 
+ProbeKey = tuple[int, str, str, str, str]
+"""A probe's identity across runs and files (`Row.probe`)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Row:
     """One probe asked under one condition: a line of the results file."""
@@ -81,6 +85,12 @@ class Row:
     def as_dict(self) -> dict[str, Any]:
         """The row as a JSON object."""
         return asdict(self)
+
+    @property
+    def probe(self) -> ProbeKey:
+        """Which probe it answers: its conversation (seed, template set), condition, kind and
+        question; two rows with the same key are one probe asked twice."""
+        return (self.seed, self.templates, self.condition, self.kind, self.question)
 
 
 @dataclass(frozen=True, slots=True)
