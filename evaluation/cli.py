@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any, TypeVar
@@ -203,15 +204,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"eval: {exc}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        sink = open(args.out, "wb")  # noqa: SIM115 - closed below, whatever the run does
-    except OSError as exc:
-        print(f"eval: --out: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    try:
         plan = Plan(seeds, conditions, kinds, args.locomo and Path(args.locomo),
                     [d.strip() for d in args.dialogues.split(",") if d.strip()],
                     template_sets(args.templates))  # fmt: skip
-        rows = asyncio.run(_evaluate(args, plan, sink))
+        playing = conversations(plan, args.fillers)
+        rows = asyncio.run(_evaluate(args, plan, playing))
     except ConfigError as exc:
         for problem in exc.problems:
             print(f"{exc.path}: {problem}", file=sys.stderr)
@@ -219,9 +216,20 @@ def run(args: argparse.Namespace) -> int:
     except (LookupError, ValueError) as exc:
         print(f"eval: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    finally:
-        sink.close()
     return _show(rows, conditions, f"written to {args.out}", args.chart)
+
+
+@contextlib.contextmanager
+def _written(out: str) -> Iterator[IO[bytes]]:
+    """--out, opened (and emptied) only once the run is about to make its first call: a
+    config, model, store or dataset found wrong before then leaves an earlier run's rows in
+    it. ValueError naming --out when it cannot be written."""
+    try:
+        sink = open(out, "wb")  # noqa: SIM115 - closed below, whatever the run does
+    except OSError as exc:
+        raise ValueError(f"--out: {exc}") from exc
+    with sink:
+        yield sink
 
 
 def _check_store(store: str | None, url: str | None) -> None:
@@ -305,9 +313,11 @@ def read_rows(paths: Sequence[Path]) -> list[Row]:
     return rows
 
 
-async def _evaluate(args: argparse.Namespace, plan: Plan, sink: IO[bytes]) -> list[Row]:
+async def _evaluate(
+    args: argparse.Namespace, plan: Plan, playing: Iterable[Conversation[Asked]]
+) -> list[Row]:
     if args.url:
-        return await _remote(args, plan, sink)
+        return await _remote(args, plan, playing)
     loaded = load_config(args.config)
     settings = loaded.settings
     model = args.model or (settings.model_list[0].model_name if settings.model_list else None)
@@ -334,12 +344,15 @@ async def _evaluate(args: argparse.Namespace, plan: Plan, sink: IO[bytes]) -> li
                 target.entry, found.tokens, run="eval",
                 answer_tokens=args.answer_tokens, keep_shown=args.keep_shown,
             )  # fmt: skip
-            return await _play(target, plan, setup, args.fillers, sink)
+            with _written(args.out) as sink:
+                return await _play(target, plan.conditions, playing, setup, sink)
         finally:
             await system.aclose()
 
 
-async def _remote(args: argparse.Namespace, plan: Plan, sink: IO[bytes]) -> list[Row]:
+async def _remote(
+    args: argparse.Namespace, plan: Plan, playing: Iterable[Conversation[Asked]]
+) -> list[Row]:
     import httpx
 
     from evaluation.targets import Remote
@@ -355,7 +368,8 @@ async def _remote(args: argparse.Namespace, plan: Plan, sink: IO[bytes]) -> list
     )
     async with httpx.AsyncClient(base_url=args.url.rstrip("/"), timeout=600) as client:
         target = Remote(client, args.model, args.key)
-        return await _play(target, plan, setup, args.fillers, sink)
+        with _written(args.out) as sink:
+            return await _play(target, plan.conditions, playing, setup, sink)
 
 
 def with_window(settings: Settings, model: str, window: int) -> Settings:
@@ -387,14 +401,18 @@ def _setup(
 
 
 async def _play(
-    target: Target, plan: Plan, setup: Setup, fillers: int, sink: IO[bytes]
+    target: Target,
+    conditions: Sequence[ConditionName],
+    playing: Iterable[Conversation[Asked]],
+    setup: Setup,
+    sink: IO[bytes],
 ) -> list[Row]:
     """Every conversation in turn, each row written to `sink` as soon as its probe is answered
     (a run stopped part-way keeps every answer it had)."""
     rows: list[Row] = []
-    for conversation in conversations(plan, fillers):
+    for conversation in playing:
         seed = conversation.seed
-        for condition in plan.conditions:
+        for condition in conditions:
             started = time.monotonic()
             done = []
             async for row in each_row(target, conversation, [condition], setup):
@@ -416,15 +434,20 @@ async def _play(
 
 def conversations(plan: Plan, fillers: int) -> Iterator[Conversation[Asked]]:
     """The run's conversations with the probes of its kinds: LoCoMo's dialogues (loaded
-    first, so a bad file stops the run before any call), else the seeds' generated ones."""
+    now, so a bad file stops the run before --out is opened or any call made), else the
+    seeds' generated ones (each made when it is reached)."""
     if plan.locomo is not None:
         dialogues = locomo.chosen(locomo.load(plan.locomo), plan.dialogues)
-        for dialogue in dialogues:
-            asked = locomo.asked(dialogue, plan.kinds)
-            yield Conversation(dialogue.number, dialogue.messages, asked, locomo.SOURCE)
-        return
-    for seed in plan.seeds:
-        for templates in plan.templates:
-            conversation = generate(seed, fillers=fillers, templates=templates)
-            kept = tuple(probe for probe in conversation.probes if probe.kind in plan.kinds)
-            yield replace(conversation, probes=kept)
+        return (
+            Conversation(d.number, d.messages, locomo.asked(d, plan.kinds), locomo.SOURCE)
+            for d in dialogues
+        )
+
+    def generated() -> Iterator[Conversation[Asked]]:
+        for seed in plan.seeds:
+            for templates in plan.templates:
+                conversation = generate(seed, fillers=fillers, templates=templates)
+                kept = tuple(probe for probe in conversation.probes if probe.kind in plan.kinds)
+                yield replace(conversation, probes=kept)
+
+    return generated()

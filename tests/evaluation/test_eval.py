@@ -525,6 +525,29 @@ def test_the_cli_refuses_bad_arguments_clearly(
     assert "--store: cannot open the history store" in capsys.readouterr().err
 
 
+def test_a_run_refused_before_its_first_call_leaves_the_earlier_rows_in_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A missing config, an unknown model, a store that cannot be opened or a LoCoMo file that
+    is not one is refused before --out is opened: an earlier run's rows are still there."""
+    config = tmp_path / "config.yaml"
+    config.write_text(CONFIG)
+    out = tmp_path / "rows.jsonl"
+    out.write_text('{"earlier": "rows"}\n')
+    not_locomo = tmp_path / "locomo10.json"
+    not_locomo.write_text("{}")
+    refused = [
+        ["--config", str(tmp_path / "none.yaml")],
+        ["--config", str(config), "--model", "nope"],
+        ["--config", str(config), "--store", str(config / "store")],
+        ["--config", str(config), "--locomo", str(not_locomo)],
+    ]
+    for arguments in refused:
+        assert main(["eval", *arguments, "--out", str(out)]) == 2
+        assert capsys.readouterr().err
+        assert out.read_text() == '{"earlier": "rows"}\n'
+
+
 def test_the_table_counts_what_was_not_asked_apart() -> None:
     """Overflowed probes are neither right nor wrong: recall is over the asked ones."""
     from evaluation.runner import Row
