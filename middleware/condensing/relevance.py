@@ -29,6 +29,15 @@ the ledger records the replacements among the condensed turns (``Fact.supersedes
 `restated_later` reads the turns sent verbatim after them by the same rule. Where turns
 between two quoted passages are left out, a `GAP` line says so.
 
+The excerpts (runs of passages said one after the other) are quoted in the conversation's
+order, but for the one holding the best-ranked passage, which comes last, right before the
+question: a reader weighs most what it read last (a model's use of a long context falls off
+away from its ends: Liu et al., "Lost in the Middle", TACL 2024), and the best-ranked passage
+is the likeliest to answer. Within an excerpt the order is the conversation's, so an answer
+still follows the turn that asked for it and a decision the options it settled; a statement a
+later turn replaced is not quoted at all (above), so moving an older excerpt last cannot put a
+stale value after its correction.
+
 What is picked is measured by `overspill eval` on LoCoMo's dialogues (docs/eval/index.md).
 """
 
@@ -91,6 +100,8 @@ class Passage:
     """The message's position in the request."""
     who: str
     text: str
+    part: int = 0
+    """Which part of its turn (0: the first, or the whole turn)."""
 
     def render(self) -> str:
         """``- user: text`` (a tool result names its tool)."""
@@ -105,7 +116,8 @@ def passages(messages: Sequence[Message], indices: Sequence[int]) -> list[Passag
         if message.get("role") in SYSTEM_ROLES:
             continue
         who = speaker(message)
-        found += (Passage(index, who, part) for part in _parts(content_text(message)))
+        parts = _parts(content_text(message))
+        found += (Passage(index, who, text, part) for part, text in enumerate(parts))
     return found
 
 
@@ -186,7 +198,8 @@ def pick(
 ) -> list[Passage]:
     """The best-ranked passages that fit `room` tokens together (as `count` counts their
     rendered lines), each followed by the passage after it when that fits too, in the
-    conversation's order; one holding a statement of `replaced`, or the short reply right
+    conversation's order but for the excerpt holding the best-ranked of them, which comes
+    last (`_best_last`); one holding a statement of `replaced`, or the short reply right
     after one, is not quoted.
 
     A passage the extraction already quotes is quoted again: the block is an excerpt of the
@@ -231,7 +244,26 @@ def pick(
             if cost <= left:
                 picked.add(at)
                 left -= cost
-    return [found[position] for position in sorted(picked)]
+    scores = {position: score for score, position in order}
+    best = max(picked, key=lambda at: (scores.get(at, 0.0), at), default=None)
+    return _best_last(found, sorted(picked), best)
+
+
+def _best_last(found: Sequence[Passage], picked: Sequence[int], best: int | None) -> list[Passage]:
+    """The passages at `picked` (positions in `found`, in order) in excerpts, runs said one
+    after the other, in the conversation's order but for the excerpt holding `best`, which
+    comes last (the latest of equals: `best` is the picked passage of the highest score,
+    the latest on a tie). Moving one excerpt keeps the number of `GAP` lines the room
+    counted: the two it stood between were apart, and so are the last and it."""
+    excerpts: list[list[int]] = []
+    for position in picked:
+        if excerpts and _next(found[excerpts[-1][-1]], found[position]):
+            excerpts[-1].append(position)
+        else:
+            excerpts.append([position])
+    moved = [run for run in excerpts if best in run]
+    ordered = [run for run in excerpts if best not in run] + moved
+    return [found[position] for run in ordered for position in run]
 
 
 def _joins(found: Sequence[Passage], picked: Collection[int], at: int) -> bool:
@@ -243,8 +275,10 @@ def _joins(found: Sequence[Passage], picked: Collection[int], at: int) -> bool:
 
 
 def _next(before: Passage, after: Passage) -> bool:
-    """Whether `after` was said right after `before` (the same turn, or the next message)."""
-    return after.index <= before.index + 1
+    """Whether `after` was said right after `before` (a later part of the same turn, or the
+    next message)."""
+    later = (before.index, before.part) < (after.index, after.part)
+    return later and after.index <= before.index + 1
 
 
 def restated_later(

@@ -94,7 +94,8 @@ def test_words_found_in_half_the_passages_or_more_pick_nothing() -> None:
 
 
 def test_picking_keeps_to_its_room_and_the_conversations_order() -> None:
-    """The best passages that fit the room, rendered in the order they were said."""
+    """The best passages that fit the room; a run of them said one after the other is quoted
+    in that order."""
     found = passages(TURNS, range(len(TURNS)))
     room = count_text(f"{LABEL}\n{END}") + count_text(found[2].render()) + 3
     picked = pick("What does my sister do? Which hospital?", found, room, count_text)
@@ -219,6 +220,23 @@ def test_an_excerpt_ends_on_the_decision_taken_after_the_options() -> None:
     found = passages(turns, range(len(turns)))
     asked = "Which CI system did we decide on for the mobile app?"
     assert [p.index for p in pick(asked, found, 10_000, count_text)][:4] == [0, 1, 2, 3]
+
+
+def test_the_excerpt_holding_the_best_ranked_passage_is_quoted_last() -> None:
+    """Excerpts keep the conversation's order but for the one holding the best-ranked
+    passage, which comes last, right before the question; the gap lines stay as counted."""
+    turns: list[Message] = [
+        {"role": "user", "content": "My sister works as a nurse at Mercy Hospital."},
+        {"role": "assistant", "content": "That sounds like demanding work."},
+        *({"role": "user", "content": f"Rainy weekend number {n} here."} for n in range(6)),
+        {"role": "user", "content": "My sister says work at the hospital is busy."},
+        {"role": "assistant", "content": "I hope she gets some rest."},
+    ]
+    found = passages(turns, range(len(turns)))
+    asked = "Which hospital does my sister work at as a nurse?"
+    picked = pick(asked, found, 10_000, count_text)
+    assert [p.index for p in picked] == [8, 9, 0, 1]
+    assert quoted(picked).splitlines().count(GAP) == 1
 
 
 def test_the_quoted_block_is_labelled_and_goes_before_the_users_text() -> None:
