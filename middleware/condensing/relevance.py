@@ -115,17 +115,20 @@ def passages(messages: Sequence[Message], indices: Sequence[int]) -> list[Passag
         message = messages[index]
         if message.get("role") in SYSTEM_ROLES:
             continue
-        who = speaker(message)
-        parts = _parts(content_text(message))
-        found += (Passage(index, who, text, part) for part, text in enumerate(parts))
+        found += _passages_of(index, speaker(message), content_text(message))
     return found
 
 
 @functools.lru_cache(maxsize=16384)
+def _passages_of(index: int, who: str, text: str) -> tuple[Passage, ...]:
+    """The passages of one message (cached: a conversation's turns come back with every
+    request, and each passage would be made again)."""
+    return tuple(Passage(index, who, part, n) for n, part in enumerate(_parts(text)))
+
+
 def _parts(text: str) -> tuple[str, ...]:
     """`text` in parts of at most about `PASSAGE_CHARS`, cut at line or sentence ends (a
-    part with no such end is cut where it reaches the size). Cached: a conversation's turns
-    come back with every request."""
+    part with no such end is cut where it reaches the size)."""
     text = text.strip()
     if len(text) <= PASSAGE_CHARS:
         return (text,) if text else ()
@@ -244,16 +247,26 @@ def pick(
             if cost <= left:
                 picked.add(at)
                 left -= cost
-    scores = {position: score for score, position in order}
-    best = max(picked, key=lambda at: (scores.get(at, 0.0), at), default=None)
-    return _best_last(found, sorted(picked), best)
+    return _best_last(found, sorted(picked), _best(order, picked))
+
+
+def _best(order: Sequence[tuple[float, int]], picked: Collection[int]) -> int | None:
+    """The picked position of the highest score in `order` (best first, ties in the
+    conversation's order), the latest of equals."""
+    best: int | None = None
+    top = 0.0
+    for score, position in order:
+        if best is not None and score < top:
+            break
+        if position in picked:
+            best, top = position, score
+    return best
 
 
 def _best_last(found: Sequence[Passage], picked: Sequence[int], best: int | None) -> list[Passage]:
     """The passages at `picked` (positions in `found`, in order) in excerpts, runs said one
     after the other, in the conversation's order but for the excerpt holding `best`, which
-    comes last (the latest of equals: `best` is the picked passage of the highest score,
-    the latest on a tie). Moving one excerpt keeps the number of `GAP` lines the room
+    comes last. Moving one excerpt keeps the number of `GAP` lines the room
     counted: the two it stood between were apart, and so are the last and it."""
     excerpts: list[list[int]] = []
     for position in picked:
