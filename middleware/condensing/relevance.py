@@ -266,8 +266,8 @@ def _best(order: Sequence[tuple[float, int]], picked: Collection[int]) -> int | 
 def _best_last(found: Sequence[Passage], picked: Sequence[int], best: int | None) -> list[Passage]:
     """The passages at `picked` (positions in `found`, in order) in excerpts, runs said one
     after the other, in the conversation's order but for the excerpt holding `best`, which
-    comes last. Moving one excerpt keeps the number of `GAP` lines the room
-    counted: the two it stood between were apart, and so are the last and it."""
+    comes last. Moving one excerpt keeps the number of `GAP` lines the room counted: the
+    two it stood between were apart, and so are the last and it."""
     excerpts: list[list[int]] = []
     for position in picked:
         if excerpts and _next(found[excerpts[-1][-1]], found[position]):
