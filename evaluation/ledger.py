@@ -59,7 +59,7 @@ from middleware.condensing.condenser import latest_question
 from middleware.condensing.ledger import Fact, Ledger, Previous
 from middleware.condensing.ledger.records import MERGED_ROLE
 from middleware.condensing.prompt import render_transcript
-from middleware.condensing.relevance import passages, pick, quoted
+from middleware.condensing.relevance import GAP, LABEL, passages, pick, quoted
 from middleware.condensing.split import split_history
 
 
@@ -263,6 +263,18 @@ turns) when the ledger's merged line is left out: an answer whose words are ther
 bare terms of facts that did not fit has no sentence around it to be read from."""
 
 
+LAST_EXCERPT = "last-excerpt"
+"""LoCoMo's column of answers in the quoted turns' last excerpt: what a reader reads right
+before the question, and answers from most."""
+
+
+def last_excerpt(shown: str) -> str:
+    """The quoted turns' last excerpt in `shown` (the block's passages after its last gap
+    line, all of them when it has none); "" when nothing is quoted."""
+    at = shown.rfind(LABEL)
+    return shown[at:].rsplit(f"\n{GAP}\n", 1)[-1] if at >= 0 else ""
+
+
 def locomo_main(path: Path, window: int, names: Sequence[str], relevant_share: float) -> None:
     """Per LoCoMo question kind: how often the annotated answer is in what each condition
     shows, the dialogues developed on and the others apart."""
@@ -289,9 +301,14 @@ def locomo_main(path: Path, window: int, names: Sequence[str], relevant_share: f
                     found[(question.kind, condition)].append(question.present(text))
                 relevant = quoted_text(shown["ledger+tail+relevant"])
                 found[(question.kind, IN_A_SENTENCE)].append(question.present(relevant))
+                last = last_excerpt(shown["ledger+tail+relevant"])
+                found[(question.kind, LAST_EXCERPT)].append(question.present(last))
         names_of = ", ".join(d.name for d in dialogues)
         print(f"\nLoCoMo {names_of} ({label}), window {window}: the answer in what is shown")
-        columns = ["whole", "ledger+tail", "ledger+tail+relevant", IN_A_SENTENCE, "drop-oldest"]
+        columns = [
+            "whole", "ledger+tail", "ledger+tail+relevant", IN_A_SENTENCE, LAST_EXCERPT,
+            "drop-oldest",
+        ]  # fmt: skip
         print(f"{'':<12}" + "".join(f"{c:>24}" for c in columns))
         for kind in locomo.DEFAULT_KINDS:
             cells = [found[(kind, c)] for c in columns]

@@ -190,8 +190,27 @@ def test_the_ledger_bench_counts_apart_what_only_the_merged_line_holds(
     lines = capsys.readouterr().out.splitlines()
     head = next(line for line in lines if "ledger+tail+relevant" in line).split()
     assert head[head.index("ledger+tail+relevant") + 1] == ledger.IN_A_SENTENCE
+    assert head[head.index(ledger.IN_A_SENTENCE) + 1] == ledger.LAST_EXCERPT
     single = next(line for line in lines if line.startswith("single_hop")).split()
     assert len(single) == len(head) + 1  # one cell per column
+
+
+def test_the_last_excerpt_is_what_follows_the_quoted_blocks_last_gap_line() -> None:
+    """The bench's last excerpt: the quoted passages after the block's last gap line, the
+    whole block when it has none, nothing when nothing is quoted."""
+    from evaluation.ledger import last_excerpt
+    from middleware.condensing.relevance import Passage, quoted
+
+    cabin = Passage(1, "user", "We booked the cabin.")
+    lake = Passage(2, "assistant", "Which lake?")
+    tahoe = Passage(7, "user", "Lake Tahoe.")
+    apart = last_excerpt(f"notes\n{quoted([tahoe, cabin, lake])}")
+    assert "cabin" in apart
+    assert "Which lake?" in apart
+    assert "Tahoe" not in apart
+    assert "Tahoe" in last_excerpt(quoted([cabin, lake, tahoe]))
+    assert "cabin" in last_excerpt(quoted([cabin, lake]))
+    assert last_excerpt("notes and the tail, nothing quoted") == ""
 
 
 NAMES = ("Ada", "Boris", "Chen", "Dana", "Emil", "Farah", "Goran", "Hana", "Ivo", "Jana")
