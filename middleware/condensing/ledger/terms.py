@@ -33,12 +33,15 @@ IDENT_TOKEN = re.compile(
 )
 """A code identifier: a path, a backticked term, ``snake_case``, ``camelCase``, a call, a
 mail address."""
-_NAME_RUN = re.compile(r"(?<![.!?:]\s)(?<!^)\b[A-Z][a-z]+(?:\s+[A-Z][a-z]+)+")
-_CAPITAL = re.compile(r"(?<!^)(?<![.!?:]\s)(?<![.!?:]\s\s)(?<!\n)\b[A-Z][a-z]{2,}\b")
-"""A capitalised word inside a sentence. A word first in the text, on a new line, or after a
-full stop, a question or exclamation mark or a colon (one space or two after it) is
-capitalised by where it stands (a speaker's "Dave: Thanks, …", a label's "Note: Remember
-…"), so it is not taken, as ``_NAME_RUN`` already does not take a run after a colon."""
+_INSIDE = r"(?<!^)(?<!\n)(?<![.!?:]\s)(?<![.!?:]\s\s)"
+"""Not where a word is capitalised by where it stands: first in the text, on a new line, or
+after a full stop, a question or exclamation mark or a colon (one space or two after it): a
+speaker's "Dave: Thanks, …", a label's "Note: Remember …". A word opening a quotation is
+taken: '"Great job"' and '"Inception"' cannot be told apart by their place."""
+_NAME_RUN = re.compile(_INSIDE + r"\b[A-Z][a-z]+(?:\s+[A-Z][a-z]+)+")
+"""Capitalised words one after the other inside a sentence: a name of several words."""
+_CAPITAL = re.compile(_INSIDE + r"\b[A-Z][a-z]{2,}\b")
+"""A capitalised word inside a sentence."""
 _MARKED_NAME = re.compile(r"\b[A-Z][a-z]+[A-Z][A-Za-z]*\b")
 """A word with a capital inside it (MongoDB, GitHub, McDonald): no sentence start explains
 that capital, so it is a name wherever it stands. A word in capitals is not taken: a log's

@@ -73,6 +73,14 @@ def test_a_capital_after_a_colon_or_a_line_break_starts_a_clause_and_is_no_name(
     assert fact_signal("Calvin: Woohoo, that's wild!") == 0
 
 
+def test_a_run_of_capitals_where_a_clause_starts_is_no_name_of_several_words() -> None:
+    """Capitalised words one after the other are read by the same rule as a lone one: a run
+    whose first word starts a line, or follows a full stop and two spaces, is no name."""
+    assert key_spans("Sounds good.  Thanks Amara.") == ("Amara",)
+    assert key_spans("Hi\nThanks Dave, see you Monday.") == ("Dave", "Monday")
+    assert key_spans("Booked it.  Great Barrier Reef in May.") == ("Barrier Reef", "May")
+
+
 def test_term_weight_ranks_codes_over_bare_small_numbers() -> None:
     """A letters-and-digits code identifies more than a name or a long number, then a bare one."""
     assert term_weight("ZX-4471") > term_weight("orca_ledger") > term_weight("53")
