@@ -31,6 +31,7 @@ from evaluation.conversations import DEFAULT_FILLERS, HELD_OUT_FROM, Conversatio
 from evaluation.phrasings import ALL, TEMPLATE_SETS, TemplateSet, template_sets
 from evaluation.probes import PROBE_KINDS, Asked, ProbeKind
 from evaluation.report import CEILING, CHART_HINT, chart, read_jsonl, table, write_jsonl
+from evaluation.resume import Resumed, resume
 from evaluation.runner import (
     ANSWER_TOKENS,
     SUMMARY_TOKENS,
@@ -56,6 +57,8 @@ replaying 300 turns one request at a time is left out by default (name it to run
 QUESTION_ROOM = 64
 """Tokens a baseline leaves for the probe's question beside the answer's reserve."""
 EXIT_USAGE = 2
+Unit = tuple[Conversation[Asked], ConditionName]
+"""A conversation and the condition its probes are asked under."""
 
 
 def add_parser(commands: Any) -> None:
@@ -84,6 +87,13 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--conditions", help="comma-separated (default: all)")
     parser.add_argument("--kinds", help="probe kinds to ask (default: all)")
     parser.add_argument("--out", default="eval-results.jsonl", help="JSON lines, one per probe")
+    parser.add_argument(
+        "--resume", action="store_true",
+        help="go on with the run --out holds: keep its answered rows and ask only the probes "
+        "they lack (a conversation whose probes share a step made again, a summary, replayed "
+        "turns, or an extraction not kept in --store, is played again under that condition; "
+        "evaluation/resume.py)",
+    )  # fmt: skip
     parser.add_argument(
         "--keep-shown", action="store_true",
         help="each row also holds what the model was shown (to read why an answer missed)",
@@ -208,7 +218,12 @@ def run(args: argparse.Namespace) -> int:
                     [d.strip() for d in args.dialogues.split(",") if d.strip()],
                     template_sets(args.templates))  # fmt: skip
         playing = conversations(plan, args.fillers)
-        rows = asyncio.run(_evaluate(args, plan, playing))
+        units: Iterable[Unit] = ((c, condition) for c in playing for condition in conditions)
+        kept = None
+        if args.resume:
+            resumed = _resumed(args, plan, playing)
+            units, kept = resumed.to_play, resumed.kept
+        rows = asyncio.run(_evaluate(args, units, kept))
     except ConfigError as exc:
         for problem in exc.problems:
             print(f"{exc.path}: {problem}", file=sys.stderr)
@@ -219,13 +234,34 @@ def run(args: argparse.Namespace) -> int:
     return _show(rows, conditions, f"written to {args.out}", args.chart)
 
 
+def _resumed(
+    args: argparse.Namespace, plan: Plan, playing: Iterable[Conversation[Asked]]
+) -> Resumed:
+    """What --resume keeps of --out and still asks (a missing --out: everything to ask).
+    ValueError naming --out when it holds something that is not a row."""
+    out = Path(args.out)
+    try:
+        earlier = read_jsonl(out.read_bytes().splitlines(), str(out)) if out.exists() else []
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"--resume: {exc}") from exc
+    kept_store = bool(args.store) and not args.url
+    return resume(earlier, list(playing), plan.conditions, extraction_kept=kept_store)
+
+
 @contextlib.contextmanager
-def _written(out: str) -> Iterator[IO[bytes]]:
+def _written(out: str, kept: Sequence[Row] | None = None) -> Iterator[IO[bytes]]:
     """--out, opened (and emptied) only once the run is about to make its first call: a
     config, model, store or dataset found wrong before then leaves an earlier run's rows in
-    it. ValueError naming --out when it cannot be written."""
+    it. A resumed run's `kept` rows replace the file's (written apart, then moved over it,
+    so no moment leaves it without them) and the new rows follow. ValueError naming --out
+    when it cannot be written."""
     try:
-        sink = open(out, "wb")  # noqa: SIM115 - closed below, whatever the run does
+        if kept is not None:
+            part = Path(f"{out}.resuming")
+            with part.open("wb") as rewritten:
+                write_jsonl(kept, rewritten)
+            os.replace(part, out)
+        sink = open(out, "ab" if kept is not None else "wb")  # noqa: SIM115 - closed below
     except OSError as exc:
         raise ValueError(f"--out: {exc}") from exc
     with sink:
@@ -314,10 +350,12 @@ def read_rows(paths: Sequence[Path]) -> list[Row]:
 
 
 async def _evaluate(
-    args: argparse.Namespace, plan: Plan, playing: Iterable[Conversation[Asked]]
+    args: argparse.Namespace, units: Iterable[Unit], kept: Sequence[Row] | None
 ) -> list[Row]:
+    """The rows of the run (`kept`, an earlier run's, first): in process, or with --url
+    from a running overspill."""
     if args.url:
-        return await _remote(args, plan, playing)
+        return await _remote(args, units, kept)
     loaded = load_config(args.config)
     settings = loaded.settings
     model = args.model or (settings.model_list[0].model_name if settings.model_list else None)
@@ -344,14 +382,14 @@ async def _evaluate(
                 target.entry, found.tokens, run="eval",
                 answer_tokens=args.answer_tokens, keep_shown=args.keep_shown,
             )  # fmt: skip
-            with _written(args.out) as sink:
-                return await _play(target, plan.conditions, playing, setup, sink)
+            with _written(args.out, kept) as sink:
+                return [*(kept or ()), *await _play(target, units, setup, sink)]
         finally:
             await system.aclose()
 
 
 async def _remote(
-    args: argparse.Namespace, plan: Plan, playing: Iterable[Conversation[Asked]]
+    args: argparse.Namespace, units: Iterable[Unit], kept: Sequence[Row] | None
 ) -> list[Row]:
     import httpx
 
@@ -368,8 +406,8 @@ async def _remote(
     )
     async with httpx.AsyncClient(base_url=args.url.rstrip("/"), timeout=600) as client:
         target = Remote(client, args.model, args.key)
-        with _written(args.out) as sink:
-            return await _play(target, plan.conditions, playing, setup, sink)
+        with _written(args.out, kept) as sink:
+            return [*(kept or ()), *await _play(target, units, setup, sink)]
 
 
 def with_window(settings: Settings, model: str, window: int) -> Settings:
@@ -400,35 +438,27 @@ def _setup(
     )  # fmt: skip
 
 
-async def _play(
-    target: Target,
-    conditions: Sequence[ConditionName],
-    playing: Iterable[Conversation[Asked]],
-    setup: Setup,
-    sink: IO[bytes],
-) -> list[Row]:
-    """Every conversation in turn, each row written to `sink` as soon as its probe is answered
-    (a run stopped part-way keeps every answer it had)."""
+async def _play(target: Target, units: Iterable[Unit], setup: Setup, sink: IO[bytes]) -> list[Row]:
+    """Each conversation under each condition in turn, each row written to `sink` as soon as
+    its probe is answered (a run stopped part-way keeps every answer it had)."""
     rows: list[Row] = []
-    for conversation in playing:
-        seed = conversation.seed
-        for condition in conditions:
-            started = time.monotonic()
-            done = []
-            async for row in each_row(target, conversation, [condition], setup):
-                write_jsonl([row], sink)
-                sink.flush()
-                done.append(row)
-            rows += done
-            right = sum(bool(row.correct) for row in done)
-            asked_n = sum(row.status == "ok" for row in done)
-            print(
-                f"seed {seed} ({conversation.seed_set}, {conversation.templates} templates, "
-                f"{len(conversation.messages)} messages) "
-                f"{condition}: {right}/{asked_n} right, {time.monotonic() - started:.0f} s",
-                file=sys.stderr,
-                flush=True,
-            )
+    for conversation, condition in units:
+        started = time.monotonic()
+        done = []
+        async for row in each_row(target, conversation, [condition], setup):
+            write_jsonl([row], sink)
+            sink.flush()
+            done.append(row)
+        rows += done
+        right = sum(bool(row.correct) for row in done)
+        asked_n = sum(row.status == "ok" for row in done)
+        print(
+            f"seed {conversation.seed} ({conversation.seed_set}, {conversation.templates} "
+            f"templates, {len(conversation.messages)} messages) "
+            f"{condition}: {right}/{asked_n} right, {time.monotonic() - started:.0f} s",
+            file=sys.stderr,
+            flush=True,
+        )
     return rows
 
 

@@ -308,11 +308,20 @@ def _status(error: OverspillError) -> str:
 def _row(
     conversation: Conversation[Asked], condition: str, probe: Asked, status: str, **fields: Any
 ) -> Row:
-    templates = "" if conversation.source else conversation.templates
     return Row(
         conversation.seed, conversation.seed_set, condition, probe.kind, probe.question, status,
-        templates=templates, **fields,
+        templates=_templates(conversation), **fields,
     )  # fmt: skip
+
+
+def probe_key(conversation: Conversation[Asked], condition: str, probe: Asked) -> ProbeKey:
+    """The `Row.probe` of `probe`'s row under `condition`, before it is asked."""
+    return (conversation.seed, _templates(conversation), condition, probe.kind, probe.question)
+
+
+def _templates(conversation: Conversation[Asked]) -> str:
+    """A row's template set: none for an outside dataset's conversation."""
+    return "" if conversation.source else conversation.templates
 
 
 def _all(conversation: Conversation[Asked], condition: str, status: str, detail: str) -> list[Row]:

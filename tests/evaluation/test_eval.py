@@ -420,6 +420,85 @@ def test_a_run_stopped_part_way_keeps_every_answer_it_had(
 
 
 @respx.mock
+def test_resume_asks_only_what_a_stopped_run_lacks_and_keeps_its_answers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run stopped on its third question, then resumed: the first two rows stay as they
+    were, only the third question is asked, and --out holds each probe once."""
+    upstream = respx.post("http://upstream.test/v1/chat/completions").mock(side_effect=_upstream)
+    asked = InProcess.ask
+
+    async def interrupted(self: InProcess, messages: Sequence[Message], *, max_tokens: int) -> str:
+        if sum(1 for line in out.read_bytes().splitlines()) == 2:
+            raise KeyboardInterrupt
+        return await asked(self, messages, max_tokens=max_tokens)
+
+    config = tmp_path / "config.yaml"
+    config.write_text(CONFIG)
+    out = tmp_path / "rows.jsonl"
+    command = ["eval", "--config", str(config), "--seeds", "1", "--fillers", "6",
+               "--conditions", "full", "--out", str(out),
+               "--kinds", "user_fact,tool_fact,instruction"]  # fmt: skip
+    with monkeypatch.context() as patched:
+        patched.setattr(InProcess, "ask", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            main(command)
+    first = out.read_bytes().splitlines()
+    before = upstream.call_count
+    assert main([*command, "--resume"]) == 0
+    assert upstream.call_count - before == 1
+    lines = out.read_bytes().splitlines()
+    assert lines[:2] == first
+    rows = [orjson.loads(line) for line in lines]
+    assert sorted(r["kind"] for r in rows) == ["instruction", "tool_fact", "user_fact"]
+    assert {r["status"] for r in rows} == {"ok"}
+    assert main([*command, "--resume"]) == 0
+    assert upstream.call_count - before == 1
+    assert out.read_bytes().splitlines() == lines
+
+
+@respx.mock
+def test_resume_asks_overspill_again_beside_the_extraction_in_store(tmp_path: Path) -> None:
+    """A probe whose call failed is asked again; under overspill with --store it is asked
+    alone, beside the stored extraction (no extraction call), and its row replaced."""
+    upstream = respx.post("http://upstream.test/v1/chat/completions").mock(side_effect=_upstream)
+    config = tmp_path / "config.yaml"
+    config.write_text(CONFIG + "general_settings: {upstream_client: httpx}\n")
+    out = tmp_path / "rows.jsonl"
+    command = ["eval", "--config", str(config), "--seeds", "1", "--fillers", "12",
+               "--conditions", "overspill-once", "--kinds", "user_fact,tool_fact",
+               "--store", str(tmp_path / "kept"), "--out", str(out)]  # fmt: skip
+    assert main(command) == 0
+    rows = [orjson.loads(line) for line in out.read_bytes().splitlines()]
+    rows[1] = {**rows[1], "status": "error", "answer": None, "correct": None, "detail": "timeout"}
+    out.write_bytes(b"".join(orjson.dumps(row) + b"\n" for row in rows))
+    before = upstream.call_count
+    assert main([*command, "--resume"]) == 0
+    assert upstream.call_count - before == 1
+    again = [orjson.loads(line) for line in out.read_bytes().splitlines()]
+    assert again[0] == rows[0]
+    assert [(r["kind"], r["status"]) for r in again] == [
+        (rows[0]["kind"], "ok"),
+        (rows[1]["kind"], "ok"),
+    ]
+
+
+def test_resume_refuses_an_out_file_that_holds_no_rows(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--resume on a file that is not a results file says which line is wrong and leaves it."""
+    config = tmp_path / "config.yaml"
+    config.write_text(CONFIG)
+    out = tmp_path / "notes.txt"
+    out.write_bytes(b"my notes\n")
+    status = main(["eval", "--config", str(config), "--seeds", "1", "--conditions", "full",
+                   "--out", str(out), "--resume"])  # fmt: skip
+    assert status == 2
+    assert f"--resume: {out}:1: not JSON" in capsys.readouterr().err
+    assert out.read_bytes() == b"my notes\n"
+
+
+@respx.mock
 def test_keep_shown_puts_what_the_model_was_shown_in_each_row(tmp_path: Path) -> None:
     """With --keep-shown a row holds what the model saw before the question (the stand-in
     and the tail under overspill, the kept messages under a baseline); without it, nothing."""
