@@ -145,7 +145,9 @@ def _sample(item: Any, where: str) -> Dialogue:
 
 
 def dialogue_of(name: str, conversation: Mapping[str, Any], qa: Any, where: str) -> Dialogue:
-    """A dialogue from LoCoMo's conversation object (speakers, sessions, their dates)."""
+    """A dialogue from LoCoMo's conversation object (speakers, sessions, their dates), each
+    of its questions once: an annotation listed again (the same question, category, answer
+    and evidence) would be asked, and counted, twice."""
     speakers = (conversation.get("speaker_a"), conversation.get("speaker_b"))
     if not all(isinstance(s, str) and s for s in speakers):
         raise ValueError(f"{where}: speaker_a and speaker_b must name the two speakers")
@@ -168,7 +170,8 @@ def dialogue_of(name: str, conversation: Mapping[str, Any], qa: Any, where: str)
             role = "user" if turn.get("speaker") == speakers[0] else "assistant"
             messages.append({"role": role, "content": text})
     number = int(m.group()) if (m := re.search(r"\d+", name)) else 0
-    return Dialogue(name, number, tuple(messages), tuple(_questions(qa, where)))
+    questions = tuple(dict.fromkeys(_questions(qa, where)))  # conv-48 lists six twice
+    return Dialogue(name, number, tuple(messages), questions)
 
 
 def _session_numbers(conversation: Mapping[str, Any]) -> list[int]:

@@ -18,7 +18,6 @@ rows are dropped (`replayed`):
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -63,9 +62,8 @@ def resume(
     """The rows of `earlier` to keep and the probes still to ask, for a run of `playing`
     under `conditions`. Of the conversations and conditions this run plays, the answered
     rows stay (all of them dropped where the conversation is played again); the others'
-    rows stay as they are. A question asked twice in one conversation (LoCoMo repeats a
-    few) needs two answered rows."""
-    answered = Counter(row.probe for row in earlier if row.status == "ok")
+    rows stay as they are."""
+    answered = {row.probe for row in earlier if row.status == "ok"}
     planned: set[Unit] = set()
     again: set[Unit] = set()
     to_play: list[tuple[Conversation[Asked], ConditionName]] = []
@@ -77,7 +75,7 @@ def resume(
             planned.add(_unit(keys[0]))
             lacking = tuple(
                 probe for probe, key in zip(conversation.probes, keys, strict=True)
-                if not _take(answered, key)
+                if key not in answered
             )  # fmt: skip
             if not lacking:
                 continue
@@ -96,11 +94,3 @@ def resume(
 
 def _unit(key: ProbeKey) -> Unit:
     return key[0], key[1], key[2]
-
-
-def _take(answered: Counter[ProbeKey], key: ProbeKey) -> bool:
-    """Whether an answered row is left for `key`, using it up if so."""
-    if answered[key] <= 0:
-        return False
-    answered[key] -= 1
-    return True

@@ -85,6 +85,20 @@ def test_both_layouts_read_as_the_same_chat(tmp_path: Path) -> None:
     assert [q.question for q in asked] == [q["question"] for q in QA[:3]]  # short answers only
 
 
+def test_a_question_listed_twice_is_asked_once(tmp_path: Path) -> None:
+    """An annotation listed again (LoCoMo's conv-48 lists six twice) is one question, so a run
+    asks it once and its report reads it once; the same words with another answer stay two."""
+    other = {**QA[0], "answer": "a greyhound"}
+    path = tmp_path / "7.json"
+    path.write_text(json.dumps({**dialogue(), "qa": [QA[0], QA[1], QA[0], other]}))
+    (one,) = locomo.load(path)
+    assert [(q.question, q.answer) for q in one.questions] == [
+        (QA[0]["question"], "two greyhounds"),
+        (QA[1]["question"], QA[1]["answer"]),
+        (QA[0]["question"], "a greyhound"),
+    ]
+
+
 @pytest.mark.parametrize(
     ("text", "problem"),
     [

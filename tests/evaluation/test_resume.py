@@ -8,7 +8,7 @@ from evaluation.conditions import ConditionName
 from evaluation.conversations import Conversation, generate
 from evaluation.probes import Asked
 from evaluation.resume import replayed, resume
-from evaluation.runner import Row, probe_key
+from evaluation.runner import Row
 
 
 def _conversation(seed: int = 1) -> Conversation[Asked]:
@@ -85,13 +85,3 @@ def test_rows_of_what_this_run_does_not_play_stay_as_they_are() -> None:
                      extraction_kept=False)  # fmt: skip
     assert resumed.kept[: len(theirs)] == tuple(theirs)
     assert resumed.to_play == ()
-
-
-def test_a_question_asked_twice_needs_two_answered_rows() -> None:
-    """LoCoMo repeats a few questions in one dialogue: one answered row stands for one of them."""
-    conversation = _conversation()
-    twice = replace(conversation, probes=(conversation.probes[0],) * 2)
-    once = _rows(twice, "full")[:1]
-    assert probe_key(twice, "full", twice.probes[0]) == once[0].probe
-    resumed = resume(once, [twice], ["full"], extraction_kept=False)
-    assert [c.probes for c, _ in resumed.to_play] == [(twice.probes[0],)]
