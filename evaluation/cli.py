@@ -31,7 +31,7 @@ from evaluation.conversations import DEFAULT_FILLERS, HELD_OUT_FROM, Conversatio
 from evaluation.phrasings import ALL, TEMPLATE_SETS, TemplateSet, template_sets
 from evaluation.probes import PROBE_KINDS, Asked, ProbeKind
 from evaluation.report import CEILING, CHART_HINT, chart, read_jsonl, table, write_jsonl
-from evaluation.resume import Resumed, resume
+from evaluation.resume import Resumed, Unit, resume
 from evaluation.runner import (
     ANSWER_TOKENS,
     SUMMARY_TOKENS,
@@ -57,8 +57,6 @@ replaying 300 turns one request at a time is left out by default (name it to run
 QUESTION_ROOM = 64
 """Tokens a baseline leaves for the probe's question beside the answer's reserve."""
 EXIT_USAGE = 2
-Unit = tuple[Conversation[Asked], ConditionName]
-"""A conversation and the condition its probes are asked under."""
 
 
 def add_parser(commands: Any) -> None:

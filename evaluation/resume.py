@@ -30,8 +30,10 @@ MADE_AGAIN: frozenset[ConditionName] = frozenset({"short", "summary", "overspill
 """Conditions whose probes are read beside a step every run makes again."""
 
 
-Unit = tuple[int, str, str]
-"""A conversation (seed, template set) under a condition: the first three of a `ProbeKey`."""
+Unit = tuple[Conversation[Asked], ConditionName]
+"""A conversation and the condition its probes are asked under."""
+UnitKey = tuple[int, str, str]
+"""Which conversation (seed, template set) under which condition: a `ProbeKey`'s first three."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +42,7 @@ class Resumed:
 
     kept: tuple[Row, ...]
     """The earlier rows that stay, in their order."""
-    to_play: tuple[tuple[Conversation[Asked], ConditionName], ...]
+    to_play: tuple[Unit, ...]
     """Each conversation with only the probes still to ask, and the condition to ask them
     under, in the run's order (a unit with nothing left to ask is not here)."""
 
@@ -64,15 +66,15 @@ def resume(
     rows stay (all of them dropped where the conversation is played again); the others'
     rows stay as they are."""
     answered = {row.probe for row in earlier if row.status == "ok"}
-    planned: set[Unit] = set()
-    again: set[Unit] = set()
-    to_play: list[tuple[Conversation[Asked], ConditionName]] = []
+    planned: set[UnitKey] = set()
+    again: set[UnitKey] = set()
+    to_play: list[Unit] = []
     for conversation in playing:
         for condition in conditions:
             keys = [probe_key(conversation, condition, probe) for probe in conversation.probes]
             if not keys:
                 continue
-            planned.add(_unit(keys[0]))
+            planned.add(_unit_key(keys[0]))
             lacking = tuple(
                 probe for probe, key in zip(conversation.probes, keys, strict=True)
                 if key not in answered
@@ -80,17 +82,18 @@ def resume(
             if not lacking:
                 continue
             if replayed(condition, extraction_kept):
-                again.add(_unit(keys[0]))
+                again.add(_unit_key(keys[0]))
                 to_play.append((conversation, condition))
             else:
                 to_play.append((replace(conversation, probes=lacking), condition))
     kept = tuple(
         row
         for row in earlier
-        if _unit(row.probe) not in again and (row.status == "ok" or _unit(row.probe) not in planned)
+        if (unit := _unit_key(row.probe)) not in again
+        and (row.status == "ok" or unit not in planned)
     )
     return Resumed(kept, tuple(to_play))
 
 
-def _unit(key: ProbeKey) -> Unit:
+def _unit_key(key: ProbeKey) -> UnitKey:
     return key[0], key[1], key[2]
