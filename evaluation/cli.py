@@ -236,10 +236,11 @@ def _resumed(
     args: argparse.Namespace, plan: Plan, playing: Iterable[Conversation[Asked]]
 ) -> Resumed:
     """What --resume keeps of --out and still asks (a missing --out: everything to ask).
-    ValueError naming --out when it holds something that is not a row."""
+    ValueError naming --out when it holds something that is not a row, or one probe twice
+    (as --report reads a results file: `read_rows`)."""
     out = Path(args.out)
     try:
-        earlier = read_jsonl(out.read_bytes().splitlines(), str(out)) if out.exists() else []
+        earlier = read_rows([out]) if out.exists() else []
     except (OSError, ValueError) as exc:
         raise ValueError(f"--resume: {exc}") from exc
     kept_store = bool(args.store) and not args.url
