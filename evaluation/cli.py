@@ -253,15 +253,16 @@ def _written(out: str, kept: Sequence[Row] | None = None) -> Iterator[IO[bytes]]
     config, model, store or dataset found wrong before then leaves an earlier run's rows in
     it. A resumed run's `kept` rows replace the file's (written apart, then moved over it,
     so no moment leaves it without them) and the new rows follow. ValueError naming --out
-    when it cannot be written."""
+    when it cannot be written, the file as it was and no partial copy beside it."""
+    part = Path(f"{out}.resuming")
     try:
         if kept is not None:
-            part = Path(f"{out}.resuming")
             with part.open("wb") as rewritten:
                 write_jsonl(kept, rewritten)
             os.replace(part, out)
         sink = open(out, "ab" if kept is not None else "wb")  # noqa: SIM115 - closed below
     except OSError as exc:
+        part.unlink(missing_ok=True)  # a disk that filled mid-write leaves no half copy
         raise ValueError(f"--out: {exc}") from exc
     with sink:
         yield sink

@@ -483,6 +483,31 @@ def test_resume_asks_overspill_again_beside_the_extraction_in_store(tmp_path: Pa
     ]
 
 
+@respx.mock
+def test_resume_that_cannot_write_its_kept_rows_leaves_out_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A disk that fills while a resumed run writes the rows it keeps: the run stops naming
+    --out, which holds its rows as before, and no partial copy is left beside it."""
+    respx.post("http://upstream.test/v1/chat/completions").mock(side_effect=_upstream)
+    config = tmp_path / "config.yaml"
+    config.write_text(CONFIG)
+    out = tmp_path / "rows.jsonl"
+    command = ["eval", "--config", str(config), "--seeds", "1", "--fillers", "6",
+               "--conditions", "full", "--out", str(out), "--kinds", "user_fact"]  # fmt: skip
+    assert main(command) == 0
+    before = out.read_bytes()
+
+    def full(rows: object, sink: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("evaluation.cli.write_jsonl", full)
+    assert main([*command, "--resume"]) == 2
+    assert "--out: [Errno 28] No space left on device" in capsys.readouterr().err
+    assert out.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.yaml", "rows.jsonl"]
+
+
 def test_resume_refuses_an_out_file_that_holds_no_rows(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
