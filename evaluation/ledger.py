@@ -108,9 +108,10 @@ class Shown:
         found = passages(conversation.messages, range(self.condensed))
         replaced = replaced_in(self.facts)
         later = conversation.messages[self.condensed :]
+        newest = passages(conversation.messages, range(self.condensed, len(conversation.messages)))
 
         def shown(probe: Probe) -> str:
-            picked = pick(probe.prompt, found, room, count_text, replaced, later)
+            picked = pick(probe.prompt, found, room, count_text, replaced, later, newest)
             return f"{self.text}\n{quoted(picked)}" if picked else self.text
 
         return shown
@@ -244,13 +245,14 @@ def shown_for(
     replaced = replaced_in(made.facts)
     spliced = f"{made.text}\n{history}"
     found = passages(messages, range(end))
+    newest = passages(messages, range(end, len(messages)))
     dropped = render_transcript(drop_oldest(messages, budget, count_messages) or [])
     room = int(budget * relevant_share)
     return [
         {
             "ledger+tail": spliced,
             "ledger+tail+relevant": f"{spliced}\n"
-            + quoted(pick(question, found, room, count_text, replaced, messages[end:])),
+            + quoted(pick(question, found, room, count_text, replaced, messages[end:], newest)),
             "drop-oldest": dropped,
         }
         for question in questions

@@ -38,6 +38,12 @@ still follows the turn that asked for it and a decision the options it settled; 
 later turn replaced is not quoted at all (above), so moving an older excerpt last cannot put a
 stale value after its correction.
 
+The turns sent verbatim after the condensed ones are ranked with them, and one that matches
+the question better than every condensed passage is quoted again, last (`pick`'s `newest`):
+the block stands after those turns, right before the question, and a reader shown older
+excerpts there answered from them when the answer was in the turn just before them. Where no
+condensed passage is quoted, nothing is: the newest turns are read where they were sent.
+
 What is picked is measured by `overspill eval` on LoCoMo's dialogues (docs/eval/index.md).
 """
 
@@ -198,6 +204,7 @@ def pick(
     count: Callable[[str], int],
     replaced: Collection[str] = (),
     later: Sequence[Message] = (),
+    newest: Sequence[Passage] = (),
 ) -> list[Passage]:
     """The best-ranked passages that fit `room` tokens together (as `count` counts their
     rendered lines), each followed by the passage after it when that fits too, in the
@@ -221,33 +228,60 @@ def pick(
     The passage after a picked one is the rest of its turn or the reply to it: a question's
     words are most often those of the turn that raised its subject ("What's your dog
     called?"), and the answer is in what came next ("Max, after my grandfather").
+
+    `newest`: the passages of the turns sent verbatim before the question. They are ranked
+    with the condensed ones, and one is quoted (with the passage after it) only when it
+    outranks every condensed passage and a condensed one is quoted too (`_eligible`): the
+    block is read after those turns, right before the question, and a block of older
+    excerpts alone there is what a reader answers from when the answer was in the newest
+    turns it read before the block. Quoted last, the best match is read last wherever it
+    stands; where no condensed turn bears on the question nothing is quoted, as before.
     """
     picked: set[int] = set()
     left = room - count(f"{LABEL}\n{END}")
     newline = count("\n")  # each line's: counted apart, as the block's text may join them
     gap = count(GAP) + newline
-    order = ranked(question, found)
-    bar = order[0][0] * RELATIVE_SCORE if order else 0.0
+    every = [*found, *newest]
+    order = _eligible(ranked(question, every), len(found))
     if later:
-        reached = {at for score, p in order if score >= bar for at in (p, p + 1)}
+        reached = {at for _, p in order for at in (p, p + 1)}
         replaced = [*replaced, *restated_later(found, sorted(reached), later)]
     stale = [flat for flat in (" ".join(statement.split()) for statement in replaced) if flat]
-    replaced_turns = _Replaced(found, stale)
-    for score, position in order:
-        if left < MIN_PASSAGE_TOKENS or score < bar:
+    replaced_turns = _Replaced(every, stale, len(found))
+    for _, position in order:
+        if left < MIN_PASSAGE_TOKENS:
             break
         for at in (position, position + 1):
-            if at >= len(found) or (at != position and position not in picked):
+            if at >= len(every) or (at != position and position not in picked):
                 break  # the passage after comes only with the passage itself
             if at in picked or replaced_turns.leaves_out(at):
                 continue
-            cost = count(found[at].render()) + newline
-            if picked and not _joins(found, picked, at):
+            cost = count(every[at].render()) + newline
+            if picked and not _joins(every, picked, at):
                 cost += gap
             if cost <= left:
                 picked.add(at)
                 left -= cost
-    return _best_last(found, sorted(picked), _best(order, picked))
+    if not picked.intersection(range(len(found))):
+        return []  # nothing condensed is quoted: the newest turns are read as they were sent
+    return _best_last(every, sorted(picked), _best(order, picked))
+
+
+def _eligible(order: Sequence[tuple[float, int]], condensed: int) -> list[tuple[float, int]]:
+    """Of `order` (BM25 score, position; best first), where positions below `condensed` are
+    the condensed turns' passages and the rest the newest turns': the condensed passages
+    scoring at least `RELATIVE_SCORE` of the best condensed one, and the newest passages
+    scoring above every condensed one. None when no condensed passage shares a distinctive
+    word with the question."""
+    top = next((score for score, position in order if position < condensed), None)
+    if top is None:
+        return []
+    bar = top * RELATIVE_SCORE
+    return [
+        (score, position)
+        for score, position in order
+        if (score >= bar if position < condensed else score > top)
+    ]
 
 
 def _best(order: Sequence[tuple[float, int]], picked: Collection[int]) -> int | None:
@@ -319,6 +353,19 @@ def restated_later(
     return [lines[i].text for i in sorted(settle(lines).replaced) if i < mine]
 
 
+def _restated_among(newest: Sequence[Passage], first: int) -> frozenset[int]:
+    """The positions (from `first`) of the passages of `newest` holding a statement a later
+    one of them replaces, by the ledger's rule (`restated_later`'s, read among the newest
+    turns alone: what the condensed turns replaced is in the ledger's records)."""
+    lines: list[Line] = []
+    owners: list[int] = []
+    for position, passage in enumerate(newest, start=first):
+        for line in _lines(passage.who, passage.text):
+            lines.append(line)
+            owners.append(position)
+    return frozenset(owners[i] for i in settle(lines).replaced) if lines else frozenset()
+
+
 @functools.lru_cache(maxsize=4096)
 def _lines(who: str, text: str) -> tuple[Line, ...]:
     """A turn as the ledger's lines (cached: the verbatim turns come back with every
@@ -331,13 +378,21 @@ class _Replaced:
     short reply right after it (`MAX_ACKNOWLEDGEMENT_CHARS`: "Noted: next we X." acknowledges
     the statement and says it again). Looked at only for the passages a pick reaches."""
 
-    def __init__(self, found: Sequence[Passage], stale: Sequence[str]) -> None:
+    def __init__(self, found: Sequence[Passage], stale: Sequence[str], condensed: int) -> None:
         self.found = found
         self.stale = stale
+        self.condensed = condensed
         self.seen: dict[int, bool] = {}
+        self.restated: frozenset[int] | None = None
 
     def leaves_out(self, at: int) -> bool:
-        """Whether the passage at `at` is left out."""
+        """Whether the passage at `at` is left out (one of the newest turns' also when a
+        later one of them replaces it, `_restated_among`)."""
+        if at >= self.condensed:
+            if self.restated is None:
+                self.restated = _restated_among(self.found[self.condensed :], self.condensed)
+            if at in self.restated:
+                return True
         if not self.stale:
             return False
         if self._statement(at):

@@ -430,9 +430,11 @@ class HistorySplice:
             return fit
         client = self.condenser.readable_messages(ctx, request)
         found = passages(client, range(end))
+        asked = _latest_user(client)
+        newest = passages(client, range(end, len(client) if asked is None else asked))
         counter = self.estimator.counter(entry)
         replaced = _replaced(cached.facts) if cached is not None else frozenset()
-        picked = pick(question, found, room, counter.count_text, replaced, client[end:])
+        picked = pick(question, found, room, counter.count_text, replaced, client[end:], newest)
         if not picked:
             return fit
         block = quoted(picked)

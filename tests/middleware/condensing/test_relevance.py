@@ -280,3 +280,63 @@ def test_turns_left_out_between_two_quoted_passages_are_marked_and_counted() -> 
         assert count_text(block) <= room
         gaps += GAP in block.splitlines()
     assert gaps
+
+
+CONDENSED: list[Message] = [
+    {"role": "user", "content": "We booked a cabin near the lake for our trip."},
+    {"role": "assistant", "content": "Lovely, enjoy June there!"},
+    *({"role": "user", "content": f"Lunch plan {n}: tacos."} for n in range(6)),
+]
+
+
+def test_a_newest_turn_outranking_every_condensed_one_is_quoted_last() -> None:
+    """A turn sent verbatim that matches the question better than any condensed turn is
+    quoted again, with the reply after it, after the condensed excerpts, right before the
+    question."""
+    newest: list[Message] = [
+        {"role": "user", "content": "Which ferry goes to the cabin on the lake island?"},
+        {"role": "assistant", "content": "The 9:40 ferry from Pier 3."},
+        {"role": "user", "content": "Thanks, see you there."},
+    ]
+    turns = [*CONDENSED, *newest]
+    found = passages(turns, range(len(CONDENSED)))
+    recent = passages(turns, range(len(CONDENSED), len(turns)))
+    asked = "Which ferry goes to the cabin on the lake?"
+    picked = pick(asked, found, 10_000, count_text, newest=recent)
+    assert [p.index for p in picked] == [0, 1, 8, 9]
+    assert [p.index for p in pick(asked, found, 10_000, count_text)] == [0, 1]
+
+
+def test_newest_turns_are_quoted_only_beside_a_condensed_one_that_ranks_first() -> None:
+    """Where no condensed turn shares a distinctive word with the question, nothing is
+    quoted, however well a newest turn matches; a newest turn ranked below the best condensed
+    one is not quoted again."""
+    recent = passages(
+        [*CONDENSED, {"role": "user", "content": "Ferries leave from Pier 3."}],
+        [len(CONDENSED)],
+    )
+    found = passages(CONDENSED, range(len(CONDENSED)))
+    assert pick("When do ferries leave?", found, 10_000, count_text, newest=recent) == []
+    weak = passages(
+        [*CONDENSED, {"role": "user", "content": "The lake was cold all week."}],
+        [len(CONDENSED)],
+    )
+    asked = "Where was the cabin near the lake?"
+    picked = pick(asked, found, 10_000, count_text, newest=weak)
+    assert [p.index for p in picked] == [0, 1]
+
+
+def test_a_newest_turn_a_later_one_replaces_is_not_quoted_again() -> None:
+    """Of the turns sent verbatim, one holding a statement a later one of them corrects is
+    not quoted again, by the ledger's rule; the correction is."""
+    newest: list[Message] = [
+        {"role": "user", "content": "The cabin's door code is 4417."},
+        {"role": "assistant", "content": "Noted."},
+        {"role": "user", "content": "Correction: the cabin's door code is 5521, not 4417."},
+        {"role": "assistant", "content": "Updated."},
+    ]
+    turns = [*CONDENSED, *newest]
+    found = passages(turns, range(len(CONDENSED)))
+    recent = passages(turns, range(len(CONDENSED), len(turns)))
+    picked = pick("What is the cabin's door code?", found, 10_000, count_text, newest=recent)
+    assert [p.index for p in picked] == [0, 1, 10, 11]

@@ -451,6 +451,32 @@ async def test_the_condensed_turns_a_question_is_about_are_quoted_before_it(
     assert sent.messages[:-1] == plain.sent[0].messages[:-1]
 
 
+async def test_a_newest_turn_matching_the_question_best_is_quoted_again_last(
+    store: DiskHistoryStore,
+) -> None:
+    """When a turn sent verbatim matches the latest user message better than any condensed
+    turn, it is quoted again after the condensed ones, right before the message, so the older
+    excerpts do not stand between the question and the turn it follows from."""
+    extractor = Extractor()
+    messages = with_a_fact(30)
+    await seed(store, extractor, messages)
+    said = "my sister's night shift at the hospital moved to the burns ward on fridays"
+    asked = [
+        *next_turn(messages, said),
+        {"role": "assistant", "content": "Noted: the burns ward, Friday nights."},
+        {"role": "user", "content": "Which ward is my sister's hospital shift on, fridays?"},
+    ]
+    upstream, ctx = Upstream(fits=40), ctx_for()
+    await HistorySplice(services(store, extractor, window=8192)).handle(chat(asked), ctx, upstream)
+    (sent,) = upstream.sent
+    last = str(sent.messages[-1]["content"])
+    condensed = "- user: my sister works as a nurse at the children's hospital downtown\n"
+    newest = f"- user: {said}\n- assistant: Noted: the burns ward, Friday nights.\n{END}"
+    assert condensed in last
+    assert last.index(condensed) < last.index(newest)
+    assert last.endswith(f"{newest}\n\nWhich ward is my sister's hospital shift on, fridays?")
+
+
 async def test_a_condensed_turn_a_later_one_corrected_is_not_quoted_back(
     store: DiskHistoryStore,
 ) -> None:
