@@ -52,6 +52,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -170,22 +171,27 @@ def _bag(text: str) -> tuple[Mapping[str, int], int]:
     return Counter(found), len(found)
 
 
-def ranked(question: str, found: Sequence[Passage]) -> list[tuple[float, int]]:
-    """(BM25 score, position in `found`) of each passage sharing a distinctive word with
-    `question`, best first; ties in the conversation's order."""
+def ranked(
+    question: str, found: Sequence[Passage], also: Sequence[Passage] = ()
+) -> list[tuple[float, int]]:
+    """(BM25 score, position) of each passage of `found`, then of `also` (positions after
+    `found`'s), sharing a distinctive word with `question`, best first; ties in the
+    conversation's order. Which words are distinctive, and how much each weighs, is read
+    from `found` alone, so passages in `also` change nothing of how `found`'s rank (many
+    short newest turns would make a word every condensed turn holds look rare)."""
     asked = set(words(question[:MAX_QUESTION_CHARS]))
     if not asked or not found:
         return []
-    bags = [_bag(p.text) for p in found]
-    total = len(bags)
-    average = sum(length for _, length in bags) / total or 1.0
+    bags = [_bag(p.text) for p in (*found, *also)]
+    total = len(found)
+    average = sum(length for _, length in bags[:total]) / total or 1.0
     holding: dict[str, list[int]] = {}
     for position, (bag, _) in enumerate(bags):
         for word in asked.intersection(bag):
             holding.setdefault(word, []).append(position)
     scores: dict[int, float] = {}
     for word, positions in holding.items():
-        n = len(positions)
+        n = bisect_left(positions, total)  # of `found`'s passages
         if n >= total / 2:
             continue
         idf = math.log(1 + (total - n + 0.5) / (n + 0.5))
@@ -230,7 +236,8 @@ def pick(
     called?"), and the answer is in what came next ("Max, after my grandfather").
 
     `newest`: the passages of the turns sent verbatim before the question. They are ranked
-    with the condensed ones, and one is quoted (with the passage after it) only when it
+    with the condensed ones (by the condensed ones' word statistics, `ranked`), and the best
+    of them (none a later one replaces) is quoted (with the passage after it) only when it
     outranks every condensed passage and a condensed one is quoted too (`_eligible`): the
     block is read after those turns, right before the question, and a block of older
     excerpts alone there is what a reader answers from when the answer was in the newest
@@ -242,15 +249,18 @@ def pick(
     newline = count("\n")  # each line's: counted apart, as the block's text may join them
     gap = count(GAP) + newline
     every = [*found, *newest]
-    order = _eligible(ranked(question, every), len(found))
+    order = _eligible(ranked(question, found, newest), len(found))
     if later:
         reached = {at for _, p in order for at in (p, p + 1)}
         replaced = [*replaced, *restated_later(found, sorted(reached), later)]
     stale = [flat for flat in (" ".join(statement.split()) for statement in replaced) if flat]
     replaced_turns = _Replaced(every, stale, len(found))
+    again = False  # one of the newest turns quoted again
     for _, position in order:
         if left < MIN_PASSAGE_TOKENS:
             break
+        if position >= len(found) and again:
+            continue  # one is enough: the others are in the request, read before the block
         for at in (position, position + 1):
             if at >= len(every) or (at != position and position not in picked):
                 break  # the passage after comes only with the passage itself
@@ -262,6 +272,7 @@ def pick(
             if cost <= left:
                 picked.add(at)
                 left -= cost
+                again = again or (at == position and position >= len(found))
     if not picked.intersection(range(len(found))):
         return []  # nothing condensed is quoted: the newest turns are read as they were sent
     return _best_last(every, sorted(picked), _best(order, picked))

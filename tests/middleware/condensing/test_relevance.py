@@ -289,6 +289,14 @@ CONDENSED: list[Message] = [
 ]
 
 
+def after_condensed(newest: list[Message]) -> tuple[list[Passage], list[Passage]]:
+    """The passages of `CONDENSED` and of `newest` sent verbatim after them."""
+    turns = [*CONDENSED, *newest]
+    return passages(turns, range(len(CONDENSED))), passages(
+        turns, range(len(CONDENSED), len(turns))
+    )
+
+
 def test_a_newest_turn_outranking_every_condensed_one_is_quoted_last() -> None:
     """A turn sent verbatim that matches the question better than any condensed turn is
     quoted again, with the reply after it, after the condensed excerpts, right before the
@@ -298,9 +306,7 @@ def test_a_newest_turn_outranking_every_condensed_one_is_quoted_last() -> None:
         {"role": "assistant", "content": "The 9:40 ferry from Pier 3."},
         {"role": "user", "content": "Thanks, see you there."},
     ]
-    turns = [*CONDENSED, *newest]
-    found = passages(turns, range(len(CONDENSED)))
-    recent = passages(turns, range(len(CONDENSED), len(turns)))
+    found, recent = after_condensed(newest)
     asked = "Which ferry goes to the cabin on the lake?"
     picked = pick(asked, found, 10_000, count_text, newest=recent)
     assert [p.index for p in picked] == [0, 1, 8, 9]
@@ -311,16 +317,9 @@ def test_newest_turns_are_quoted_only_beside_a_condensed_one_that_ranks_first() 
     """Where no condensed turn shares a distinctive word with the question, nothing is
     quoted, however well a newest turn matches; a newest turn ranked below the best condensed
     one is not quoted again."""
-    recent = passages(
-        [*CONDENSED, {"role": "user", "content": "Ferries leave from Pier 3."}],
-        [len(CONDENSED)],
-    )
-    found = passages(CONDENSED, range(len(CONDENSED)))
+    found, recent = after_condensed([{"role": "user", "content": "Ferries leave from Pier 3."}])
     assert pick("When do ferries leave?", found, 10_000, count_text, newest=recent) == []
-    weak = passages(
-        [*CONDENSED, {"role": "user", "content": "The lake was cold all week."}],
-        [len(CONDENSED)],
-    )
+    _, weak = after_condensed([{"role": "user", "content": "The lake froze."}])
     asked = "Where was the cabin near the lake?"
     picked = pick(asked, found, 10_000, count_text, newest=weak)
     assert [p.index for p in picked] == [0, 1]
@@ -335,8 +334,41 @@ def test_a_newest_turn_a_later_one_replaces_is_not_quoted_again() -> None:
         {"role": "user", "content": "Correction: the cabin's door code is 5521, not 4417."},
         {"role": "assistant", "content": "Updated."},
     ]
-    turns = [*CONDENSED, *newest]
-    found = passages(turns, range(len(CONDENSED)))
-    recent = passages(turns, range(len(CONDENSED), len(turns)))
+    found, recent = after_condensed(newest)
     picked = pick("What is the cabin's door code?", found, 10_000, count_text, newest=recent)
     assert [p.index for p in picked] == [0, 1, 10, 11]
+
+
+def test_one_newest_turn_is_quoted_again_however_many_outrank_the_condensed_ones() -> None:
+    """The best of the newest turns is quoted again with the reply after it; the others are
+    in the request already, read before the block."""
+    found, recent = after_condensed(
+        [
+            {"role": "user", "content": "Which ferry goes to the lake cabin?"},
+            {"role": "assistant", "content": "Ask at the dock."},
+            {"role": "user", "content": "Ok."},
+            {"role": "assistant", "content": "A ferry to the cabin leaves at 9:40."},
+        ]
+    )
+    asked = "Which ferry goes to the cabin?"
+    order = ranked(asked, found, recent)
+    top = max(score for score, p in order if p < len(found))
+    assert len([p for score, p in order if p >= len(found) and score > top]) == 2
+    picked = pick(asked, found, 10_000, count_text, newest=recent)
+    assert [p.index for p in picked] == [0, 1, 8, 9]
+
+
+def test_the_newest_turns_change_nothing_of_how_the_condensed_ones_rank() -> None:
+    """Which words are distinctive, and how much each weighs, is read from the condensed
+    turns alone: many short newest turns do not make a word every condensed turn holds look
+    rare."""
+    found = passages(
+        [{"role": "user", "content": f"The crew fixed hull {n}."} for n in range(4)], range(4)
+    )
+    noted = [{"role": "assistant", "content": "Noted."} for _ in range(10)]
+    also = passages([*noted, {"role": "user", "content": "The hull 2 leak is fixed."}], range(11))
+    assert ranked("Summarise the crew.", found, also) == []
+    asked = "Which hull did the crew fix?"
+    assert [p for _, p in ranked(asked, found)] == [
+        p for _, p in ranked(asked, found, also) if p < 4
+    ]
