@@ -38,11 +38,12 @@ still follows the turn that asked for it and a decision the options it settled; 
 later turn replaced is not quoted at all (above), so moving an older excerpt last cannot put a
 stale value after its correction.
 
-The turns sent verbatim after the condensed ones are ranked with them, and one that matches
-the question better than every condensed passage is quoted again, last (`pick`'s `newest`):
-the block stands after those turns, right before the question, and a reader shown older
-excerpts there answered from them when the answer was in the turn just before them. Where no
-condensed passage is quoted, nothing is: the newest turns are read where they were sent.
+The turns sent verbatim after the condensed ones are scored too, by the condensed passages'
+word statistics, and the best of them, when it matches the question better than every
+condensed passage, is quoted again, last (`pick`'s `newest`): the block stands after those
+turns, right before the question, and a reader shown older excerpts there answered from them
+when the answer was in the turn just before them. Where no condensed passage is quoted,
+nothing is: the newest turns are read where they were sent.
 
 What is picked is measured by `overspill eval` on LoCoMo's dialogues (docs/eval/index.md).
 """
