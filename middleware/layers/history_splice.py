@@ -145,9 +145,9 @@ class HistorySplice:
             self._grow_later(request, ctx, entry)
         if cached is None and not grown:
             return await call_next(request, ctx)  # fits whole: the client's own bytes go
-        self._note(request, ctx, entry, fit, grown)
         self._prefix_kept(ctx, entry, fit)
         fit = self._quote_relevant(request, ctx, entry, fit, cached)
+        self._note(request, ctx, entry, fit, grown)
         response = await call_next(request.spliced(fit.messages), ctx)
         await self.estimator.observe(entry, fit.counted, response.prompt_tokens())
         return response

@@ -451,6 +451,30 @@ async def test_the_condensed_turns_a_question_is_about_are_quoted_before_it(
     assert sent.messages[:-1] == plain.sent[0].messages[:-1]
 
 
+async def test_the_tokens_after_a_splice_count_the_quoted_turns(
+    store: DiskHistoryStore,
+) -> None:
+    """The splice's `tokens-after` note counts the quoted block it adds to the latest user
+    message, so it is the size of the prompt that is sent, not of the prompt before quoting."""
+    extractor = Extractor()
+    messages = with_a_fact(30)
+    await seed(store, extractor, messages)
+    asked = chat(next_turn(messages, "Where does my sister work as a nurse?"))
+    off = CONFIG.replace("max_output_tokens: 128}", "max_output_tokens: 128, relevant_share: 0}")
+    after: dict[str, int] = {}
+    for config in (off, CONFIG):
+        served = make_services(
+            settings_from(config), store, lambda name: extractor, {"local": 8192}
+        )
+        ctx = ctx_for(config)
+        await HistorySplice(served).handle(asked, ctx, Upstream(fits=40))
+        after[config] = int(ctx.notes["tokens-after"])
+    block, model = str(ctx.derived["relevant-turns"]), ctx.model
+    assert model is not None
+    counted = served.estimator.counter(model).count_text(block)
+    assert counted <= after[CONFIG] - after[off] <= counted + 2
+
+
 async def test_a_newest_turn_matching_the_question_best_is_quoted_again_last(
     store: DiskHistoryStore,
 ) -> None:
