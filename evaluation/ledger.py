@@ -51,6 +51,7 @@ from evaluation.cli import add_templates_argument, parse_seeds
 from evaluation.conditions import drop_oldest
 from evaluation.conversations import Conversation, generate
 from evaluation.phrasings import template_sets
+from evaluation.places import last_excerpt
 from evaluation.probes import PROBE_KINDS, Probe, contains_any, normalise
 from kernel.config import ContextSettings
 from kernel.tokens import count_messages, count_text
@@ -59,7 +60,7 @@ from middleware.condensing.condenser import latest_question
 from middleware.condensing.ledger import Fact, Ledger, Previous
 from middleware.condensing.ledger.records import MERGED_ROLE
 from middleware.condensing.prompt import render_transcript
-from middleware.condensing.relevance import GAP, LABEL, passages, pick, quoted
+from middleware.condensing.relevance import passages, pick, quoted
 from middleware.condensing.split import split_history
 
 
@@ -268,13 +269,6 @@ bare terms of facts that did not fit has no sentence around it to be read from."
 LAST_EXCERPT = "last-excerpt"
 """LoCoMo's column of answers in the quoted turns' last excerpt: what a reader reads right
 before the question, and answers from most."""
-
-
-def last_excerpt(shown: str) -> str:
-    """The quoted turns' last excerpt in `shown` (the block's passages after its last gap
-    line, all of them when it has none); "" when nothing is quoted."""
-    at = shown.rfind(LABEL)
-    return shown[at:].rsplit(f"\n{GAP}\n", 1)[-1] if at >= 0 else ""
 
 
 def locomo_main(path: Path, window: int, names: Sequence[str], relevant_share: float) -> None:

@@ -18,6 +18,7 @@ from typing import IO, Any
 import orjson
 
 from evaluation.phrasings import TEMPLATE_SETS
+from evaluation.places import PLACES
 from evaluation.probes import PROBE_KINDS
 from evaluation.runner import Row
 
@@ -37,7 +38,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "status": (str,), "answer": (str, type(None)), "correct": (bool, type(None)),
     "present": (bool, type(None)), "growths": (int, type(None)),
     "condensed": (int, type(None)), "detail": (str,), "shown": (str, type(None)),
-    "templates": (str,),
+    "templates": (str,), "stood": (str,),
 }  # fmt: skip
 
 
@@ -70,6 +71,8 @@ def _row_of(data: Any, where: str) -> Row:
         allowed = _TYPES[name]
         if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
             raise ValueError(f"{where}: {name} is {value!r}, not a {allowed[0].__name__}")
+    if data.get("stood", "") not in ("", *PLACES):
+        raise ValueError(f"{where}: stood is {data['stood']!r}, not one of {', '.join(PLACES)}")
     return Row(**data)
 
 
@@ -96,6 +99,8 @@ def table(rows: Sequence[Row], conditions: Sequence[str]) -> str:
         if seed_set not in SEED_SETS:  # an outside dataset: is the answer still there at all
             blocks.append(_block(seed_set, chosen, conditions))
             blocks.append(_presence(seed_set, chosen, conditions))
+            if any(row.stood for row in chosen):
+                blocks.append(_places(seed_set, chosen, conditions))
             continue
         said = sorted({row.templates for row in chosen}, key=_set_order)
         for templates in said:
@@ -144,6 +149,44 @@ def _presence(seed_set: str, rows: Sequence[Row], conditions: Sequence[str]) -> 
             known = sum(r.present is not None for r in of)
             cells.append("-" if value is None else f"{100 * value:.0f}% of {known}")
         lines.append(f"{kind:<16}" + "".join(f"{cell:>{width}}" for cell in cells))
+    return "\n".join(lines)
+
+
+def _places(seed_set: str, rows: Sequence[Row], conditions: Sequence[str]) -> str:
+    """Per condition and place the right answer stood (`places.PLACES`): how many of the
+    answers were right; then, beside the ceiling, how many of those it answered right were
+    kept. The rows that do not say where (written before rows said it) are left out."""
+    width = max(len(name) for name in conditions) + 2
+    label = max(len(place) for place in PLACES) + 4
+    head = f"{'':<{label}}" + "".join(f"{name:>{width}}" for name in conditions)
+    lines = [f"{seed_set}: right answers by where the right answer stood", head]
+    said = {
+        c: [r for r in rows if r.condition == c and r.status == "ok" and r.stood]
+        for c in conditions
+    }
+
+    def counted(rows: Sequence[Row], place: str) -> str:
+        at = [r for r in rows if r.stood == place]
+        return f"{sum(bool(r.correct) for r in at)} of {len(at)}" if at else "-"
+
+    for place in PLACES:
+        cells = (counted(said[c], place) for c in conditions)
+        lines.append(f"{place:<{label}}" + "".join(f"{cell:>{width}}" for cell in cells))
+    if CEILING in conditions:
+        right = {
+            p
+            for p, readings in _readings([r for r in rows if r.condition == CEILING]).items()
+            if all(readings)
+        }
+        lines.append(f"of those right on {CEILING}, kept:")
+        for place in PLACES:
+            cells = (
+                "-"
+                if c in UNPAIRED
+                else counted([r for r in said[c] if (r.seed, r.kind, r.question) in right], place)
+                for c in conditions
+            )
+            lines.append(f"{'  ' + place:<{label}}" + "".join(f"{cell:>{width}}" for cell in cells))
     return "\n".join(lines)
 
 

@@ -38,6 +38,7 @@ from evaluation.conditions import (
     with_summary,
 )
 from evaluation.conversations import Conversation, generate
+from evaluation.places import stood
 from evaluation.probes import Asked
 from kernel.errors import ContextWindowExceeded, OverspillError
 from kernel.types import Message
@@ -81,6 +82,10 @@ class Row:
     templates: str = "tune"
     """The template set its conversation's phrasings came from (a row written before there
     were held-out templates reads as tune); empty for an outside dataset's conversation."""
+    stood: str = ""
+    """Where the right value stood in what the model was shown (`places.PLACES`: the quoted
+    turns' last excerpt, earlier in them, elsewhere, nowhere); empty when unknown (a row
+    written before rows said it, or a condition that could not be asked)."""
 
     def as_dict(self) -> dict[str, Any]:
         """The row as a JSON object."""
@@ -231,7 +236,7 @@ async def _ask_each(
         yield _row(
             conversation, condition, probe, "ok",
             answer=answer, correct=probe.score(answer), present=probe.present(text),
-            shown=kept,
+            shown=kept, stood=stood(probe.present, text),
         )  # fmt: skip
 
 
@@ -275,10 +280,11 @@ async def _through_overspill(
             yield _row(conversation, condition, probe, status, detail=detail, **counts)
             continue
         present = probe.present(sent.shown) if sent.shown is not None else None
+        place = stood(probe.present, sent.shown) if sent.shown is not None else ""
         yield _row(
             conversation, condition, probe, "ok", answer=sent.text,
             correct=probe.score(sent.text), present=present,
-            shown=sent.shown if setup.keep_shown else None, **counts,
+            shown=sent.shown if setup.keep_shown else None, stood=place, **counts,
         )  # fmt: skip
 
 

@@ -15,6 +15,7 @@ import respx
 from cli.main import main
 from evaluation import locomo
 from evaluation.locomo import Question, content_words
+from evaluation.places import LAST, OUT
 from providers.fake import completion
 
 FILLER = "We talked about the weather and the week in general, nothing special happened."
@@ -168,10 +169,13 @@ def test_the_cli_plays_locomo_dialogues_through_the_layers(
     assert rows["overspill-once"]["seed_set"] == "locomo"
     assert rows["overspill-once"]["present"]
     assert rows["overspill-once"]["correct"]
+    assert rows["overspill-once"]["stood"] == LAST
     assert not rows["drop-oldest"]["present"]
     assert not rows["drop-oldest"]["correct"]
+    assert rows["drop-oldest"]["stood"] == OUT
     printed = capsys.readouterr().out
     assert "locomo: the right answer in what the model was shown" in printed
+    assert "locomo: right answers by where the right answer stood" in printed
     bad = main(["eval", "--config", str(config), "--locomo", str(folder), "--dialogues",
                 "conv-99", "--out", str(out)])  # fmt: skip
     assert bad == 2
@@ -212,7 +216,7 @@ def test_the_ledger_bench_counts_apart_what_only_the_merged_line_holds(
 def test_the_last_excerpt_is_what_follows_the_quoted_blocks_last_gap_line() -> None:
     """The bench's last excerpt: the quoted passages after the block's last gap line, the
     whole block when it has none, nothing when nothing is quoted."""
-    from evaluation.ledger import last_excerpt
+    from evaluation.places import last_excerpt
     from middleware.condensing.relevance import Passage, quoted
 
     cabin = Passage(1, "user", "We booked the cabin.")
