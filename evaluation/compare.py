@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from evaluation.locomo import SOURCE
+from evaluation.places import LAST
 from evaluation.runner import Row
 
 FLIPS_LISTED = 40
@@ -46,6 +47,9 @@ class Moved:
     right: tuple[int, int]
     won: tuple[Flip, ...]
     lost: tuple[Flip, ...]
+    last: tuple[int, int] | None = None
+    """Probes whose answer stood in the quoted turns' last excerpt (before, after); None
+    when a run's rows do not say where (written before rows said it)."""
 
     @property
     def p(self) -> float:
@@ -83,7 +87,16 @@ def _moved(condition: str, pairs: Sequence[tuple[Row, Row]]) -> Moved:
         (sum(bool(b.correct) for b, _ in pairs), sum(bool(a.correct) for _, a in pairs)),
         tuple(Flip(b, a) for b, a in pairs if a.correct and not b.correct),
         tuple(Flip(b, a) for b, a in pairs if b.correct and not a.correct),
+        _last(pairs),
     )
+
+
+def _last(pairs: Sequence[tuple[Row, Row]]) -> tuple[int, int] | None:
+    """How many answers stood in the last excerpt in each run; None unless every row says
+    where its answer stood."""
+    if not all(b.stood and a.stood for b, a in pairs):
+        return None
+    return (sum(b.stood == LAST for b, _ in pairs), sum(a.stood == LAST for _, a in pairs))
 
 
 def render(moved: Sequence[Moved]) -> str:
@@ -93,9 +106,10 @@ def render(moved: Sequence[Moved]) -> str:
     lines = ["against the earlier run, on the probes both answered:"]
     for one in moved:
         (view_before, view_after), (right_before, right_after) = one.in_view, one.right
+        last = "" if one.last is None else f", in the last excerpt {one.last[0]} -> {one.last[1]}"
         lines.append(
             f"{one.condition}: {one.asked} probes; answer in view {view_before} -> "
-            f"{view_after}, right {right_before} -> {right_after}; won {len(one.won)}, "
+            f"{view_after}{last}, right {right_before} -> {right_after}; won {len(one.won)}, "
             f"lost {len(one.lost)} (sign test p = {one.p:.2f})"
         )
         flips = [("won ", f) for f in one.won] + [("lost", f) for f in one.lost]
@@ -106,10 +120,14 @@ def render(moved: Sequence[Moved]) -> str:
 
 
 def _flip_line(label: str, flip: Flip) -> str:
-    row = flip.after
+    row, before = flip.after, flip.before
+    stood = ""
+    if before.stood and row.stood:
+        moved = before.stood if before.stood == row.stood else f"{before.stood} -> {row.stood}"
+        stood = f" [{moved}]"
     return (
         f"  {label} {_conversation(row)} {row.kind}: {row.question} | "
-        f"{_cut(flip.before.answer)} -> {_cut(row.answer)}"
+        f"{_cut(before.answer)} -> {_cut(row.answer)}{stood}"
     )
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from cli.main import main
 from evaluation.compare import compare, render, sign_test
+from evaluation.places import LAST, QUOTED
 from evaluation.runner import Row
 
 
@@ -20,10 +21,12 @@ def _row(
     condition: str = "overspill-once",
     status: str = "ok",
     answer: str = "",
+    stood: str = "",
 ) -> Row:
     return Row(
         41, "locomo", condition, "single_hop", question, status,
         answer or ("yes" if right else "no"), right if status == "ok" else None, present,
+        stood=stood,
     )  # fmt: skip
 
 
@@ -55,6 +58,22 @@ def test_probes_pair_by_question_and_only_where_both_runs_answered() -> None:
     printed = render([moved])
     assert "right 2 -> 2; won 1, lost 1 (sign test p = 1.00)" in printed
     assert "lost conv-41 single_hop: c | yes -> the old one" in printed
+
+
+def test_where_both_runs_say_where_the_answer_stood_the_last_excerpt_is_counted() -> None:
+    """With every row saying where its answer stood, the comparison counts the answers in
+    the last excerpt in each run and says where a flipped probe's answer stood; with a row
+    that does not say, neither is printed."""
+    before = [_row("a", False, stood=QUOTED), _row("b", True, stood=LAST)]
+    after = [_row("a", True, stood=LAST), _row("b", True, stood=LAST)]
+    (moved,) = compare(before, after)
+    assert moved.last == (1, 2)
+    printed = render([moved])
+    assert "answer in view 2 -> 2, in the last excerpt 1 -> 2, right 1 -> 2" in printed
+    assert f"won  conv-41 single_hop: a | no -> yes [{QUOTED} -> {LAST}]" in printed
+    (unsaid,) = compare([_row("a", False), _row("b", True, stood=LAST)], after)
+    assert unsaid.last is None
+    assert "last excerpt" not in render([unsaid])
 
 
 def test_report_against_an_earlier_run_prints_the_comparison(
