@@ -173,11 +173,8 @@ def _places(seed_set: str, rows: Sequence[Row], conditions: Sequence[str]) -> st
         cells = (counted(said[c], place) for c in conditions)
         lines.append(f"{place:<{label}}" + "".join(f"{cell:>{width}}" for cell in cells))
     if CEILING in conditions:
-        right = {
-            p
-            for p, readings in _readings([r for r in rows if r.condition == CEILING]).items()
-            if all(readings)
-        }
+        verdicts = _ceiling_verdicts([r for r in rows if r.condition == CEILING])
+        right = {probe for probe, ok in verdicts.items() if ok}
         lines.append(f"of those right on {CEILING}, kept:")
         for place in PLACES:
             cells = (
@@ -314,12 +311,18 @@ def _paired(condition: str, rows: Sequence[Row], ceiling: Sequence[Row]) -> list
     prompt, and an answer it gives on one reading only is no ceiling to be paired with."""
     if condition in UNPAIRED:
         return []
-    right = {probe: all(said) for probe, said in _readings(ceiling).items()}
+    right = _ceiling_verdicts(ceiling)
     return [
         (bool(row.correct), right[(row.seed, row.kind, row.question)])
         for row in rows
         if row.status == "ok" and (row.seed, row.kind, row.question) in right
     ]
+
+
+def _ceiling_verdicts(ceiling: Sequence[Row]) -> dict[tuple[int, str, str], bool]:
+    """Whether the ceiling answered each probe (seed, kind, question) right: only when every
+    reading of it did (`_paired`)."""
+    return {probe: all(said) for probe, said in _readings(ceiling).items()}
 
 
 def _readings(rows: Sequence[Row]) -> dict[tuple[int, str, str], list[bool]]:

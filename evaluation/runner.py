@@ -38,7 +38,7 @@ from evaluation.conditions import (
     with_summary,
 )
 from evaluation.conversations import Conversation, generate
-from evaluation.places import stood
+from evaluation.places import OUT, stood
 from evaluation.probes import Asked
 from kernel.errors import ContextWindowExceeded, OverspillError
 from kernel.types import Message
@@ -233,10 +233,11 @@ async def _ask_each(
         except OverspillError as error:
             yield _row(conversation, condition, probe, _status(error), detail=error.message)
             continue
+        place = stood(probe.present, text)
         yield _row(
             conversation, condition, probe, "ok",
-            answer=answer, correct=probe.score(answer), present=probe.present(text),
-            shown=kept, stood=stood(probe.present, text),
+            answer=answer, correct=probe.score(answer), present=place != OUT,
+            shown=kept, stood=place,
         )  # fmt: skip
 
 
@@ -279,11 +280,10 @@ async def _through_overspill(
             status, detail = _status(failed), failed.message
             yield _row(conversation, condition, probe, status, detail=detail, **counts)
             continue
-        present = probe.present(sent.shown) if sent.shown is not None else None
         place = stood(probe.present, sent.shown) if sent.shown is not None else ""
         yield _row(
             conversation, condition, probe, "ok", answer=sent.text,
-            correct=probe.score(sent.text), present=present,
+            correct=probe.score(sent.text), present=place != OUT if place else None,
             shown=sent.shown if setup.keep_shown else None, stood=place, **counts,
         )  # fmt: skip
 
