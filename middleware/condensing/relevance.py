@@ -17,6 +17,12 @@ most passages ("the", "is", "der") weighs next to nothing by its frequency alone
 a word found in every turn of a transcript ("called"). A passage is quoted only when it shares
 a word rarer than in half of the passages.
 
+A conversation that runs over days often dates its sessions once, in a stamp opening their
+first turn ("[1:56 pm on 8 May, 2023] Hey! …"). A passage is ranked with the stamp of the
+latest turn before it (`STAMP`, `Passage.dated`; never quoted with it), so a question naming
+the day ties every turn said then, and its other words decide among them: ranked alone, the
+stamped greeting held the question's rarest words and was quoted last.
+
 Only passages scoring at least half the best passage's score are quoted (`RELATIVE_SCORE`):
 the room is a ceiling, not a quota, and a passage sharing one word with the question, quoted
 right before it, is what a small reader answers from.
@@ -96,6 +102,25 @@ turns from different days read as one exchange (one session's "Thanks! I can't w
 visit either. Take care" ran straight into another's "Wow Dave, sounds awesome! Music
 festivals bring so much joy")."""
 
+STAMP = re.compile(r"\[([^\[\]\n]{1,80})\]")
+"""A turn opening with a bracketed date or time (`WHEN`: ``[1:56 pm on 8 May, 2023] …``,
+``[2024-01-05] …``), as a client writes when a conversation runs over days: the turns after
+it, until the next stamp, were said then too. A question naming the date ("What did she
+mention on 8 May, 2023?") is about all of them, not only the one that opens the session, so
+each is ranked with the stamp before it (`Passage.dated`): without it the stamped greeting
+("[…] Hey Deborah! How've you been?") shares the question's rarest words and is quoted last,
+right before the question, however little it says."""
+_MONTH = (
+    r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
+    r"|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\b\.?"
+)
+WHEN = re.compile(
+    r"\b\d{1,2}:\d{2}\b|\b\d{4}-\d{1,2}-\d{1,2}\b|\b\d{1,2}[/.]\d{1,2}[/.]\d{2,4}\b"
+    rf"|(?i:\b{_MONTH},?\s+\d{{1,4}}\b|\b\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH})"
+)
+"""A time (``10:32``), an ISO or numeric date (``2024-01-05``, ``05/01/24``), or an English
+month with a day or year (``8 May``, ``May 8``, ``August, 2023``): what makes a bracketed
+opening a stamp (``[OTTER-512]`` or ``[JIRA-123]`` is a tag, not a time)."""
 _WORD = re.compile(r"\w+")
 _BREAK = re.compile(r"(?<=\n)|(?<=[.!?])\s+")
 
@@ -110,28 +135,65 @@ class Passage:
     text: str
     part: int = 0
     """Which part of its turn (0: the first, or the whole turn)."""
+    dated: str = ""
+    """The stamp (`STAMP`) in force where it was said, when the passage does not hold it
+    itself: its turn's, or that of the latest turn before it that opens with one. Read when
+    it is ranked, never quoted."""
 
     def render(self) -> str:
         """``- user: text`` (a tool result names its tool)."""
         return f"- {self.who}: {self.text}"
 
+    @property
+    def ranked_text(self) -> str:
+        """What is ranked: its text, after its stamp when it has one."""
+        return f"{self.dated} {self.text}" if self.dated else self.text
+
 
 def passages(messages: Sequence[Message], indices: Sequence[int]) -> list[Passage]:
-    """The passages of the messages at `indices` (system messages and empty turns none)."""
+    """The passages of the messages at `indices` (system messages and empty turns none),
+    each dated by the latest `STAMP` at or before it (`Passage.dated`)."""
     found: list[Passage] = []
+    stamp: str | None = None
     for index in indices:
         message = messages[index]
         if message.get("role") in SYSTEM_ROLES:
             continue
-        found += _passages_of(index, speaker(message), content_text(message))
+        text = content_text(message)
+        own = _stamp(text)
+        if own:
+            stamp = own
+        elif stamp is None:
+            stamp = _stamp_before(messages, index)
+        found += _passages_of(index, speaker(message), text, "" if own else stamp)
     return found
 
 
+def _stamp(text: str) -> str:
+    """The stamp `text` opens with (`STAMP`, holding a `WHEN`), or ""."""
+    found = STAMP.match(text)
+    return found.group(1) if found and WHEN.search(found.group(1)) else ""
+
+
+def _stamp_before(messages: Sequence[Message], index: int) -> str:
+    """The stamp of the latest message before `index` that opens with one, or ""."""
+    for earlier in range(index - 1, -1, -1):
+        said = messages[earlier]
+        if said.get("role") not in SYSTEM_ROLES and (own := _stamp(content_text(said))):
+            return own
+    return ""
+
+
 @functools.lru_cache(maxsize=16384)
-def _passages_of(index: int, who: str, text: str) -> tuple[Passage, ...]:
+def _passages_of(index: int, who: str, text: str, dated: str) -> tuple[Passage, ...]:
     """The passages of one message (cached: a conversation's turns come back with every
-    request, and each passage would be made again)."""
-    return tuple(Passage(index, who, part, n) for n, part in enumerate(_parts(text)))
+    request, and each passage would be made again); the parts after a stamped first one are
+    dated by it."""
+    own = _stamp(text)
+    return tuple(
+        Passage(index, who, part, n, dated if n == 0 or not own else own)
+        for n, part in enumerate(_parts(text))
+    )
 
 
 def _parts(text: str) -> tuple[str, ...]:
@@ -183,7 +245,7 @@ def ranked(
     asked = set(words(question[:MAX_QUESTION_CHARS]))
     if not asked or not found:
         return []
-    bags = [_bag(p.text) for p in (*found, *also)]
+    bags = [_bag(p.ranked_text) for p in (*found, *also)]
     total = len(found)
     average = sum(length for _, length in bags[:total]) / total or 1.0
     holding: dict[str, list[int]] = {}

@@ -429,9 +429,10 @@ class HistorySplice:
         if room <= 0 or not question:
             return fit
         client = self.condenser.readable_messages(ctx, request)
-        found = passages(client, range(end))
         asked = _latest_user(client)
-        newest = passages(client, range(end, len(client) if asked is None else asked))
+        read = passages(client, range(len(client) if asked is None else max(asked, end)))
+        condensed = next((n for n, p in enumerate(read) if p.index >= end), len(read))
+        found, newest = read[:condensed], read[condensed:]  # the newest dated as said
         counter = self.estimator.counter(entry)
         replaced = _replaced(cached.facts) if cached is not None else frozenset()
         picked = pick(question, found, room, counter.count_text, replaced, client[end:], newest)

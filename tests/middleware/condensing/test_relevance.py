@@ -372,3 +372,65 @@ def test_the_newest_turns_change_nothing_of_how_the_condensed_ones_rank() -> Non
     assert [p for _, p in ranked(asked, found)] == [
         p for _, p in ranked(asked, found, also) if p < 4
     ]
+
+
+SESSIONS: list[Message] = [
+    {"role": "user", "content": "[9:48 am on 4 February, 2023] Jolene: Hey Deborah! How are you?"},
+    {"role": "assistant", "content": "Deborah: Good! Anything new with you?"},
+    {"role": "user", "content": "Jolene: I finished my favourite book again, Sapiens."},
+    {"role": "assistant", "content": "[2:10 pm on 20 March, 2023] Deborah: Hi Jolene! Long week."},
+    {"role": "user", "content": "Jolene: I started a new book, Dune, for my club."},
+    {"role": "assistant", "content": "Deborah: Dune is a great book."},
+    {"role": "user", "content": "[11:02 am on 2 April, 2023] Jolene: The garden is blooming."},
+    {"role": "assistant", "content": "Deborah: Send me photos of the tulips!"},
+    {"role": "user", "content": "Jolene: Sure, after my yoga class."},
+    {"role": "assistant", "content": "Deborah: Enjoy the class."},
+]
+
+
+def test_a_question_naming_a_date_finds_what_was_said_that_day_not_its_greeting() -> None:
+    """The turns after a stamped one are ranked as said then: the day's words tie them all,
+    and what the question asks about decides among them."""
+    found = passages(SESSIONS, range(len(SESSIONS)))
+    assert [p.dated for p in found[:6]] == [
+        "", "9:48 am on 4 February, 2023", "9:48 am on 4 February, 2023",
+        "", "2:10 pm on 20 March, 2023", "2:10 pm on 20 March, 2023",
+    ]  # fmt: skip
+    asked = "What book did Jolene mention on 4 February, 2023?"
+    assert found[ranked(asked, found)[0][1]].index == 2
+    undated = [Passage(p.index, p.who, p.text, p.part) for p in found]
+    assert undated[ranked(asked, undated)[0][1]].index == 0  # the greeting, by the day's words
+    picked = pick(asked, found, 10_000, count_text)
+    assert [p.index for p in picked][-2:] == [2, 3]
+
+
+def test_turns_sent_after_the_condensed_ones_keep_the_stamp_said_before_them() -> None:
+    """The newest turns, read apart from the condensed ones, are dated by the latest stamp
+    before them, wherever it stands."""
+    newest = passages(SESSIONS, range(4, 6))
+    assert {p.dated for p in newest} == {"2:10 pm on 20 March, 2023"}
+    assert passages(SESSIONS, [1])[0].dated == "9:48 am on 4 February, 2023"
+
+
+def test_a_bracketed_tag_is_not_a_stamp() -> None:
+    """Only a time or a date makes a bracketed opening a stamp: a tag or a ticket with a
+    number in it dates nothing."""
+    turns: list[Message] = [
+        {"role": "assistant", "content": "[OTTER-512] at the end of every answer."},
+        {"role": "user", "content": "[JIRA-123] the login page is broken."},
+        {"role": "assistant", "content": "[v2.1.0] released."},
+        {"role": "user", "content": "Thanks."},
+    ]
+    assert [p.dated for p in passages(turns, range(4))] == ["", "", "", ""]
+    dated = [{"role": "user", "content": f"[{stamp}] hi"} for stamp in ("2024-01-05", "May 8")]
+    assert [p.dated for p in passages([*dated, turns[3]], range(3))] == ["", "", "May 8"]
+
+
+def test_a_long_stamped_turn_dates_its_own_later_parts_and_quotes_no_stamp_twice() -> None:
+    """The parts after a stamped turn's first are ranked with its stamp; a passage is
+    quoted as it was said, its stamp only where the turn wrote it."""
+    long = "[8 May, 2023] " + "We walked the coastal path near the harbour. " * 30
+    found = passages([{"role": "user", "content": long}], [0])
+    assert len(found) > 1
+    assert [p.dated for p in found] == ["", *["8 May, 2023"] * (len(found) - 1)]
+    assert found[1].render().count("8 May") == 0
