@@ -121,6 +121,8 @@ WHEN = re.compile(
 """A time (``10:32``), an ISO or numeric date (``2024-01-05``, ``05/01/24``), or an English
 month with a day or year (``8 May``, ``May 8``, ``August, 2023``): what makes a bracketed
 opening a stamp (``[OTTER-512]`` or ``[JIRA-123]`` is a tag, not a time)."""
+_CLOSING = " \t\n\"')\u201d\u2019"
+"""What may close a sentence after its mark: a quote, a bracket, space."""
 _WORD = re.compile(r"\w+")
 _BREAK = re.compile(r"(?<=\n)|(?<=[.!?])\s+")
 
@@ -296,7 +298,9 @@ def pick(
 
     The passage after a picked one is the rest of its turn or the reply to it: a question's
     words are most often those of the turn that raised its subject ("What's your dog
-    called?"), and the answer is in what came next ("Max, after my grandfather").
+    called?"), and the answer is in what came next ("Max, after my grandfather"). When that
+    reply ends asking a question (`_asks`: "This pup is so adorable! What's their name?"),
+    the answer is in the passage after it ("Their name is Luna."), which comes too (`_reach`).
 
     `newest`: the passages of the turns sent verbatim before the question. They are ranked
     with the condensed ones (by the condensed ones' word statistics, `ranked`), and the best
@@ -314,7 +318,7 @@ def pick(
     every = [*found, *newest]
     order = _eligible(ranked(question, found, newest), len(found))
     if later:
-        reached = {at for _, p in order for at in (p, p + 1)}
+        reached = {at for _, p in order for at in _reach(every, p)}
         replaced = [*replaced, *restated_later(found, sorted(reached), later)]
     stale = [flat for flat in (" ".join(statement.split()) for statement in replaced) if flat]
     replaced_turns = _Replaced(every, stale, len(found))
@@ -324,9 +328,9 @@ def pick(
             break
         if position >= len(found) and again:
             continue  # one is enough: the others are in the request, read before the block
-        for at in (position, position + 1):
-            if at >= len(every) or (at != position and position not in picked):
-                break  # the passage after comes only with the passage itself
+        for at in _reach(every, position):
+            if at != position and at - 1 not in picked:
+                break  # the passage after comes only with the one before it
             if at in picked or replaced_turns.leaves_out(at):
                 continue
             cost = count(every[at].render()) + newline
@@ -339,6 +343,21 @@ def pick(
     if not picked.intersection(range(len(found))):
         return []  # nothing condensed is quoted: the newest turns are read as they were sent
     return _best_last(every, sorted(picked), _best(order, picked))
+
+
+def _reach(every: Sequence[Passage], position: int) -> range:
+    """The positions a pick of the passage at `position` quotes: it, the passage after it,
+    and, when that one ends asking a question (`_asks`), the one after that, which answers
+    it (an adjacency pair: a question is answered in the next turn)."""
+    end = position + 2
+    if end < len(every) and _asks(every[position + 1]):
+        end += 1
+    return range(position, min(end, len(every)))
+
+
+def _asks(passage: Passage) -> bool:
+    """Whether `passage` ends asking a question ("So, where are you going to stay?")."""
+    return passage.text.rstrip(_CLOSING).endswith("?")
 
 
 def _eligible(order: Sequence[tuple[float, int]], condensed: int) -> list[tuple[float, int]]:

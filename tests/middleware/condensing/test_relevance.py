@@ -434,3 +434,32 @@ def test_a_long_stamped_turn_dates_its_own_later_parts_and_quotes_no_stamp_twice
     assert len(found) > 1
     assert [p.dated for p in found] == ["", *["8 May, 2023"] * (len(found) - 1)]
     assert found[1].render().count("8 May") == 0
+
+
+COUSIN: list[Message] = [
+    {"role": "user", "content": "James: The weather was lovely on our hike."},
+    {"role": "assistant", "content": "John: Here is my cousin's dog, by the way."},
+    {"role": "user", "content": "James: So adorable! And their name?"},
+    {"role": "assistant", "content": "John: Luna, after the moon."},
+    {"role": "user", "content": "James: Lovely name. My week was busy."},
+    {"role": "assistant", "content": "John: Mine too, lots of meetings."},
+    {"role": "user", "content": "James: Same here, and the car broke down."},
+    {"role": "assistant", "content": "John: Oh no, hope it gets fixed soon."},
+]
+
+
+def test_a_reply_that_ends_asking_a_question_is_quoted_with_its_answer() -> None:
+    """The passage after a picked one comes with it, and when that reply ends asking a
+    question, the turn answering it comes too."""
+    found = passages(COUSIN, range(len(COUSIN)))
+    picked = pick("What is John's cousin's dog called?", found, 10_000, count_text)
+    assert [p.index for p in picked] == [1, 2, 3]
+
+
+def test_a_reply_that_asks_in_passing_brings_nothing_more() -> None:
+    """Only a reply whose last sentence asks is answered in the turn after it."""
+    turns = [dict(m) for m in COUSIN]
+    turns[2] = {"role": "user", "content": "James: What a pup? So fluffy."}
+    found = passages(turns, range(len(turns)))
+    picked = pick("What is John's cousin's dog called?", found, 10_000, count_text)
+    assert [p.index for p in picked] == [1, 2]
