@@ -28,7 +28,8 @@ the room is a ceiling, not a quota, and a passage sharing one word with the ques
 right before it, is what a small reader answers from.
 
 A quoted passage comes with the one after it (the rest of its turn, or the reply to it), where
-the answer to the subject it raised usually is; a passage the extraction also quotes is
+the answer to the subject it raised usually is, and with the one after that when the reply
+ends asking a question, since the answer to that is there (`_reach`); a passage the extraction also quotes is
 quoted again in its place, so the excerpt does not end before what came last. A turn holding
 a statement a later turn replaced is not quoted, nor the short reply that acknowledged it:
 the ledger records the replacements among the condensed turns (``Fact.supersedes``), and
