@@ -29,12 +29,12 @@ right before it, is what a small reader answers from.
 
 A quoted passage comes with the one after it (the rest of its turn, or the reply to it), where
 the answer to the subject it raised usually is, and with the one after that when the reply
-ends asking a question, since the answer to that is there (`_reach`); a passage the extraction also quotes is
-quoted again in its place, so the excerpt does not end before what came last. A turn holding
-a statement a later turn replaced is not quoted, nor the short reply that acknowledged it:
-the ledger records the replacements among the condensed turns (``Fact.supersedes``), and
-`restated_later` reads the turns sent verbatim after them by the same rule. Where turns
-between two quoted passages are left out, a `GAP` line says so.
+ends asking a question, since the answer to that is there (`_reach`); a passage the
+extraction also quotes is quoted again in its place, so the excerpt does not end before what
+came last. A turn holding a statement a later turn replaced is not quoted, nor the short
+reply that acknowledged it: the ledger records the replacements among the condensed turns
+(``Fact.supersedes``), and `restated_later` reads the turns sent verbatim after them by the
+same rule. Where turns between two quoted passages are left out, a `GAP` line says so.
 
 The excerpts (runs of passages said one after the other) are quoted in the conversation's
 order, but for the one holding the best-ranked passage, which comes last, right before the
