@@ -147,11 +147,6 @@ class Passage:
         """``- user: text`` (a tool result names its tool)."""
         return f"- {self.who}: {self.text}"
 
-    @property
-    def ranked_text(self) -> str:
-        """What is ranked: its text, after its stamp when it has one."""
-        return f"{self.dated} {self.text}" if self.dated else self.text
-
 
 def passages(messages: Sequence[Message], indices: Sequence[int]) -> list[Passage]:
     """The passages of the messages at `indices` (system messages and empty turns none),
@@ -174,7 +169,7 @@ def passages(messages: Sequence[Message], indices: Sequence[int]) -> list[Passag
 
 def _stamp(text: str) -> str:
     """The stamp `text` opens with (`STAMP`, holding a `WHEN`), or ""."""
-    found = STAMP.match(text)
+    found = STAMP.match(text) if text.startswith("[") else None
     return found.group(1) if found and WHEN.search(found.group(1)) else ""
 
 
@@ -230,6 +225,14 @@ def words(text: str) -> tuple[str, ...]:
 
 
 @functools.lru_cache(maxsize=16384)
+def _ranked_bag(dated: str, text: str) -> tuple[Mapping[str, int], int]:
+    """`_bag` of what a passage is ranked by: its text, after its stamp when it has one
+    (cached apart: the key's two strings hash once, the text with its stamp would be made and
+    hashed again at every request)."""
+    return _bag(f"{dated} {text}") if dated else _bag(text)
+
+
+@functools.lru_cache(maxsize=16384)
 def _bag(text: str) -> tuple[Mapping[str, int], int]:
     """How often each word occurs in `text`, and how many words it has (cached: never
     changed by a caller)."""
@@ -248,7 +251,7 @@ def ranked(
     asked = set(words(question[:MAX_QUESTION_CHARS]))
     if not asked or not found:
         return []
-    bags = [_bag(p.ranked_text) for p in (*found, *also)]
+    bags = [_ranked_bag(p.dated, p.text) for p in (*found, *also)]
     total = len(found)
     average = sum(length for _, length in bags[:total]) / total or 1.0
     holding: dict[str, list[int]] = {}
