@@ -19,9 +19,11 @@ a word rarer than in half of the passages.
 
 A conversation that runs over days often dates its sessions once, in a stamp opening their
 first turn ("[1:56 pm on 8 May, 2023] Hey! …"). A passage is ranked with the stamp of the
-latest turn before it (`STAMP`, `Passage.dated`; never quoted with it), so a question naming
-the day ties every turn said then, and its other words decide among them: ranked alone, the
-stamped greeting held the question's rarest words and was quoted last.
+latest turn before it (`STAMP`, `Passage.dated`), so a question naming the day ties every
+turn said then, and its other words decide among them: ranked alone, the stamped greeting
+held the question's rarest words and was quoted last. The excerpt read last opens with its
+stamp when the room left holds it (`_dated_last`), so what a reader answers from says when
+it was said; the others are quoted as said.
 
 Only passages scoring at least half the best passage's score are quoted (`RELATIVE_SCORE`):
 the room is a ceiling, not a quota, and a passage sharing one word with the question, quoted
@@ -63,7 +65,7 @@ import re
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kernel.types import Message
 from middleware.condensing.ledger.supersede import Line, settle
@@ -141,7 +143,7 @@ class Passage:
     dated: str = ""
     """The stamp (`STAMP`) in force where it was said, when the passage does not hold it
     itself: its turn's, or that of the latest turn before it that opens with one. Read when
-    it is ranked, never quoted."""
+    it is ranked; quoted only before the excerpt read last (`_dated_last`)."""
 
     def render(self) -> str:
         """``- user: text`` (a tool result names its tool)."""
@@ -346,7 +348,25 @@ def pick(
                 again = again or (at == position and position >= len(found))
     if not picked.intersection(range(len(found))):
         return []  # nothing condensed is quoted: the newest turns are read as they were sent
-    return _best_last(every, sorted(picked), _best(order, picked))
+    return _dated_last(_best_last(every, sorted(picked), _best(order, picked)), left, count)
+
+
+def _dated_last(quoting: list[Passage], left: int, count: Callable[[str], int]) -> list[Passage]:
+    """`quoting` with the last excerpt's first passage opening with its stamp (`Passage.dated`)
+    when it has one and it fits the `left` tokens: what a reader reads last, right before
+    the question, and answers from, says when it was said ("When did Melanie paint the
+    sunrise?"). The other excerpts are quoted undated: each stamp takes the room of a
+    passage, and a reader answers from the last."""
+    first = len(quoting) - 1
+    while first > 0 and _next(quoting[first - 1], quoting[first]):
+        first -= 1
+    undated = quoting[first] if quoting else None
+    if undated is None or not undated.dated:
+        return quoting
+    dated = replace(undated, text=f"[{undated.dated}] {undated.text}", dated="")
+    if count(dated.render()) - count(undated.render()) > left:
+        return quoting
+    return [*quoting[:first], dated, *quoting[first + 1 :]]
 
 
 def _reach(every: Sequence[Passage], position: int) -> range:

@@ -463,3 +463,37 @@ def test_a_reply_that_asks_in_passing_brings_nothing_more() -> None:
     found = passages(turns, range(len(turns)))
     picked = pick("What is John's cousin's dog called?", found, 10_000, count_text)
     assert [p.index for p in picked] == [1, 2]
+
+
+def test_the_excerpt_read_last_says_when_it_was_said() -> None:
+    """The first passage of the excerpt read last opens with the stamp in force where it was
+    said; the other excerpts are quoted as said."""
+    filler: list[Message] = [
+        {"role": "assistant", "content": "Deborah: Nice."},
+        {"role": "user", "content": "Jolene: The weather turned cold."},
+        {"role": "assistant", "content": "Deborah: Stay warm."},
+    ]
+    turns = [*SESSIONS[:3], *filler, *SESSIONS[3:]]
+    found = passages(turns, range(len(turns)))
+    picked = pick(
+        "Which book did Jolene finish, and which did she start?", found, 10_000, count_text
+    )
+    assert quoted(picked).splitlines()[1:-1] == [
+        "- user: Jolene: I finished my favourite book again, Sapiens.",
+        "- assistant: Deborah: Nice.",
+        GAP,
+        "- user: [2:10 pm on 20 March, 2023] Jolene: I started a new book, Dune, for my club.",
+        "- assistant: Deborah: Dune is a great book.",
+        "- user: [11:02 am on 2 April, 2023] Jolene: The garden is blooming.",
+    ]
+
+
+def test_a_stamp_with_no_room_left_is_not_quoted() -> None:
+    """The stamp is quoted only in the room the passages left: it never pushes one out."""
+    found = passages(SESSIONS, range(len(SESSIONS)))
+    asked = "Which book did Jolene finish again?"
+    wide = pick(asked, found, 10_000, len)
+    assert [p.index for p in wide] == [2, 3]
+    assert wide[0].render() == f"- user: [9:48 am on 4 February, 2023] {found[2].text}"
+    room = len(f"{LABEL}\n{END}") + sum(len(found[at].render()) + 1 for at in (2, 3))
+    assert pick(asked, found, room, len) == [found[2], found[3]]
