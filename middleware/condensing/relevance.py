@@ -352,16 +352,16 @@ def pick(
 
 
 def _dated_last(quoting: list[Passage], left: int, count: Callable[[str], int]) -> list[Passage]:
-    """`quoting` with the last excerpt's first passage opening with its stamp (`Passage.dated`)
-    when it has one and it fits the `left` tokens: what a reader reads last, right before
-    the question, and answers from, says when it was said ("When did Melanie paint the
-    sunrise?"). The other excerpts are quoted undated: each stamp takes the room of a
-    passage, and a reader answers from the last."""
+    """`quoting` (not empty) with the last excerpt's first passage opening with its stamp
+    (`Passage.dated`) when it has one and it fits the `left` tokens: what a reader reads
+    last, right before the question, and answers from, says when it was said ("When did
+    Melanie paint the sunrise?"). The other excerpts are quoted undated: each stamp takes the
+    room of a passage, and a reader answers from the last."""
     first = len(quoting) - 1
     while first > 0 and _next(quoting[first - 1], quoting[first]):
         first -= 1
-    undated = quoting[first] if quoting else None
-    if undated is None or not undated.dated:
+    undated = quoting[first]
+    if not undated.dated:
         return quoting
     dated = replace(undated, text=f"[{undated.dated}] {undated.text}", dated="")
     if count(dated.render()) - count(undated.render()) > left:
