@@ -62,8 +62,8 @@ from __future__ import annotations
 import functools
 import math
 import re
-from bisect import bisect_left
-from collections import Counter
+import threading
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -250,28 +250,78 @@ def ranked(
     conversation's order. Which words are distinctive, and how much each weighs, is read
     from `found` alone, so passages in `also` change nothing of how `found`'s rank (many
     short newest turns would make a word every condensed turn holds look rare)."""
-    asked = set(words(question[:MAX_QUESTION_CHARS]))
+    asked = sorted(set(words(question[:MAX_QUESTION_CHARS])))
     if not asked or not found:
         return []
-    bags = [_ranked_bag(p.dated, p.text) for p in (*found, *also)]
+    index = word_index(found)
     total = len(found)
-    average = sum(length for _, length in bags[:total]) / total or 1.0
-    holding: dict[str, list[int]] = {}
-    for position, (bag, _) in enumerate(bags):
-        for word in asked.intersection(bag):
-            holding.setdefault(word, []).append(position)
+    newest = [_ranked_bag(p.dated, p.text) for p in also]
     scores: dict[int, float] = {}
-    for word, positions in holding.items():
-        n = bisect_left(positions, total)  # of `found`'s passages
+    for word in asked:
+        holding = index.holding.get(word, ())
+        n = len(holding)
         if n >= total / 2:
             continue
         idf = math.log(1 + (total - n + 0.5) / (n + 0.5))
-        for position in positions:
-            bag, length = bags[position]
+        held = [(p, *index.bags[p]) for p in holding]
+        held += [(total + p, *bag) for p, bag in enumerate(newest) if word in bag[0]]
+        for position, bag, length in held:
             tf = bag[word]
-            norm = K1 * (1 - B + B * length / average)
+            norm = K1 * (1 - B + B * length / index.average)
             scores[position] = scores.get(position, 0.0) + idf * tf * (K1 + 1) / (tf + norm)
     return sorted(((score, p) for p, score in scores.items()), key=lambda x: (-x[0], x[1]))
+
+
+INDEXES = 8
+"""How many collections of condensed passages keep their word index (`word_index`): between two
+growths a conversation's condensed turns are the same at every request, so its index is
+built once per growth; one of 2,000 passages of chat holds about a megabyte."""
+
+
+@dataclass(frozen=True, slots=True)
+class WordIndex:
+    """The passages of a conversation's condensed turns, by word: which passages hold each
+    word (in order), each passage's word counts and length, their mean length."""
+
+    found: tuple[Passage, ...]
+    """The passages indexed (held, so that their ids in `_INDEXED`'s key stay theirs)."""
+    bags: tuple[tuple[Mapping[str, int], int], ...]
+    holding: Mapping[str, tuple[int, ...]]
+    average: float
+
+    @classmethod
+    def of(cls, found: tuple[Passage, ...]) -> WordIndex:
+        """The index of `found`."""
+        bags = tuple(_ranked_bag(p.dated, p.text) for p in found)
+        holding: dict[str, list[int]] = {}
+        for position, (bag, _) in enumerate(bags):
+            for word in bag:
+                holding.setdefault(word, []).append(position)
+        average = (sum(length for _, length in bags) / len(bags) if bags else 0.0) or 1.0
+        return cls(found, bags, {w: tuple(at) for w, at in holding.items()}, average)
+
+
+_INDEXED: OrderedDict[tuple[int, ...], WordIndex] = OrderedDict()
+_INDEXING = threading.Lock()
+
+
+def word_index(found: Sequence[Passage]) -> WordIndex:
+    """The word index of `found`, built once for the same passages (the same objects: the
+    passages of a turn are cached, `_passages_of`, so a conversation's condensed turns come
+    back as the same passages at every request; keyed by their ids, which stay theirs while
+    the index holds them), the `INDEXES` most recently used kept."""
+    key = tuple(map(id, found))
+    with _INDEXING:
+        index = _INDEXED.get(key)
+        if index is not None:
+            _INDEXED.move_to_end(key)
+            return index
+    index = WordIndex.of(tuple(found))
+    with _INDEXING:
+        _INDEXED[key] = index
+        while len(_INDEXED) > INDEXES:
+            _INDEXED.popitem(last=False)
+    return index
 
 
 def pick(

@@ -9,6 +9,7 @@ from middleware.condensing.ledger.terms import fold
 from middleware.condensing.relevance import (
     END,
     GAP,
+    INDEXES,
     LABEL,
     PASSAGE_CHARS,
     Passage,
@@ -17,6 +18,7 @@ from middleware.condensing.relevance import (
     quoted,
     ranked,
     with_preface,
+    word_index,
 )
 
 TURNS: list[Message] = [
@@ -497,3 +499,22 @@ def test_a_stamp_with_no_room_left_is_not_quoted() -> None:
     assert wide[0].render() == f"- user: [9:48 am on 4 February, 2023] {found[2].text}"
     room = len(f"{LABEL}\n{END}") + sum(len(found[at].render()) + 1 for at in (2, 3))
     assert pick(asked, found, room, len) == [found[2], found[3]]
+
+
+def test_the_same_passages_are_indexed_once_and_the_least_used_index_goes() -> None:
+    """A conversation's condensed turns come back as the same passages at every request:
+    their word index is built once, and only the `INDEXES` most recently used are kept."""
+    found = passages(TURNS, range(len(TURNS)))
+    again = passages(TURNS, range(len(TURNS)))
+    assert word_index(found) is word_index(again)
+    others = [
+        passages([{"role": "user", "content": f"Conversation {n} is about a kayak."}], [0])
+        for n in range(INDEXES)
+    ]
+    first = word_index(found)
+    for other in others:
+        word_index(other)
+    assert word_index(found) is not first
+    assert ranked("Where did we rent the kayak?", found) == ranked(
+        "Where did we rent the kayak?", list(found)
+    )
