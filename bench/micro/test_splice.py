@@ -9,6 +9,10 @@ real process, with freshly parsed messages. Cases:
 - `unknown`: the window is unknown (splice only);
 - `known`: a known window with the spliced request between `compact_at` and `grow_at`: the
   per-turn planning path (budget, split, a growth scheduled for after the response);
+- `known, quoting`: the same with turns that name topics and sessions dated by a stamp
+  opening their first turn, so the newest user message shares a rare word with a few
+  condensed turns and they are quoted before it (`relevance.py`: the passages, their stamps,
+  the BM25 ranking, the pick);
 - `recovery`: overflow_recovery's planning for the same conversation (token counts, the plan
   and the plan sized for `compact_to`) against a window a tenth of its size;
 - `recovery, cold counts`: the same with a fresh token cache (a process's first look).
@@ -44,17 +48,37 @@ model_list:
   - model_name: local
     litellm_params: {model: openai/smollm2, api_base: "http://upstream.test/v1"}
 """
-CASES = ("unknown", "known", "recovery", "recovery, cold counts")
+CASES = ("unknown", "known", "known, quoting", "recovery", "recovery, cold counts")
 
 
-def conversation(size: int) -> list[dict[str, Any]]:
-    """A system prompt and `size - 1` alternating turns of ~500 characters."""
+def conversation(size: int, topics: bool = False) -> list[dict[str, Any]]:
+    """A system prompt and `size - 1` alternating turns of ~500 characters; with `topics`,
+    turns of ~300 characters of words as chat has them (40 of 20 common words, 30 of 5,000
+    rarer ones, none with a digit), each naming one of `size // 40` topics (at least 5),
+    every third asking, every 20th opening a dated session."""
     messages: list[dict[str, Any]] = [{"role": "system", "content": "You are helpful."}]
     for i in range(size - 1):
         role = "user" if i % 2 == 0 else "assistant"
         text = f"turn {i}: " + " ".join(f"word{(i * 7 + j) % 97}" for j in range(70))
+        if topics:
+            common = (_word(j % 20) for j in range(40))
+            rare = (_word(100 + (i * 31 + j * 17) % 5000) for j in range(30))
+            stamp = f"[10:{i % 60:02} am on {i // 20 % 28 + 1} May, 2023] " if i % 20 == 0 else ""
+            topic = _word(6000 + i % max(5, size // 40))
+            said = " ".join((*common, *rare))
+            text = f"{stamp}{said} {topic}{'?' if i % 3 == 0 else '.'}"
         messages.append({"role": role, "content": text})
     return messages
+
+
+def _word(n: int) -> str:
+    """A word of letters for `n` ("ba", "ca", …, "baca")."""
+    letters = ""
+    while True:
+        letters += "bcdfghjklmnpqrstvwxz"[n % 20] + "aeiou"[n // 20 % 5]
+        n //= 100
+        if not n:
+            return letters
 
 
 def _no_calls(name: str) -> Complete:
@@ -68,7 +92,7 @@ class Turns:
 
     def __init__(self, store: DiskHistoryStore, case: str, size: int) -> None:
         self.store, self.case, self.size = store, case, size
-        self.whole = orjson.dumps(conversation(size))
+        self.whole = orjson.dumps(conversation(size, topics=case == "known, quoting"))
         self.settings: Settings = parse_config(CONFIG, "bench.yaml", {}).settings
         self.entry: ModelEntry = self.settings.model_list[0]
         self.window: int | None = None
@@ -103,6 +127,9 @@ class Turns:
             self.prompt_tokens[len(messages)] = self.layer.estimator.count(self.entry, messages)
         if self.case == "known":
             await self._find_window()
+        elif self.case == "known, quoting":  # room below grow_at for the quote, no growth due
+            self.window = max(self.prompt_tokens.values()) * 3
+            self.layer = self._layer()
 
     async def _find_window(self) -> None:
         """The largest window (3% steps down) at which the turn schedules a growth."""
@@ -135,6 +162,7 @@ class Turns:
         notes = await self.turn(self.size, [])
         if not self.case.startswith("recovery"):
             assert notes["action"] == "spliced", notes
+        assert ("relevant-turns" in notes) == (self.case == "known, quoting"), notes
 
     async def turn(self, size: int, sent: list[Any]) -> Any:
         answers = {
