@@ -59,7 +59,7 @@ from __future__ import annotations
 
 import functools
 import re
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -238,9 +238,24 @@ def _not_a_value(sentence: str, at: int, end: int) -> bool:
     )
 
 
-def _whole(key: str, text: str) -> re.Match[str] | None:
-    """Where `text` holds `key` as whole words (both lower-cased), if it does."""
-    return re.search(r"(?<!\w)" + re.escape(key) + r"(?!\w)", text)
+def _whole(key: str, text: str) -> int:
+    """Where `text` first holds `key` as whole words (both lower-cased; no word character
+    right before or after it), or -1. A plain search, not a regular expression made for each
+    key: a tool result names hundreds of values, more than `re` keeps compiled."""
+    at = text.find(key)
+    while at >= 0:
+        end = at + len(key)
+        if not (at and _word_char(text[at - 1])) and not (
+            end < len(text) and _word_char(text[end])
+        ):
+            return at
+        at = text.find(key, at + 1)
+    return -1
+
+
+def _word_char(char: str) -> bool:
+    """Whether `char` is a word character as `re`'s ``\\w`` reads it."""
+    return char.isalnum() or char == "_"
 
 
 def _values(line: Line, common: frozenset[str] = frozenset()) -> dict[str, _Value]:
@@ -256,53 +271,110 @@ def _values(line: Line, common: frozenset[str] = frozenset()) -> dict[str, _Valu
 def _parsed(line: Line) -> tuple[tuple[str, _Value], ...]:
     """`_values` with no word counted common (cached: which words are common depends on the
     other lines, the rest on the line alone; the turns sent verbatim after a condensed part
-    are read again at every spliced request, `relevance.restated_later`)."""
+    are read again at every spliced request, `relevance.restated_later`).
+
+    Near linear in a sentence's length and values: its clause breaks are found once, each
+    value's clause looked up among them, and a sentence with no verb or no old word is not
+    searched for one around each value (a tool result of 200 JSON rows, one sentence of 600
+    values, took over a second)."""
     found: dict[str, _Value] = {}
     for sentence in _SENTENCE.split(line.text):
         lowered = sentence.lower()
-        bare = sentence
+        bare = list(sentence)
         spans = []
         for key in line.keys:
-            where = _whole(key.lower(), lowered)
-            if where is None or key.lower() in found:
+            at = _whole(key.lower(), lowered)
+            if at < 0 or key.lower() in found:
                 continue
-            at = where.start()
             spans.append((key, at))
             end = at + len(key)
             unit = _UNIT_AFTER.match(sentence, end) if _NUMBER.fullmatch(key) else None
             stop = unit.end() if unit is not None else end
-            bare = bare[:at] + " " * (stop - at) + bare[stop:]
-        context = _words(bare)
+            bare[at:stop] = " " * len(bare[at:stop])
+        if not spans:
+            continue
+        context = _words("".join(bare))
         changes = bool(_CHANGE.search(sentence))
+        done = bool(_DONE.search(sentence))
+        clauses = _Clauses(sentence, spans)
         for key, at in spans:
             end = at + len(key)
             if _NAMES.fullmatch(key) and _not_a_value(sentence, at, end):
                 continue
-            before = max((s + len(k) for k, s in spans if s < at), default=0)
-            beyond = min((s for _, s in spans if s > at), default=len(sentence))
-            past = bool(
-                _PAST_BEFORE_RE.search(_CLAUSE_BREAK.split(sentence[before:at])[-1])
-                or _PAST_AFTER_RE.search(_CLAUSE_BREAK.split(sentence[end:beyond])[0])
-            )
-            clause = _CLAUSE_BREAK.split(sentence[:at])[-1]
-            around = clause + " " + _CLAUSE_BREAK.split(sentence[end:])[0]
-            verb = _VERB.search(clause)
-            subject = _words(clause[: verb.start()]) if verb is not None else frozenset()
             found[key.lower()] = _Value(
                 key=key.lower(),
                 shape=value_shape(key, sentence[end:]),
                 context=context,
-                subject=subject,
-                marked_old=bool(_OLD.search(around)),
-                named_past=past,
-                done=bool(_DONE.search(sentence)),
+                subject=clauses.subject(at),
+                marked_old=clauses.marked_old(at, end),
+                named_past=clauses.named_past(at, end),
+                done=done,
                 changes=changes,
             )
     return tuple(found.items())
 
 
+class _Clauses:
+    """One sentence's clause breaks and values, read once for all its values."""
+
+    def __init__(self, sentence: str, spans: Sequence[tuple[str, int]]) -> None:
+        self.sentence = sentence
+        self.break_ends = [m.end() for m in _CLAUSE_BREAK.finditer(sentence)]
+        ordered = sorted((at, at + len(key)) for key, at in spans)
+        self.starts = [at for at, _ in ordered]
+        self.reached: list[int] = []
+        """The furthest end among the values starting at or before each of `starts`."""
+        for _, end in ordered:
+            self.reached.append(max(end, self.reached[-1]) if self.reached else end)
+        self.verbs = _VERB.search(sentence) is not None
+        self.old = _OLD.search(sentence) is not None
+
+    def _opening(self, at: int) -> int:
+        """Where the clause holding `at` starts: after the last break that ends by `at`
+        (a break running into the value is not one before it)."""
+        found = bisect_right(self.break_ends, at)
+        return self.break_ends[found - 1] if found else 0
+
+    def _closing(self, end: int) -> int:
+        """Where the clause going on from `end` stops: the next break's start."""
+        after = _CLAUSE_BREAK.search(self.sentence, end)
+        return after.start() if after is not None else len(self.sentence)
+
+    def subject(self, at: int) -> frozenset[str]:
+        """The content words of the value's clause before its verb (empty with no verb)."""
+        if not self.verbs:
+            return frozenset()
+        opening = self._opening(at)
+        verb = _VERB.search(self.sentence, opening, at)
+        return _words(self.sentence[opening : verb.start()]) if verb else frozenset()
+
+    def marked_old(self, at: int, end: int) -> bool:
+        """Whether the value's clause, before or after it, holds a word marking it old."""
+        return self.old and bool(
+            _OLD.search(self.sentence, self._opening(at), at)
+            or _OLD.search(self.sentence, end, self._closing(end))
+        )
+
+    def named_past(self, at: int, end: int) -> bool:
+        """Whether a word between the value and its neighbours in its clause says it is
+        past (`_Value.named_past`)."""
+        sentence = self.sentence
+        earlier = bisect_left(self.starts, at)
+        before = self.reached[earlier - 1] if earlier else 0
+        later = bisect_right(self.starts, at)
+        beyond = self.starts[later] if later < len(self.starts) else len(sentence)
+        return bool(
+            _PAST_BEFORE_RE.search(_CLAUSE_BREAK.split(sentence[before:at])[-1])
+            or _PAST_AFTER_RE.search(_CLAUSE_BREAK.split(sentence[end:beyond])[0])
+        )
+
+
 def _who(role: str) -> str:
     return role.split("(")[0].split(" ")[0]
+
+
+_ANY = Line("user", "", ())
+"""An earlier line any user statement may replace (`_may_correct`'s own rule alone)."""
 
 
 def _may_correct(later: Line, earlier: Line) -> bool:
@@ -365,8 +437,8 @@ def _replaced_values(
         value
         for value in fresh
         if value.named_past
-        and not _whole(value.key, held)
-        and not any(_whole(key, value.key) for key in old)
+        and _whole(value.key, held) < 0
+        and not any(_whole(key, value.key) >= 0 for key in old)
     ]
     replaced = set()
     for key, value in old.items():
@@ -400,7 +472,11 @@ def settle(lines: Sequence[Line]) -> Settled:
     a change and states a value of a shape and a content word the earlier one has
     (`_replaced_values`), so each earlier line is checked against those later lines alone,
     in order: near linear in the lines for a history that corrects little, where checking
-    every pair took minutes on a long document (1,800 lines: 1.7 million pairs)."""
+    every pair took minutes on a long document (1,800 lines: 1.7 million pairs). A later
+    line is looked at for a value it names only when it names it done or old (otherwise
+    naming it replaces nothing), and for a value of the same kind only when it reads as a
+    change and shares one of its words: lines that restate the same values ("2024-01-05
+    12:00:01 worker-3 ok", a log) are not checked against each other."""
     keyed = [i for i, line in enumerate(lines) if line.keys]
     counts = Counter(word for i in keyed for word in _words(lines[i].text))
     common = frozenset(
@@ -408,32 +484,32 @@ def settle(lines: Sequence[Line]) -> Settled:
     )
     values = {i: _values(lines[i], common) for i in keyed}
     naming: dict[str, list[int]] = {}
-    changing: dict[tuple[str, str], list[int]] = {}
+    changing: dict[str, dict[str, list[int]]] = {}
     for i in keyed:
-        if _who(lines[i].role) != "user":  # only the user's lines replace (`_may_correct`)
+        if not _may_correct(lines[i], _ANY):
             continue
-        for key in values[i]:
-            naming.setdefault(key, []).append(i)
-        for value in values[i].values():
+        for key, value in values[i].items():
+            if value.done or value.marked_old:  # else naming it replaces nothing
+                naming.setdefault(key, []).append(i)
             if value.changes:
                 for shape in _shapes_matched(value):
+                    of_shape = changing.setdefault(shape, {})
                     for word in value.context:
-                        changing.setdefault((shape, word), []).append(i)
+                        of_shape.setdefault(word, []).append(i)
     replaced: set[int] = set()
     corrections: list[tuple[int, int]] = []
     stale: set[str] = set()
     for i in keyed:
         later: set[int] = set()
         for key, value in values[i].items():
-            for found in (
-                naming.get(key, []),
-                *(
-                    changing.get((shape, word), [])
-                    for shape in _shapes_matched(value)
-                    for word in value.context
-                ),
-            ):
-                later.update(found[bisect_right(found, i) :])
+            candidates = [naming.get(key, ())]
+            for shape in _shapes_matched(value):
+                said = changing.get(shape)
+                if said:
+                    candidates += [said[word] for word in said.keys() & value.context]
+            for found in candidates:
+                if found and found[-1] > i:
+                    later.update(found[bisect_right(found, i) :])
         for j in sorted(later):
             old = _replaced_values(lines[j], lines[i], values[j], values[i])
             if old:

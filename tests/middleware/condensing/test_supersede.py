@@ -208,3 +208,18 @@ def test_only_the_users_statements_judge_the_notes() -> None:
     assert not contradicts("- The pool size is 10.", said)
     assert stated_subject("- mock port 9000") == frozenset()
     assert drop_contradicted("- The port is 1.", []) == "- The port is 1."
+
+
+def test_one_value_corrected_among_many_in_a_sentence_replaces_the_listing() -> None:
+    """A sentence listing many values is replaced by a correction naming one of them old in
+    its clause (the others said again), not by the same listing said again."""
+    listing = "The ports are: api 4410, cache 6379, db 5432, search 9200, queue 5672, mail 2525."
+    again = (
+        "The ports are: api 4410, cache 6379, db 5432, search 9200, queue 5672, mail 2525 again."
+    )
+    fixed = (
+        "Correction: the ports are api 4410, cache 6379, db 5433 (not 5432), search 9200, "
+        "queue 5672, mail 2525."
+    )
+    assert settle(users(listing, again)).replaced == frozenset()
+    assert settle(users(listing, fixed)).corrections == ((0, 1),)
