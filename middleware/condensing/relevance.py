@@ -150,11 +150,14 @@ class Passage:
         return f"- {self.who}: {self.text}"
 
 
-def passages(messages: Sequence[Message], indices: Sequence[int]) -> list[Passage]:
+def passages(
+    messages: Sequence[Message], indices: Sequence[int], stamp: str | None = None
+) -> list[Passage]:
     """The passages of the messages at `indices` (system messages and empty turns none),
-    each dated by the latest `STAMP` at or before it (`Passage.dated`)."""
+    each dated by the latest `STAMP` at or before it (`Passage.dated`); `stamp` is the one in
+    force before the first of them when the caller knows it (`in_force` of the passages
+    before), else it is looked for among the messages before."""
     found: list[Passage] = []
-    stamp: str | None = None
     for index in indices:
         message = messages[index]
         if message.get("role") in SYSTEM_ROLES:
@@ -169,8 +172,20 @@ def passages(messages: Sequence[Message], indices: Sequence[int]) -> list[Passag
     return found
 
 
+def in_force(found: Sequence[Passage]) -> str:
+    """The stamp in force after the last of `found` (`passages`' `stamp` for the turns that
+    follow them), "" when none."""
+    if not found:
+        return ""
+    last = found[-1]
+    return last.dated or _stamp(last.text)
+
+
 def _stamp(text: str) -> str:
-    """The stamp `text` opens with (`STAMP`, holding a `WHEN`), or ""."""
+    """The stamp `text` opens with (`STAMP`, holding a `WHEN`; space before it skipped),
+    or ""."""
+    if text[:1].isspace():
+        text = text.lstrip()
     found = STAMP.match(text) if text.startswith("[") else None
     return found.group(1) if found and WHEN.search(found.group(1)) else ""
 

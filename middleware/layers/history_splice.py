@@ -61,7 +61,14 @@ from kernel.tokens import REPLY_PRIMING_TOKENS
 from kernel.types import ChatRequest, ChatResponse, Message, Next, RequestContext
 from middleware.condensing.condenser import Condenser, Plan, report
 from middleware.condensing.prompt import content_text
-from middleware.condensing.relevance import passages, pick, quoted, with_preface
+from middleware.condensing.relevance import (
+    Passage,
+    in_force,
+    passages,
+    pick,
+    quoted,
+    with_preface,
+)
 from middleware.condensing.split import Split, assemble, context_message, partition, pinned_of
 from middleware.layers.hysteresis import landing_share, tail_share, turn_tokens
 from middleware.layers.shadow import would
@@ -71,6 +78,23 @@ log = logging.getLogger("overspill.history_splice")
 
 PREFIXES_KEPT = 4096
 """Conversations whose last spliced prefix this process remembers (least recent out)."""
+PASSAGES_KEPT = 32768
+"""Condensed passages this process remembers, over all conversations (`Condensed`; least
+recently spliced out): about 16 conversations of 2,000 turns of chat, some 20 MB with their
+text, or hundreds of shorter ones. A conversation that is out reads its turns again."""
+
+
+@dataclass(frozen=True, slots=True)
+class Condensed:
+    """A conversation's condensed turns as the quote reads them, for one extraction: what its
+    chain (`HistoryEntry.chain`, the hash of those turns the request was checked against)
+    stands for is the same turns, so the passages read from them are the same."""
+
+    chain: str
+    end: int
+    found: tuple[Passage, ...]
+    stamp: str
+    """The stamp in force after them (`relevance.in_force`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +144,8 @@ class HistorySplice:
         self.store = services.store
         self.warm = services.warm
         self._prefixes: OrderedDict[tuple[str, str], tuple[int, int]] = OrderedDict()
+        self._condensed: OrderedDict[tuple[str, str], Condensed] = OrderedDict()
+        self._passages_kept = 0
 
     async def handle(
         self, request: ChatRequest, ctx: RequestContext, call_next: Next
@@ -430,9 +456,9 @@ class HistorySplice:
             return fit
         client = self.condenser.readable_messages(ctx, request)
         asked = _latest_user(client)
-        read = passages(client, range(len(client) if asked is None else max(asked, end)))
-        condensed = next((n for n, p in enumerate(read) if p.index >= end), len(read))
-        found, newest = read[:condensed], read[condensed:]  # the newest dated as said
+        read = self._read(ctx, cached, client, end)
+        stop = len(client) if asked is None else max(asked, end)
+        found, newest = read.found, passages(client, range(end, stop), read.stamp)
         counter = self.estimator.counter(entry)
         replaced = _replaced(cached.facts) if cached is not None else frozenset()
         picked = pick(question, found, room, counter.count_text, replaced, client[end:], newest)
@@ -445,6 +471,37 @@ class HistorySplice:
         ctx.note("relevant-turns", str(len(picked)))
         ctx.derived["relevant-turns"] = block
         return replace(fit, messages=tuple(messages), counted=fit.counted + added)
+
+    def _read(
+        self,
+        ctx: RequestContext,
+        cached: HistoryEntry | None,
+        messages: Sequence[Message],
+        end: int,
+    ) -> Condensed:
+        """The passages of `messages[:end]`, the turns `cached` condensed: read once per
+        extraction and remembered with its chain (`Condensed`), since the client resends them
+        with every turn and reading them again cost ~4 ms a turn at 2,000 messages. Read
+        afresh, not remembered, when no entry vouches for them."""
+        if cached is None or cached.historical_end_index != end:
+            found = tuple(passages(messages, range(end)))
+            return Condensed("", end, found, in_force(found))
+        key = (ctx.tenant, ctx.conversation_id)
+        held = self._condensed.get(key)
+        if held is not None and held.chain == cached.chain and held.end == end:
+            self._condensed.move_to_end(key)
+            return held
+        found = tuple(passages(messages, range(end)))
+        read = Condensed(cached.chain, end, found, in_force(found))
+        if held is not None:
+            self._passages_kept -= len(held.found)
+        self._condensed[key] = read
+        self._condensed.move_to_end(key)
+        self._passages_kept += len(found)
+        while self._passages_kept > PASSAGES_KEPT and len(self._condensed) > 1:
+            _, out = self._condensed.popitem(last=False)
+            self._passages_kept -= len(out.found)
+        return read
 
     def _prefix_kept(self, ctx: RequestContext, entry: ModelEntry, fit: Fit) -> None:
         """Note whether the spliced prefix is the one the conversation's last turn sent, or

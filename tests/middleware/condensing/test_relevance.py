@@ -13,6 +13,7 @@ from middleware.condensing.relevance import (
     LABEL,
     PASSAGE_CHARS,
     Passage,
+    in_force,
     passages,
     pick,
     quoted,
@@ -412,6 +413,19 @@ def test_turns_sent_after_the_condensed_ones_keep_the_stamp_said_before_them() -
     newest = passages(SESSIONS, range(4, 6))
     assert {p.dated for p in newest} == {"2:10 pm on 20 March, 2023"}
     assert passages(SESSIONS, [1])[0].dated == "9:48 am on 4 February, 2023"
+
+
+def test_turns_read_after_others_are_dated_by_the_stamp_in_force_after_those() -> None:
+    """Passages read in two parts, the second given the stamp in force after the first, are
+    the passages read in one pass; a stamp after leading space still dates the turns."""
+    whole = passages(SESSIONS, range(len(SESSIONS)))
+    for end in range(len(SESSIONS) + 1):
+        first = passages(SESSIONS, range(end))
+        rest = passages(SESSIONS, range(end, len(SESSIONS)), in_force(first))
+        assert [*first, *rest] == whole
+    assert in_force([]) == ""
+    spaced: list[Message] = [{"role": "user", "content": "  [10:02 am on 3 May, 2023] Hi!"}]
+    assert in_force(passages(spaced, [0])) == "10:02 am on 3 May, 2023"
 
 
 def test_a_bracketed_tag_is_not_a_stamp() -> None:

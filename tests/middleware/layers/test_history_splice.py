@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 import pytest
 
-from kernel.conversation import chain_matches
+from kernel.conversation import chain, chain_matches
 from kernel.records import StoredFact, stored_facts
 from kernel.services import Services
 from kernel.store import DiskHistoryStore, HistoryEntry
@@ -449,6 +449,44 @@ async def test_the_condensed_turns_a_question_is_about_are_quoted_before_it(
         chat(next_turn(messages)), ctx_for(), plain
     )
     assert sent.messages[:-1] == plain.sent[0].messages[:-1]
+
+
+async def test_the_turns_a_quote_reads_follow_the_extraction_they_were_condensed_by(
+    store: DiskHistoryStore,
+) -> None:
+    """One process quotes turn after turn from the condensed turns it read once; when the
+    extraction is replaced by one condensing further, the turns it now stands for are read
+    and quoted, not those the earlier one stood for."""
+    extractor = Extractor()
+    messages = with_a_fact(30)
+    await seed(store, extractor, messages)
+    cached = await store.get("tenant-a", "conv-1")
+    assert cached is not None
+    end = cached.historical_end_index
+    brother = "my brother teaches chemistry at the old grammar school by the river"
+    messages[end] = {"role": "user", "content": brother}
+    layer = HistorySplice(services(store, extractor, window=8192))
+    sister = "Where does my sister work as a nurse?"
+    for turn in range(2):
+        asked = next_turn(next_turn(messages, f"Thanks {turn}."), sister)
+        upstream, ctx = Upstream(fits=40), ctx_for()
+        await layer.handle(chat(asked), ctx, upstream)
+        assert "children's hospital" in str(upstream.sent[0].messages[-1]["content"])
+    further = end + 2
+    await store.put(
+        cached.model_copy(
+            update={
+                "historical_end_index": further,
+                "message_count": further,
+                "chain": chain(messages, further, PROMPT_VERSION),
+            }
+        )
+    )
+    asked = next_turn(messages, "Where does my brother teach chemistry?")
+    upstream, ctx = Upstream(fits=40), ctx_for()
+    await layer.handle(chat(asked), ctx, upstream)
+    assert len(upstream.sent[0].messages) == len(asked) - further + 2  # system + stand-in
+    assert f"- user: {brother}" in str(upstream.sent[0].messages[-1]["content"])
 
 
 async def test_the_tokens_after_a_splice_count_the_quoted_turns(
