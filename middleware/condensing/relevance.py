@@ -287,10 +287,12 @@ def ranked(
     return sorted(((score, p) for p, score in scores.items()), key=lambda x: (-x[0], x[1]))
 
 
-INDEXES = 8
-"""How many collections of condensed passages keep their word index (`word_index`): between two
-growths a conversation's condensed turns are the same at every request, so its index is
-built once per growth; one of 2,000 passages of chat holds about a megabyte."""
+INDEXED_PASSAGES = 32768
+"""How many passages the kept word indexes cover, over all collections (`word_index`; least
+recently used out, the newest always kept): between two growths a conversation's condensed
+turns are the same at every request, so its index is built once per growth. As many as the
+splice keeps read (`history_splice.PASSAGES_KEPT`), so each conversation it remembers keeps
+its index too; an index of 2,000 passages of chat holds about a megabyte."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,24 +320,30 @@ class WordIndex:
 
 _INDEXED: OrderedDict[tuple[int, ...], WordIndex] = OrderedDict()
 _INDEXING = threading.Lock()
+_indexed_passages = 0
 
 
 def word_index(found: Sequence[Passage]) -> WordIndex:
     """The word index of `found`, built once for the same passages (the same objects: the
     passages of a turn are cached, `_passages_of`, so a conversation's condensed turns come
     back as the same passages at every request; keyed by their ids, which stay theirs while
-    the index holds them), the `INDEXES` most recently used kept."""
+    the index holds them), those most recently used kept (`INDEXED_PASSAGES`)."""
+    global _indexed_passages
     key = tuple(map(id, found))
     with _INDEXING:
         index = _INDEXED.get(key)
         if index is not None:
             _INDEXED.move_to_end(key)
             return index
-    index = WordIndex.of(tuple(found))
+    made = WordIndex.of(tuple(found))
     with _INDEXING:
-        _INDEXED[key] = index
-        while len(_INDEXED) > INDEXES:
-            _INDEXED.popitem(last=False)
+        index = _INDEXED.setdefault(key, made)  # another thread may have made it meanwhile
+        _INDEXED.move_to_end(key)
+        if index is made:
+            _indexed_passages += len(made.found)
+        while _indexed_passages > INDEXED_PASSAGES and len(_INDEXED) > 1:
+            _, out = _INDEXED.popitem(last=False)
+            _indexed_passages -= len(out.found)
     return index
 
 

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import pytest
+
 from kernel.tokens import count_text
 from kernel.types import Message
+from middleware.condensing import relevance
 from middleware.condensing.ledger import Ledger
 from middleware.condensing.ledger.terms import fold
 from middleware.condensing.relevance import (
     END,
     GAP,
-    INDEXES,
     LABEL,
     PASSAGE_CHARS,
     Passage,
@@ -515,20 +517,25 @@ def test_a_stamp_with_no_room_left_is_not_quoted() -> None:
     assert pick(asked, found, room, len) == [found[2], found[3]]
 
 
-def test_the_same_passages_are_indexed_once_and_the_least_used_index_goes() -> None:
+def test_the_same_passages_are_indexed_once_and_the_least_used_index_goes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """A conversation's condensed turns come back as the same passages at every request:
-    their word index is built once, and only the `INDEXES` most recently used are kept."""
+    their word index is built once, and the least recently used indexes go when the kept
+    ones cover more than `INDEXED_PASSAGES` passages."""
     found = passages(TURNS, range(len(TURNS)))
     again = passages(TURNS, range(len(TURNS)))
     assert word_index(found) is word_index(again)
     others = [
         passages([{"role": "user", "content": f"Conversation {n} is about a kayak."}], [0])
-        for n in range(INDEXES)
+        for n in range(3)
     ]
+    monkeypatch.setattr(relevance, "INDEXED_PASSAGES", len(found) + 2)
     first = word_index(found)
-    for other in others:
-        word_index(other)
-    assert word_index(found) is not first
+    kept = [word_index(other) for other in others[:2]]
+    word_index(others[2])  # one passage too many: the least recently used goes, found
+    assert all(word_index(other) is index for other, index in zip(others, kept, strict=False))
+    assert word_index(found) is not first  # the least recently used went
     assert ranked("Where did we rent the kayak?", found) == ranked(
         "Where did we rent the kayak?", list(found)
     )
