@@ -96,6 +96,7 @@ class Turns:
         self.settings: Settings = parse_config(CONFIG, "bench.yaml", {}).settings
         self.entry: ModelEntry = self.settings.model_list[0]
         self.window: int | None = None
+        self.asked = 0
         self.prompt_tokens: dict[int, int] = {}
         """The upstream's prompt_tokens by messages sent (none yet: it teaches nothing)."""
 
@@ -159,12 +160,13 @@ class Turns:
             await self.turn(self.size - 2, [])
 
     async def measured(self) -> None:
-        notes = await self.turn(self.size, [])
+        self.asked += 1  # not the last measured message again (its quote would be reused),
+        notes = await self.turn(self.size, [], " " * (self.asked % 2))  # the same words
         if not self.case.startswith("recovery"):
             assert notes["action"] == "spliced", notes
         assert ("relevant-turns" in notes) == (self.case == "known, quoting"), notes
 
-    async def turn(self, size: int, sent: list[Any]) -> Any:
+    async def turn(self, size: int, sent: list[Any], asked: str = "") -> Any:
         answers = {
             length: ChatResponse(body=orjson.dumps(completion("ok", prompt_tokens=tokens)))
             for length, tokens in self.prompt_tokens.items()
@@ -176,6 +178,7 @@ class Turns:
             return answers.get(len(request.messages), silent)
 
         messages = orjson.loads(self.whole)[:size]  # parsed afresh, as every request is
+        messages[-1]["content"] += asked
         request = ChatRequest(
             "local", tuple(messages), False, {"model": "local", "messages": messages}
         )

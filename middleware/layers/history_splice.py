@@ -45,11 +45,14 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import hashlib
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
+
+import orjson
 
 from kernel import metrics
 from kernel.config import ModelEntry
@@ -82,6 +85,30 @@ PASSAGES_KEPT = 32768
 """Condensed passages this process remembers, over all conversations (`Condensed`; least
 recently spliced out): about 16 conversations of 2,000 turns of chat, some 20 MB with their
 text, or hundreds of shorter ones. A conversation that is out reads its turns again."""
+
+
+QUOTES_KEPT_CHARS = 16 * 1024 * 1024
+"""Characters of quoted blocks this process remembers, over all conversations (`Quote`; least
+recently used out)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Quote:
+    """The block quoted before a user's message, kept for the rounds of an agent's loop that
+    follow it (tool calls and their results after the same message): sent again as it was,
+    the message stays the bytes the upstream cached, and so does the tool traffic after it."""
+
+    prefix: tuple[int, int]
+    """The stand-in it was quoted beside (`Fit.prefix`)."""
+    asked: int
+    """Where the user's message is among the client's messages."""
+    said: bytes
+    """The sha256 of the client's messages from the condensed end through the user's."""
+    block: str
+    added: int
+    """Its tokens, counted as the request counts them."""
+    turns: int
+    """How many passages it quotes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +173,8 @@ class HistorySplice:
         self._prefixes: OrderedDict[tuple[str, str], tuple[int, int]] = OrderedDict()
         self._condensed: OrderedDict[tuple[str, str], Condensed] = OrderedDict()
         self._passages_kept = 0
+        self._quotes: OrderedDict[tuple[str, str], Quote] = OrderedDict()
+        self._quoted_chars = 0
 
     async def handle(
         self, request: ChatRequest, ctx: RequestContext, call_next: Next
@@ -443,7 +472,9 @@ class HistorySplice:
         `context.relevant_share` of the budget; a turn holding a statement the extraction's
         ledger records as replaced by a later one is not quoted (`_replaced`). The latest
         user message is the conversation's newest, so the prefix the upstream cached from the
-        last turn is kept."""
+        last turn is kept; the rounds of an agent's loop after it send the block quoted on the
+        first while it fits the budget (`Quote`), so the upstream keeps that message and the
+        tool traffic after it cached too."""
         end = fit.prefix[0]
         at = _latest_user(fit.messages)
         if fit.limit is None or not end or at is None or entry.context.relevant_share <= 0:
@@ -452,25 +483,74 @@ class HistorySplice:
         room = min(fit.limit * share, fit.limit * entry.context.grow_at - fit.estimate)
         room = int(room / fit.scale)
         question = content_text(fit.messages[at])
-        if room <= 0 or not question:
+        if not question:
             return fit
         client = self.condenser.readable_messages(ctx, request)
         asked = _latest_user(client)
-        read = self._read(ctx, cached, client, end)
-        stop = len(client) if asked is None else max(asked, end)
-        found, newest = read.found, passages(client, range(end, stop), read.stamp)
-        counter = self.estimator.counter(entry)
-        replaced = _replaced(cached.facts) if cached is not None else frozenset()
-        picked = pick(question, found, room, counter.count_text, replaced, client[end:], newest)
-        if not picked:
-            return fit
-        block = quoted(picked)
+        quote = self._quote_kept(ctx, fit, client, asked)
+        if quote is None:
+            if room <= 0:
+                return fit
+            read = self._read(ctx, cached, client, end)
+            stop = len(client) if asked is None else max(asked, end)
+            found, newest = read.found, passages(client, range(end, stop), read.stamp)
+            counter = self.estimator.counter(entry)
+            replaced = _replaced(cached.facts) if cached is not None else frozenset()
+            later = client[end:]
+            picked = pick(question, found, room, counter.count_text, replaced, later, newest)
+            if not picked:
+                return fit
+            block = quoted(picked)
+            quote = Quote(fit.prefix, -1, b"", block, counter.count_text(block) + 1, len(picked))
+            self._keep_quote(ctx, fit, client, asked, quote)
         messages = list(fit.messages)
-        messages[at] = with_preface(messages[at], block)
-        added = counter.count_text(block) + 1
-        ctx.note("relevant-turns", str(len(picked)))
-        ctx.derived["relevant-turns"] = block
-        return replace(fit, messages=tuple(messages), counted=fit.counted + added)
+        messages[at] = with_preface(messages[at], quote.block)
+        ctx.note("relevant-turns", str(quote.turns))
+        ctx.derived["relevant-turns"] = quote.block
+        return replace(fit, messages=tuple(messages), counted=fit.counted + quote.added)
+
+    def _quote_kept(
+        self, ctx: RequestContext, fit: Fit, client: Sequence[Message], asked: int | None
+    ) -> Quote | None:
+        """The block quoted before the same user's message on an earlier round of this
+        conversation (`Quote`), when the stand-in and every message from it through that
+        user's message are the same and the request with the block still fits the budget
+        (None: pick the quote anew). Re-picked in the room a longer tool traffic leaves, the
+        block would change at every round, and the upstream would read the user's message
+        and everything after it again each time."""
+        held = self._quotes.get((ctx.tenant, ctx.conversation_id))
+        if held is None or asked is None or fit.limit is None:
+            return None
+        if held.prefix != fit.prefix or held.asked != asked:
+            return None
+        if (fit.counted + held.added) * fit.scale > fit.limit:
+            return None
+        if _said(client, fit.prefix[0], asked) != held.said:
+            return None
+        self._quotes.move_to_end((ctx.tenant, ctx.conversation_id))
+        return held
+
+    def _keep_quote(
+        self,
+        ctx: RequestContext,
+        fit: Fit,
+        client: Sequence[Message],
+        asked: int | None,
+        quote: Quote,
+    ) -> None:
+        """Remember `quote` for the rounds that follow the user's message at `asked`."""
+        key = (ctx.tenant, ctx.conversation_id)
+        held = self._quotes.pop(key, None)
+        if held is not None:
+            self._quoted_chars -= len(held.block)
+        said = None if asked is None else _said(client, fit.prefix[0], asked)
+        if asked is None or said is None:
+            return
+        self._quotes[key] = replace(quote, asked=asked, said=said)
+        self._quoted_chars += len(quote.block)
+        while self._quoted_chars > QUOTES_KEPT_CHARS and self._quotes:
+            _, out = self._quotes.popitem(last=False)
+            self._quoted_chars -= len(out.block)
 
     def _read(
         self,
@@ -536,6 +616,14 @@ class HistorySplice:
         ctx.note("tokens-before", before)
         ctx.note("tokens-after", fit.estimate)
         metrics.splice_done(entry.model_name, grown, before, fit.estimate)
+
+
+def _said(messages: Sequence[Message], start: int, end: int) -> bytes | None:
+    """The sha256 of `messages[start:end + 1]` as JSON (None when they cannot be written)."""
+    try:
+        return hashlib.sha256(orjson.dumps(list(messages[start : end + 1]))).digest()
+    except (orjson.JSONEncodeError, TypeError):
+        return None
 
 
 def _agent(request: ChatRequest) -> bool:

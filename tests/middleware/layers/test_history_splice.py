@@ -489,6 +489,73 @@ async def test_the_turns_a_quote_reads_follow_the_extraction_they_were_condensed
     assert f"- user: {brother}" in str(upstream.sent[0].messages[-1]["content"])
 
 
+def zebras() -> list[dict[str, Any]]:
+    """A conversation whose condensed turns mention a zebra often (a quote of many turns)."""
+    messages = with_a_fact(60)
+    for i in range(3, 100, 4):
+        said = f"the zebra number {i} at the zoo ate hay " + "word " * 30
+        messages[i] = {"role": "user", "content": said}
+    return messages
+
+
+def a_round(messages: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
+    """The conversation after one more round of an agent's loop: a tool call, its result."""
+    call = {"id": f"c{n}", "type": "function", "function": {"name": "fetch", "arguments": "{}"}}
+    return [
+        *messages,
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": f"c{n}", "content": f"page {n}: " + "entry " * 150},
+    ]
+
+
+async def test_the_rounds_of_an_agent_loop_send_the_user_message_quoted_once(
+    store: DiskHistoryStore,
+) -> None:
+    """The rounds that follow a user's message (tool calls and their results) send it with
+    the block quoted on the first round, while the request with it fits the budget, though a
+    longer tool traffic leaves less room than the block took: the message stays the bytes the
+    upstream cached, and so does the traffic after it."""
+    extractor = Extractor()
+    messages = zebras()
+    await seed(store, extractor, messages)
+    layer = HistorySplice(services(store, extractor, window=4096))
+    asked = next_turn(messages, "What did the zebra at the zoo eat?")
+    kept: list[str] = []
+    fresh: list[str] = []
+    for n in range(12):
+        for made, into in ((layer, kept), (HistorySplice(layer.condenser.services), fresh)):
+            upstream, ctx = Upstream(fits=400), ctx_for()
+            await made.handle(chat(asked), ctx, upstream)
+            assert ctx.notes["action"] == "spliced"
+            into.append(str(upstream.sent[0].messages[-1 - 2 * n]["content"]))
+        asked = a_round(asked, n)
+    assert kept[0].startswith(LABEL)
+    assert kept[0].count("zebra") > 5
+    assert kept == [kept[0]] * 12
+    assert fresh[0] == kept[0]
+    assert fresh[-1] != kept[0]  # picked anew: less room, less quoted
+
+
+async def test_a_round_after_an_edited_turn_quotes_anew(store: DiskHistoryStore) -> None:
+    """A round whose turns before the user's message differ from the round the block was
+    quoted on (a client that edited one) gets a block picked from what it sent."""
+    extractor = Extractor()
+    messages = zebras()
+    await seed(store, extractor, messages)
+    layer = HistorySplice(services(store, extractor, window=8192))
+    asked = next_turn(messages, "What did the zebra at the zoo eat?")
+    upstream = Upstream(fits=400)
+    await layer.handle(chat(asked), ctx_for(), upstream)
+    first = str(upstream.sent[0].messages[-1]["content"])
+    edited = [*asked]
+    edited[-2] = {"role": "assistant", "content": "The zebra at the zoo eats carrots, zebra."}
+    upstream = Upstream(fits=400)
+    await layer.handle(chat(a_round(edited, 0)), ctx_for(), upstream)
+    second = str(upstream.sent[0].messages[-3]["content"])
+    assert "carrots" not in first
+    assert "- assistant: The zebra at the zoo eats carrots, zebra." in second
+
+
 async def test_the_tokens_after_a_splice_count_the_quoted_turns(
     store: DiskHistoryStore,
 ) -> None:
