@@ -96,7 +96,9 @@ recently used out)."""
 class Quote:
     """The block quoted before a user's message, kept for the rounds of an agent's loop that
     follow it (tool calls and their results after the same message): sent again as it was,
-    the message stays the bytes the upstream cached, and so does the tool traffic after it."""
+    the message stays the bytes the upstream cached, and so does the tool traffic after it.
+    It is kept even when a later round has more room (a masking batch freed some): a longer
+    quote would cost the upstream the message and everything after it again."""
 
     prefix: tuple[int, int]
     """The stand-in it was quoted beside (`Fit.prefix`)."""
