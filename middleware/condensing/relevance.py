@@ -63,10 +63,11 @@ import functools
 import math
 import re
 import threading
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from kernel.bounded import Bounded
 from kernel.types import Message
 from middleware.condensing.ledger.supersede import Line, settle
 from middleware.condensing.ledger.terms import fold, key_spans, sentences
@@ -318,9 +319,10 @@ class WordIndex:
         return cls(found, bags, {w: tuple(at) for w, at in holding.items()}, average)
 
 
-_INDEXED: OrderedDict[tuple[int, ...], WordIndex] = OrderedDict()
+_INDEXED: Bounded[tuple[int, ...], WordIndex] = Bounded(
+    INDEXED_PASSAGES, lambda index: len(index.found)
+)
 _INDEXING = threading.Lock()
-_indexed_passages = 0
 
 
 def word_index(found: Sequence[Passage]) -> WordIndex:
@@ -328,23 +330,14 @@ def word_index(found: Sequence[Passage]) -> WordIndex:
     passages of a turn are cached, `_passages_of`, so a conversation's condensed turns come
     back as the same passages at every request; keyed by their ids, which stay theirs while
     the index holds them), those most recently used kept (`INDEXED_PASSAGES`)."""
-    global _indexed_passages
     key = tuple(map(id, found))
     with _INDEXING:
         index = _INDEXED.get(key)
-        if index is not None:
-            _INDEXED.move_to_end(key)
-            return index
+    if index is not None:
+        return index
     made = WordIndex.of(tuple(found))
-    with _INDEXING:
-        index = _INDEXED.setdefault(key, made)  # another thread may have made it meanwhile
-        _INDEXED.move_to_end(key)
-        if index is made:
-            _indexed_passages += len(made.found)
-        while _indexed_passages > INDEXED_PASSAGES and len(_INDEXED) > 1:
-            _, out = _INDEXED.popitem(last=False)
-            _indexed_passages -= len(out.found)
-    return index
+    with _INDEXING:  # another thread may have made it meanwhile
+        return _INDEXED.get(key) or _INDEXED.put(key, made)
 
 
 def pick(

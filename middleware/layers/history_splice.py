@@ -55,6 +55,7 @@ from typing import Any, ClassVar
 import orjson
 
 from kernel import metrics
+from kernel.bounded import Bounded
 from kernel.config import ModelEntry
 from kernel.records import StoreError, read_facts
 from kernel.services import Services
@@ -173,10 +174,12 @@ class HistorySplice:
         self.store = services.store
         self.warm = services.warm
         self._prefixes: OrderedDict[tuple[str, str], tuple[int, int]] = OrderedDict()
-        self._condensed: OrderedDict[tuple[str, str], Condensed] = OrderedDict()
-        self._passages_kept = 0
-        self._quotes: OrderedDict[tuple[str, str], Quote] = OrderedDict()
-        self._quoted_chars = 0
+        self._condensed: Bounded[tuple[str, str], Condensed] = Bounded(
+            PASSAGES_KEPT, lambda read: len(read.found)
+        )
+        self._quotes: Bounded[tuple[str, str], Quote] = Bounded(
+            QUOTES_KEPT_CHARS, lambda quote: len(quote.block)
+        )
 
     async def handle(
         self, request: ChatRequest, ctx: RequestContext, call_next: Next
@@ -529,7 +532,6 @@ class HistorySplice:
             return None
         if _said(client, fit.prefix[0], asked) != held.said:
             return None
-        self._quotes.move_to_end((ctx.tenant, ctx.conversation_id))
         return held
 
     def _keep_quote(
@@ -542,17 +544,10 @@ class HistorySplice:
     ) -> None:
         """Remember `quote` for the rounds that follow the user's message at `asked`."""
         key = (ctx.tenant, ctx.conversation_id)
-        held = self._quotes.pop(key, None)
-        if held is not None:
-            self._quoted_chars -= len(held.block)
+        self._quotes.pop(key)
         said = None if asked is None else _said(client, fit.prefix[0], asked)
-        if asked is None or said is None:
-            return
-        self._quotes[key] = replace(quote, asked=asked, said=said)
-        self._quoted_chars += len(quote.block)
-        while self._quoted_chars > QUOTES_KEPT_CHARS and self._quotes:
-            _, out = self._quotes.popitem(last=False)
-            self._quoted_chars -= len(out.block)
+        if asked is not None and said is not None:
+            self._quotes.put(key, replace(quote, asked=asked, said=said))
 
     def _read(
         self,
@@ -571,19 +566,9 @@ class HistorySplice:
         key = (ctx.tenant, ctx.conversation_id)
         held = self._condensed.get(key)
         if held is not None and held.chain == cached.chain and held.end == end:
-            self._condensed.move_to_end(key)
             return held
         found = tuple(passages(messages, range(end)))
-        read = Condensed(cached.chain, end, found, in_force(found))
-        if held is not None:
-            self._passages_kept -= len(held.found)
-        self._condensed[key] = read
-        self._condensed.move_to_end(key)
-        self._passages_kept += len(found)
-        while self._passages_kept > PASSAGES_KEPT and len(self._condensed) > 1:
-            _, out = self._condensed.popitem(last=False)
-            self._passages_kept -= len(out.found)
-        return read
+        return self._condensed.put(key, Condensed(cached.chain, end, found, in_force(found)))
 
     def _prefix_kept(self, ctx: RequestContext, entry: ModelEntry, fit: Fit) -> None:
         """Note whether the spliced prefix is the one the conversation's last turn sent, or

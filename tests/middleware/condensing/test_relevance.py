@@ -530,7 +530,7 @@ def test_the_same_passages_are_indexed_once_and_the_least_used_index_goes(
         passages([{"role": "user", "content": f"Conversation {n} is about a kayak."}], [0])
         for n in range(3)
     ]
-    monkeypatch.setattr(relevance, "INDEXED_PASSAGES", len(found) + 2)
+    monkeypatch.setattr(relevance._INDEXED, "bound", len(found) + 2)
     first = word_index(found)
     kept = [word_index(other) for other in others[:2]]
     word_index(others[2])  # one passage too many: the least recently used goes, found
