@@ -13,7 +13,11 @@ the recall tool; the client never sees the recall tool or its calls.
 The trigger is the client's (`RequestContext.tool_clearing`: Anthropic's `clear_tool_uses`
 edit) when it gave one, else the model's `context.mask_at` share of the prompt budget (so only
 with a known window), keeping the newest `context.mask_keep` tool uses and masking in batches
-of a tenth of the input budget, so a prompt cache keeps hitting between batches. The layer
+of about a tenth of the input budget, so a prompt cache keeps hitting between batches. A batch's
+least saving is counted in overspill's tokens (the budget divided by the model's learned scale)
+and rounded up to a power of two: the scale moves a little with every sample learned, and a
+least saving that moved with it would move the batch points, masking again results that were
+sent whole (or unmasking masked ones) and breaking the cache each time. The layer
 runs before history_splice, which then plans on the masked conversation; the client's own
 messages travel beside it (`RequestContext.unmasked`), so that masking a new batch inside the
 part an extraction stands for does not read as an edited history. A request carrying
@@ -24,6 +28,7 @@ sees whether the model called it.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -129,7 +134,7 @@ class ObservationMasking:
                 trigger=clearing.trigger,
                 trigger_uses=clearing.trigger_uses,
                 keep=clearing.keep,
-                clear_at_least=int(clearing.clear_at_least / scale),
+                clear_at_least=steady(clearing.clear_at_least / scale),
                 exclude=clearing.exclude,
                 clear_inputs=clearing.clear_inputs,
             )
@@ -137,13 +142,19 @@ class ObservationMasking:
             policy = Policy(
                 trigger=int(budget.prompt_limit * entry.context.mask_at),
                 keep=entry.context.mask_keep,
-                clear_at_least=int(budget.input * BATCH_SHARE / scale),
+                clear_at_least=steady(budget.input * BATCH_SHARE / scale),
             )
         else:
             return None
         model = entry.litellm_params.upstream_model
         masked = plan_masking(request.messages, counts, policy, estimate=estimate, model=model)
         return None if masked is None else (masked, limit, scale)
+
+
+def steady(tokens: float) -> int:
+    """A batch's least saving, `tokens` rounded up to a power of two: the same for the small
+    moves of the learned scale, so the batch points (and what is masked) stay where they were."""
+    return 1 << math.ceil(math.log2(max(1.0, tokens)))
 
 
 def _originals(

@@ -288,3 +288,32 @@ async def test_no_tool_results_costs_nothing(store: DiskHistoryStore) -> None:
     sent = request(messages)
     await layer(store).handle(sent, context(), upstream)
     assert upstream.sent == [sent]
+
+
+def uneven(turns: int) -> list[Message]:
+    """An agent's loop whose results differ in size (from a few lines to a file's worth)."""
+    messages, lines = agent(turns), FILE.splitlines()
+    results = [i for i, m in enumerate(messages) if m.get("role") == "tool"]
+    for n, i in enumerate(results):
+        messages[i] = {**messages[i], "content": "\n".join(lines[: 6 + (n * 7) % 40])}
+    return messages
+
+
+async def test_what_is_masked_stays_put_while_the_learned_scale_moves(
+    store: DiskHistoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The results masked are the same whatever scale between 1.0 and 1.1 has been learned."""
+    masking = layer(store)
+    found = set()
+    for step in range(11):
+
+        async def learned(entry: Any, scale: float = 1 + step / 100) -> float:
+            return scale
+
+        monkeypatch.setattr(masking.estimator, "scale", learned)
+        upstream = Upstream(completion("ok"))
+        await masking.handle(request(uneven(40)), context(), upstream)
+        sent = upstream.sent[0].messages
+        found.add(tuple(i for i, m in enumerate(sent) if "overspill masked" in str(m["content"])))
+    assert len(found) == 1
+    assert found.pop()
