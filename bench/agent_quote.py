@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,13 @@ def a_round(messages: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
 
 def run(rounds: int, window: int, turns: int) -> None:
     """The loop through a fresh overspill and llama-server; prints one line a round."""
+    with serving(window) as served:
+        _loop(served, rounds, turns)
+
+
+@contextlib.contextmanager
+def serving(window: int) -> Iterator[Any]:
+    """A real `overspill serve` (background growths off) before a real llama-server."""
     from tests.e2e.conftest import local_config, running_llama_server, serve
 
     with (
@@ -70,7 +78,15 @@ def run(rounds: int, window: int, turns: int) -> None:
         workdir = Path(tmp) / "overspill"
         workdir.mkdir()
         with contextlib.contextmanager(serve)(config, workdir, upstream_url) as served:
-            _loop(served, rounds, turns)
+            yield served
+
+
+def read(raw: Any) -> tuple[int, int]:
+    """A raw chat answer's prompt tokens and how many of them the upstream read from its cache."""
+    usage = raw.parse().usage
+    prompt = usage.prompt_tokens if usage else 0
+    details = usage.prompt_tokens_details if usage else None
+    return prompt, (details.cached_tokens or 0) if details else 0
 
 
 def _loop(served: Any, rounds: int, turns: int) -> None:
@@ -84,10 +100,7 @@ def _loop(served: Any, rounds: int, turns: int) -> None:
             model="local", messages=messages, max_tokens=1, temperature=0,
             extra_headers={"X-Conversation-Id": "bench-agent-quote"},
         )  # fmt: skip
-        usage = raw.parse().usage
-        prompt = usage.prompt_tokens if usage else 0
-        details = usage.prompt_tokens_details if usage else None
-        cached = (details.cached_tokens or 0) if details else 0
+        prompt, cached = read(raw)
         action = raw.headers.get("x-overspill-action", "sent")
         quoted = raw.headers.get("x-overspill-relevant-turns", "-")
         print(f"{n:>5}  {action:<18} {prompt:>7} {cached:>7} {prompt - cached:>10}  {quoted}")
