@@ -34,7 +34,7 @@ conversation at a 2,500-token window, 9 prefix changes where there were 16
 Each turn says whether its spliced prefix is the one the conversation's previous turn sent
 (`prefix: kept`) or why not (`prefix: changed-growth`, `changed-first`, `changed-edited`,
 `changed-other`), counted in `overspill_prefix_changes_total`; this process remembers the
-last prefix of `PREFIXES_KEPT` conversations.
+last prefix of `splice_memory.PREFIXES_KEPT` conversations.
 
 With an unknown window a cached extraction is still spliced, and overflow_recovery's fail-first
 stays the way in (and the safety net either way). The upstream's reported prompt size
@@ -45,17 +45,12 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import hashlib
 import logging
-from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
-import orjson
-
 from kernel import metrics
-from kernel.bounded import Bounded
 from kernel.config import ModelEntry
 from kernel.records import StoreError, read_facts
 from kernel.services import Services
@@ -66,8 +61,6 @@ from kernel.types import ChatRequest, ChatResponse, Message, Next, RequestContex
 from middleware.condensing.condenser import Condenser, Plan, report
 from middleware.condensing.prompt import content_text
 from middleware.condensing.relevance import (
-    Passage,
-    in_force,
     passages,
     pick,
     quoted,
@@ -76,55 +69,9 @@ from middleware.condensing.relevance import (
 from middleware.condensing.split import Split, assemble, context_message, partition, pinned_of
 from middleware.layers.hysteresis import landing_share, tail_share, turn_tokens
 from middleware.layers.shadow import would
+from middleware.layers.splice_memory import Quote, SpliceMemory
 
 log = logging.getLogger("overspill.history_splice")
-
-
-PREFIXES_KEPT = 4096
-"""Conversations whose last spliced prefix this process remembers (least recent out)."""
-PASSAGES_KEPT = 32768
-"""Condensed passages this process remembers, over all conversations (`Condensed`; least
-recently spliced out): about 16 conversations of 2,000 turns of chat, some 20 MB with their
-text, or hundreds of shorter ones. A conversation that is out reads its turns again."""
-
-
-QUOTES_KEPT_CHARS = 16 * 1024 * 1024
-"""Characters of quoted blocks this process remembers, over all conversations (`Quote`; least
-recently used out)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Quote:
-    """The block quoted before a user's message, kept for the rounds of an agent's loop that
-    follow it (tool calls and their results after the same message): sent again as it was,
-    the message stays the bytes the upstream cached, and so does the tool traffic after it.
-    It is kept even when a later round has more room (a masking batch freed some): a longer
-    quote would cost the upstream the message and everything after it again."""
-
-    prefix: tuple[int, int]
-    """The stand-in it was quoted beside (`Fit.prefix`)."""
-    asked: int
-    """Where the user's message is among the client's messages."""
-    said: bytes
-    """The sha256 of the client's messages from the condensed end through the user's."""
-    block: str
-    added: int
-    """Its tokens, counted as the request counts them."""
-    turns: int
-    """How many passages it quotes."""
-
-
-@dataclass(frozen=True, slots=True)
-class Condensed:
-    """A conversation's condensed turns as the quote reads them, for one extraction: what its
-    chain (`HistoryEntry.chain`, the hash of those turns the request was checked against)
-    stands for is the same turns, so the passages read from them are the same."""
-
-    chain: str
-    end: int
-    found: tuple[Passage, ...]
-    stamp: str
-    """The stamp in force after them (`relevance.in_force`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,13 +120,7 @@ class HistorySplice:
         self.estimator = services.estimator
         self.store = services.store
         self.warm = services.warm
-        self._prefixes: OrderedDict[tuple[str, str], tuple[int, int]] = OrderedDict()
-        self._condensed: Bounded[tuple[str, str], Condensed] = Bounded(
-            PASSAGES_KEPT, lambda read: len(read.found)
-        )
-        self._quotes: Bounded[tuple[str, str], Quote] = Bounded(
-            QUOTES_KEPT_CHARS, lambda quote: len(quote.block)
-        )
+        self.memory = SpliceMemory()
 
     async def handle(
         self, request: ChatRequest, ctx: RequestContext, call_next: Next
@@ -492,11 +433,14 @@ class HistorySplice:
             return fit
         client = self.condenser.readable_messages(ctx, request)
         asked = _latest_user(client)
-        quote = self._quote_kept(ctx, fit, client, asked)
+        key = (ctx.tenant, ctx.conversation_id)
+        quote = self.memory.quote(key, fit.prefix, client, asked)
+        if quote is not None and (fit.counted + quote.added) * fit.scale > fit.limit:
+            quote = None  # a longer tool traffic leaves it no room: picked anew
         if quote is None:
             if room <= 0:
                 return fit
-            read = self._read(ctx, cached, client, end)
+            read = self.memory.condensed(key, cached, client, end)
             stop = len(client) if asked is None else max(asked, end)
             found, newest = read.found, passages(client, range(end, stop), read.stamp)
             counter = self.estimator.counter(entry)
@@ -506,78 +450,18 @@ class HistorySplice:
             if not picked:
                 return fit
             block = quoted(picked)
-            quote = Quote(fit.prefix, -1, b"", block, counter.count_text(block) + 1, len(picked))
-            self._keep_quote(ctx, fit, client, asked, quote)
+            quote = Quote(block, counter.count_text(block) + 1, len(picked))
+            self.memory.keep_quote(key, fit.prefix, client, asked, quote)
         messages = list(fit.messages)
         messages[at] = with_preface(messages[at], quote.block)
         ctx.note("relevant-turns", str(quote.turns))
         ctx.derived["relevant-turns"] = quote.block
         return replace(fit, messages=tuple(messages), counted=fit.counted + quote.added)
 
-    def _quote_kept(
-        self, ctx: RequestContext, fit: Fit, client: Sequence[Message], asked: int | None
-    ) -> Quote | None:
-        """The block quoted before the same user's message on an earlier round of this
-        conversation (`Quote`), when the stand-in and every message from it through that
-        user's message are the same and the request with the block still fits the budget
-        (None: pick the quote anew). Re-picked in the room a longer tool traffic leaves, the
-        block would change at every round, and the upstream would read the user's message
-        and everything after it again each time."""
-        held = self._quotes.get((ctx.tenant, ctx.conversation_id))
-        if held is None or asked is None or fit.limit is None:
-            return None
-        if held.prefix != fit.prefix or held.asked != asked:
-            return None
-        if (fit.counted + held.added) * fit.scale > fit.limit:
-            return None
-        if _said(client, fit.prefix[0], asked) != held.said:
-            return None
-        return held
-
-    def _keep_quote(
-        self,
-        ctx: RequestContext,
-        fit: Fit,
-        client: Sequence[Message],
-        asked: int | None,
-        quote: Quote,
-    ) -> None:
-        """Remember `quote` for the rounds that follow the user's message at `asked`."""
-        key = (ctx.tenant, ctx.conversation_id)
-        self._quotes.pop(key)
-        said = None if asked is None else _said(client, fit.prefix[0], asked)
-        if asked is not None and said is not None:
-            self._quotes.put(key, replace(quote, asked=asked, said=said))
-
-    def _read(
-        self,
-        ctx: RequestContext,
-        cached: HistoryEntry | None,
-        messages: Sequence[Message],
-        end: int,
-    ) -> Condensed:
-        """The passages of `messages[:end]`, the turns `cached` condensed: read once per
-        extraction and remembered with its chain (`Condensed`), since the client resends them
-        with every turn and reading them again cost ~4 ms a turn at 2,000 messages. Read
-        afresh, not remembered, when no entry vouches for them."""
-        if cached is None or cached.historical_end_index != end:
-            found = tuple(passages(messages, range(end)))
-            return Condensed("", end, found, in_force(found))
-        key = (ctx.tenant, ctx.conversation_id)
-        held = self._condensed.get(key)
-        if held is not None and held.chain == cached.chain and held.end == end:
-            return held
-        found = tuple(passages(messages, range(end)))
-        return self._condensed.put(key, Condensed(cached.chain, end, found, in_force(found)))
-
     def _prefix_kept(self, ctx: RequestContext, entry: ModelEntry, fit: Fit) -> None:
         """Note whether the spliced prefix is the one the conversation's last turn sent, or
         why it changed (counted)."""
-        key = (ctx.tenant, ctx.conversation_id)
-        last = self._prefixes.pop(key, None)
-        self._prefixes[key] = fit.prefix
-        while len(self._prefixes) > PREFIXES_KEPT:
-            self._prefixes.popitem(last=False)
+        last = self.memory.last_prefix((ctx.tenant, ctx.conversation_id), fit.prefix)
         if last == fit.prefix:
             ctx.note("prefix", "kept")
             return
@@ -603,14 +487,6 @@ class HistorySplice:
         ctx.note("tokens-before", before)
         ctx.note("tokens-after", fit.estimate)
         metrics.splice_done(entry.model_name, grown, before, fit.estimate)
-
-
-def _said(messages: Sequence[Message], start: int, end: int) -> bytes | None:
-    """The sha256 of `messages[start:end + 1]` as JSON (None when they cannot be written)."""
-    try:
-        return hashlib.sha256(orjson.dumps(list(messages[start : end + 1]))).digest()
-    except (orjson.JSONEncodeError, TypeError):
-        return None
 
 
 def _agent(request: ChatRequest) -> bool:
