@@ -13,11 +13,12 @@ the recall tool; the client never sees the recall tool or its calls.
 The trigger is the client's (`RequestContext.tool_clearing`: Anthropic's `clear_tool_uses`
 edit) when it gave one, else the model's `context.mask_at` share of the prompt budget (so only
 with a known window), keeping the newest `context.mask_keep` tool uses and masking in batches
-of about a tenth of the input budget, so a prompt cache keeps hitting between batches. A batch's
-least saving is counted in overspill's tokens (the budget divided by the model's learned scale)
-and rounded up to a power of two: the scale moves a little with every sample learned, and a
-least saving that moved with it would move the batch points, masking again results that were
-sent whole (or unmasking masked ones) and breaking the cache each time. The layer
+of at least a tenth of the input budget, so a prompt cache keeps hitting between batches. A
+batch's least saving is counted in overspill's tokens (the budget divided by the model's
+learned scale) and rounded up to a power of two (so between a tenth and a fifth of the
+budget): the scale moves a little with every sample learned, and a least saving that moved
+with it would move the batch points, masking again results that were sent whole (or
+unmasking masked ones) and breaking the cache each time. The layer
 runs before history_splice, which then plans on the masked conversation; the client's own
 messages travel beside it (`RequestContext.unmasked`), so that masking a new batch inside the
 part an extraction stands for does not read as an edited history. A request carrying
