@@ -27,6 +27,7 @@ same words, and the masked prefix changes only when a whole new batch is masked.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -61,6 +62,9 @@ MIN_SAVING = 32
 EXCERPT_LINES = 4
 """Lines kept at each end of a side-effecting command's result."""
 EXCERPT_LINE_CHARS = 160
+PLACEHOLDERS_COUNTED = 16384
+"""Placeholders whose tokens this process remembers (at most ~1.5 KB each: a command's
+excerpt of eight short lines), over all conversations."""
 READS = frozenset(
     {
         "read", "view", "cat", "open", "get", "fetch", "search", "grep", "glob", "find", "ls",
@@ -149,7 +153,7 @@ def plan_masking(
         masked = _masked(message, call, call_id, counts[index], model)
         if masked is None:
             continue
-        saved = counts[index] - count_text(masked, model)
+        saved = counts[index] - _tokens(masked, model)
         if saved < MIN_SAVING:
             continue
         pending.append((index, call_id, masked, saved))
@@ -204,6 +208,13 @@ def _cleared_calls(message: Message, cleared: set[str]) -> list[Any]:
     return calls
 
 
+@functools.lru_cache(maxsize=PLACEHOLDERS_COUNTED)
+def _tokens(placeholder: str, model: str) -> int:
+    """A placeholder's tokens (cached: an agent's every request brings back the placeholders
+    of all its masked results, which cost ~30 µs each to count)."""
+    return count_text(placeholder, model)
+
+
 def _calls(messages: Sequence[Message]) -> dict[str, _Call]:
     """Every tool call by its id: the assistant message holding it, its name and arguments."""
     found: dict[str, _Call] = {}
@@ -232,6 +243,7 @@ def _first_request(messages: Sequence[Message]) -> int:
     return -1
 
 
+@functools.lru_cache(maxsize=1024)
 def reads(name: str) -> bool:
     """Whether a tool, by its name's words, reads without acting (run again, the same)."""
     words = {word.lower() for word in _WORDS.findall(name)}
