@@ -18,7 +18,9 @@ batch's least saving is counted in overspill's tokens (the budget divided by the
 learned scale) and rounded up to a power of two (so between a tenth and a fifth of the
 budget): the scale moves a little with every sample learned, and a least saving that moved
 with it would move the batch points, masking again results that were sent whole (or
-unmasking masked ones) and breaking the cache each time. The layer
+unmasking masked ones) and breaking the cache each time. A client's own `clear_at_least` is
+taken in overspill's tokens as given, not through the scale, for the same reason (the
+upstream's differ from them by that scale). The layer
 runs before history_splice, which then plans on the masked conversation; the client's own
 messages travel beside it (`RequestContext.unmasked`), so that masking a new batch inside the
 part an extraction stands for does not read as an edited history. A request carrying
@@ -135,7 +137,7 @@ class ObservationMasking:
                 trigger=clearing.trigger,
                 trigger_uses=clearing.trigger_uses,
                 keep=clearing.keep,
-                clear_at_least=steady(clearing.clear_at_least / scale),
+                clear_at_least=clearing.clear_at_least,
                 exclude=clearing.exclude,
                 clear_inputs=clearing.clear_inputs,
             )

@@ -299,10 +299,16 @@ def uneven(turns: int) -> list[Message]:
     return messages
 
 
+@pytest.mark.parametrize(
+    "rule",
+    [None, ToolClearing(trigger=2000, keep=3, clear_at_least=700)],
+    ids=["default", "client"],
+)
 async def test_what_is_masked_stays_put_while_the_learned_scale_moves(
-    store: DiskHistoryStore, monkeypatch: pytest.MonkeyPatch
+    store: DiskHistoryStore, monkeypatch: pytest.MonkeyPatch, rule: ToolClearing | None
 ) -> None:
-    """The results masked are the same whatever scale between 1.0 and 1.1 has been learned."""
+    """The results masked, by overspill's batches or a client's `clear_at_least`, are the same
+    whatever scale between 1.0 and 1.1 has been learned."""
     masking = layer(store)
     found = set()
     for step in range(11):
@@ -312,7 +318,7 @@ async def test_what_is_masked_stays_put_while_the_learned_scale_moves(
 
         monkeypatch.setattr(masking.estimator, "scale", learned)
         upstream = Upstream(completion("ok"))
-        await masking.handle(request(uneven(40)), context(), upstream)
+        await masking.handle(request(uneven(40)), context(tool_clearing=rule), upstream)
         sent = upstream.sent[0].messages
         found.add(tuple(i for i, m in enumerate(sent) if "overspill masked" in str(m["content"])))
     assert len(found) == 1
