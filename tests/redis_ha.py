@@ -14,6 +14,7 @@ one of each between the tests that only need them working.
 from __future__ import annotations
 
 import contextlib
+import functools
 import shutil
 import subprocess
 import threading
@@ -27,7 +28,7 @@ import redis
 import redis.cluster
 
 from tests.e2e.conftest import free_port
-from tests.redis_server import redis_process, wait_until_logged
+from tests.redis_server import port_of, redis_process, retried, wait_until_logged
 
 DEADLINE_SECONDS = 60.0
 """The longest a deployment may take to form, or a failover to finish."""
@@ -148,15 +149,12 @@ def cluster(workdir: Path, node_timeout_ms: int = 1000) -> Iterator[ClusterSet]:
     with contextlib.ExitStack() as stack:
         nodes: dict[int, Process] = {}
         for index in range(6):
-            home, port = workdir / f"node{index}", free_port()
+            home = workdir / f"node{index}"
             home.mkdir()
-            options = [
-                *("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"),
-                *("--cluster-node-timeout", str(node_timeout_ms)),
-                *("--cluster-port", str(free_port()), "--cluster-replica-validity-factor", "0"),
-            ]
-            process, _ = stack.enter_context(redis_process(home, *options, port=port))
-            nodes[port] = process
+            process, url = stack.enter_context(
+                retried(functools.partial(_node, home, node_timeout_ms))
+            )
+            nodes[port_of(url)] = process
         addresses = [f"127.0.0.1:{port}" for port in nodes]
         created = subprocess.run(
             [cli, "--cluster", "create", *addresses, "--cluster-replicas", "1", "--cluster-yes"],
@@ -167,6 +165,20 @@ def cluster(workdir: Path, node_timeout_ms: int = 1000) -> Iterator[ClusterSet]:
         found = ClusterSet(nodes, "redis+cluster://" + ",".join(addresses[:2]))
         until("cluster formed", found.healthy)
         yield found
+
+
+def _node(
+    home: Path, node_timeout_ms: int
+) -> contextlib.AbstractContextManager[tuple[Process, str]]:
+    """A cluster node on two ports chosen now (its clients' and its cluster bus), with no
+    cluster configuration left by an attempt whose port was taken."""
+    (home / "nodes.conf").unlink(missing_ok=True)
+    options = [
+        *("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"),
+        *("--cluster-node-timeout", str(node_timeout_ms)),
+        *("--cluster-port", str(free_port()), "--cluster-replica-validity-factor", "0"),
+    ]
+    return redis_process(home, *options, port=free_port())
 
 
 @dataclass
@@ -247,27 +259,21 @@ Deployment = ClusterSet | SentinelSet
 def sentinels(workdir: Path, down_after_ms: int = 1000) -> Iterator[SentinelSet]:
     """A primary, its replica and three Sentinels (quorum 2) on loopback, all linked."""
     with contextlib.ExitStack() as stack:
-        primary, replica = free_port(), free_port()
         (workdir / "primary").mkdir()
-        first, _ = stack.enter_context(redis_process(workdir / "primary", port=primary))
+        first, url = stack.enter_context(redis_process(workdir / "primary"))
+        primary = port_of(url)
         (workdir / "replica").mkdir()
-        second, _ = stack.enter_context(
-            redis_process(
-                workdir / "replica", "--replicaof", "127.0.0.1", str(primary), port=replica
-            )
+        second, url = stack.enter_context(
+            redis_process(workdir / "replica", "--replicaof", "127.0.0.1", str(primary))
         )
+        replica = port_of(url)
         watching: dict[int, Process] = {}
         for index in range(3):
-            port = free_port()
             home = workdir / f"sentinel{index}"
             home.mkdir()
-            (home / "sentinel.conf").write_text(
-                f"port {port}\nbind 127.0.0.1\ndir {home}\n"
-                f"sentinel monitor {SERVICE} 127.0.0.1 {primary} 2\n"
-                f"sentinel down-after-milliseconds {SERVICE} {down_after_ms}\n"
-                f"sentinel failover-timeout {SERVICE} {max(3 * down_after_ms, 3000)}\n"
-            )
-            watching[port] = stack.enter_context(_sentinel_process(home))
+            watched = retried(functools.partial(_sentinel_process, home, primary, down_after_ms))
+            port, process = stack.enter_context(watched)
+            watching[port] = process
         hosts = ",".join(f"127.0.0.1:{port}" for port in watching)
         found = SentinelSet({primary: first, replica: second}, watching)
         found.url = f"redis+sentinel://{hosts}/{SERVICE}"
@@ -276,17 +282,27 @@ def sentinels(workdir: Path, down_after_ms: int = 1000) -> Iterator[SentinelSet]
 
 
 @contextlib.contextmanager
-def _sentinel_process(home: Path) -> Iterator[Process]:
+def _sentinel_process(
+    home: Path, primary: int, down_after_ms: int
+) -> Iterator[tuple[int, Process]]:
+    """A Sentinel watching the primary on `primary`, on a port chosen now; its port and process."""
     server = shutil.which("redis-server")
     if server is None:
         pytest.fail("redis-server is not on PATH: run scripts/ensure-redis.sh (`make test` does)")
+    port = free_port()
+    (home / "sentinel.conf").write_text(
+        f"port {port}\nbind 127.0.0.1\ndir {home}\n"
+        f"sentinel monitor {SERVICE} 127.0.0.1 {primary} 2\n"
+        f"sentinel down-after-milliseconds {SERVICE} {down_after_ms}\n"
+        f"sentinel failover-timeout {SERVICE} {max(3 * down_after_ms, 3000)}\n"
+    )
     command = [server, str(home / "sentinel.conf"), "--sentinel", "--logfile", ""]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=home)
     assert process.stdout is not None
     drain: threading.Thread | None = None
     try:
         drain = wait_until_logged(process, process.stdout, "+monitor master")
-        yield process
+        yield port, process
     finally:
         if process.poll() is None:
             process.terminate()

@@ -7,9 +7,9 @@ import shutil
 import signal
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, TypeVar
 
 import pytest
 
@@ -23,19 +23,61 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield url
 
 
+T = TypeVar("T")
+PORT_TRIES = 5
+"""Ports tried for a server whose port was taken between choosing it and listening on it."""
+
+
+class PortTaken(Exception):
+    """A server could not listen: a port chosen for it (`free_port`, free when asked) was
+    taken before it bound it, by a listener or an outgoing connection of another process."""
+
+
 @contextlib.contextmanager
 def redis_process(
     workdir: Path, *options: str, port: int | None = None
 ) -> Iterator[tuple[subprocess.Popen[str], str]]:
     """A redis-server of the test's own (to stop, stall or kill), its process and URL; no
-    persistence unless `options` ask for it. Stopped (or reaped, if killed) at the end."""
+    persistence unless `options` ask for it. Stopped (or reaped, if killed) at the end. On a
+    port of its own choosing, started again on another when that one was taken meanwhile; a
+    port given is the caller's to choose again (`PortTaken`, `retried`)."""
+
+    def start() -> contextlib.AbstractContextManager[tuple[subprocess.Popen[str], str]]:
+        return _redis_process(workdir, options, port or free_port())
+
+    with retried(start, again=port is None) as found:
+        yield found
+
+
+@contextlib.contextmanager
+def retried(
+    start: Callable[[], contextlib.AbstractContextManager[T]], again: bool = True
+) -> Iterator[T]:
+    """What `start()` makes, made anew (up to `PORT_TRIES` times) while a port chosen for it
+    was taken before it listened (`PortTaken`), when `again`. Only the start is tried again:
+    what fails inside the context fails as it is."""
+    with contextlib.ExitStack() as stack:
+        for attempt in range(1, PORT_TRIES + 1):
+            try:
+                found = stack.enter_context(start())
+            except PortTaken:
+                if not again or attempt == PORT_TRIES:
+                    raise
+            else:
+                break
+        yield found
+
+
+@contextlib.contextmanager
+def _redis_process(
+    workdir: Path, options: tuple[str, ...], port: int
+) -> Iterator[tuple[subprocess.Popen[str], str]]:
     server = shutil.which("redis-server")
     if server is None:
         pytest.fail(
             "redis-server is not on PATH: run scripts/ensure-redis.sh "
             "(`make test` does) or `apt-get install redis-server`"
         )
-    port = port or free_port()
     command = [server, "--port", str(port), "--bind", "127.0.0.1", "--save", ""]
     command += ["--appendonly", "no", "--dir", str(workdir), "--logfile", "", *options]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=workdir)
@@ -54,6 +96,11 @@ def redis_process(
         process.stdout.close()
 
 
+def port_of(url: str) -> int:
+    """The port of a `redis://127.0.0.1:PORT/0` URL."""
+    return int(url.rsplit(":", 1)[1].split("/")[0])
+
+
 def wait_until_logged(
     process: subprocess.Popen[str], log: IO[str], marker: str
 ) -> threading.Thread:
@@ -67,6 +114,8 @@ def wait_until_logged(
             drain.start()
             return drain
     process.wait(timeout=10)
+    if any("Address already in use" in line for line in seen):
+        raise PortTaken("".join(seen))
     pytest.fail("redis-server did not start:\n" + "".join(seen))
 
 

@@ -23,7 +23,7 @@ from kernel.store import DiskHistoryStore, HistoryStore, StoreError
 from kernel.store_redis import RedisHistoryStore
 from tests.crash_writer import expected, is_whole
 from tests.kernel.store_contract import make_entry
-from tests.redis_server import redis_process
+from tests.redis_server import port_of, redis_process
 from tests.reliability import examples
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -281,7 +281,7 @@ async def test_kill_9_of_redis_itself_leaves_every_entry_whole(tmp_path: Path) -
     options = ("--appendonly", "yes", "--appendfsync", "always")
     prefix = "crash:"
     with redis_process(tmp_path, *options) as (server, url):
-        port = int(url.rsplit(":", 1)[1].split("/")[0])
+        port = port_of(url)
         finished = killed_writer(["redis", url, prefix], 7, kill=lambda _: server.kill())
         server.wait(timeout=DEADLINE_SECONDS)
     with redis_process(tmp_path, *options, port=port) as (_, url):
