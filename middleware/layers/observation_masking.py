@@ -31,8 +31,9 @@ sees whether the model called it.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import orjson
@@ -107,7 +108,9 @@ class ObservationMasking:
         metrics.tool_results_masked(
             entry.model_name, policy, len(masked.masked), before, before - saved
         )
-        originals = _originals(request.messages, masked.masked, masked.cleared_inputs)
+        originals = functools.partial(
+            _originals, request.messages, masked.masked, masked.cleared_inputs
+        )
         recall = _Recall(entry, ctx, call_next, originals, limit)
         sent = _with_recall(request, masked.messages)
         return await recall.answer(sent, await call_next(sent, ctx), MAX_RECALLS)
@@ -200,15 +203,21 @@ class _Recall:
         entry: ModelEntry,
         ctx: RequestContext,
         call_next: Next,
-        originals: Mapping[str, str],
+        originals: Callable[[], Mapping[str, str]],
         limit: int | None,
     ) -> None:
         self.entry = entry
         self.ctx = ctx
         self.call_next = call_next
-        self.originals = originals
+        self._originals = originals
         self.limit = limit
         self.recalled = 0
+
+    @functools.cached_property
+    def originals(self) -> Mapping[str, str]:
+        """The masked results' original texts by call id, gathered at the first recall call
+        (most requests have none: an agent's every request would gather them all)."""
+        return self._originals()
 
     async def answer(self, sent: ChatRequest, response: ChatResponse, rounds: int) -> ChatResponse:
         """The answer once the model stops calling the recall tool (or `rounds` ran out)."""
