@@ -13,7 +13,7 @@ from typing import IO, TypeVar
 
 import pytest
 
-from tests.e2e.conftest import free_port
+from tests.e2e.conftest import PORT_TRIES, PortTaken, free_port
 
 
 @pytest.fixture(scope="session")
@@ -24,13 +24,6 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 T = TypeVar("T")
-PORT_TRIES = 5
-"""Ports tried for a server whose port was taken between choosing it and listening on it."""
-
-
-class PortTaken(Exception):
-    """A server could not listen: a port chosen for it (`free_port`, free when asked) was
-    taken before it bound it, by a listener or an outgoing connection of another process."""
 
 
 @contextlib.contextmanager

@@ -7,6 +7,7 @@ is skipped when the model is missing: preparing it is part of the check.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import socket
@@ -14,9 +15,10 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import openai
 import pytest
@@ -95,14 +97,43 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+T = TypeVar("T")
+PORT_TRIES = 5
+"""Ports tried for a server whose port was taken between choosing it and listening on it."""
+_TAKEN = re.compile(r"address already in use|couldn't bind", re.IGNORECASE)
+"""What a server logs when it cannot listen on its port (uvicorn, redis-server, llama-server)."""
+
+
+class PortTaken(RuntimeError):
+    """A server could not listen: the port chosen for it (`free_port`, free when asked) was
+    taken before it bound it, by a listener or an outgoing connection of another process."""
+
+
+def on_a_free_port(start: Callable[[int], T]) -> T:
+    """`start(port)` on a port free when chosen, and on another while the one chosen was
+    taken before the server bound it (`PortTaken`), up to `PORT_TRIES` ports."""
+    for attempt in range(1, PORT_TRIES + 1):
+        try:
+            return start(free_port())
+        except PortTaken:
+            if attempt == PORT_TRIES:
+                raise
+    raise AssertionError("unreachable")
+
+
+def exited(what: str, process: subprocess.Popen[bytes], log: Path) -> RuntimeError:
+    """The error for a server that exited while starting (`PortTaken` when its port was)."""
+    text = log.read_text()
+    kind = PortTaken if _TAKEN.search(text) else RuntimeError
+    return kind(f"{what} exited with {process.returncode}:\n{text[-3000:]}")
+
+
 def wait_ready(url: str, process: subprocess.Popen[bytes], what: str, log: Path) -> None:
     """Poll `url` until it answers 200 (the process must stay alive meanwhile)."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(
-                f"{what} exited with {process.returncode}:\n{log.read_text()[-3000:]}"
-            )
+            raise exited(what, process, log)
         try:
             with urllib.request.urlopen(url, timeout=1) as response:
                 if response.status == 200:
@@ -162,17 +193,26 @@ def running_llama_server(
     """A real llama-server with SmolLM2-135M, one slot of `window` tokens, `threads()` threads
     and `flags`; yields its /v1 URL."""
     binary, model = local_model()
-    port = free_port()
     log = workdir / "llama-server.log"
-    with log.open("wb") as sink:
-        process = subprocess.Popen(
-            [binary, "-m", model, "-a", alias, "-c", str(window), "-np", "1",
-             "-t", str(threads()), "--host", "127.0.0.1", "--port", str(port),
-             "--no-webui", *NO_FLASH_ATTENTION, *flags],
-            stdout=sink, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+
+    def start(port: int) -> tuple[subprocess.Popen[bytes], int]:
+        with log.open("wb") as sink:
+            process = subprocess.Popen(
+                [binary, "-m", model, "-a", alias, "-c", str(window), "-np", "1",
+                 "-t", str(threads()), "--host", "127.0.0.1", "--port", str(port),
+                 "--no-webui", *NO_FLASH_ATTENTION, *flags],
+                stdout=sink, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+        try:
+            wait_ready(f"http://127.0.0.1:{port}/health", process, "llama-server", log)
+        except BaseException:
+            process.kill()
+            process.wait(timeout=10)
+            raise
+        return process, port
+
+    process, port = on_a_free_port(start)
     try:
-        wait_ready(f"http://127.0.0.1:{port}/health", process, "llama-server", log)
         yield f"http://127.0.0.1:{port}/v1"
     finally:
         process.terminate()
@@ -219,7 +259,10 @@ def start_overspill(config: str, tmp: Path) -> tuple[subprocess.Popen[bytes], st
     """`overspill serve` as a subprocess on a free port."""
     path = tmp / "config.yaml"
     path.write_text(config)
-    port = free_port()
+    return on_a_free_port(functools.partial(_start_overspill, path, tmp))
+
+
+def _start_overspill(path: Path, tmp: Path, port: int) -> tuple[subprocess.Popen[bytes], str, Path]:
     log = tmp / "overspill.log"
     with log.open("wb") as sink:
         process = subprocess.Popen(
@@ -288,19 +331,26 @@ def serve(config: str, tmp: Path, upstream: str) -> Iterator[Served]:
 def run_mock(name: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A provider mock of `tests/mocks/` (`anthropic`, `gemini`) on a free port: its base URL
     while it runs."""
-    port = free_port()
     log = tmp_path_factory.mktemp("mock") / "mock.log"
-    with log.open("wb") as sink:
-        process = subprocess.Popen(
-            [sys.executable, "-m", f"tests.mocks.{name}", "--port", str(port)],
-            stdout=sink, stderr=subprocess.STDOUT, cwd=ROOT,
-        )  # fmt: skip
-    try:
+
+    def start(port: int) -> tuple[subprocess.Popen[bytes], int]:
+        with log.open("wb") as sink:
+            process = subprocess.Popen(
+                [sys.executable, "-m", f"tests.mocks.{name}", "--port", str(port)],
+                stdout=sink, stderr=subprocess.STDOUT, cwd=ROOT,
+            )  # fmt: skip
         deadline = time.monotonic() + 30
         while "listening" not in log.read_text():  # it prints once bound
-            if process.poll() is not None or time.monotonic() > deadline:
+            if process.poll() is not None:
+                raise exited(f"mock {name}", process, log)
+            if time.monotonic() > deadline:
+                stop(process)
                 raise RuntimeError(f"mock not listening on {port}: {log.read_text()}")
             time.sleep(0.05)  # polling a starting process, not a test sleep
+        return process, port
+
+    process, port = on_a_free_port(start)
+    try:
         yield f"http://127.0.0.1:{port}"
     finally:
         stop(process)

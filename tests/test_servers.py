@@ -1,4 +1,5 @@
-"""The tests' own redis-servers start on another port when the one chosen was taken meanwhile."""
+"""The servers the tests start (redis-server, overspill serve) start on another port when the one
+chosen was taken before they listened."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from tests import redis_server
-from tests.e2e.conftest import free_port
-from tests.redis_server import PortTaken, port_of, redis_process, retried
+from tests.e2e import conftest
+from tests.e2e.conftest import PortTaken, free_port, start_overspill, stop
+from tests.redis_server import port_of, redis_process, retried
 
 
 @pytest.fixture
@@ -52,3 +54,18 @@ def test_only_the_start_is_tried_again(tmp_path: Path) -> None:
     with pytest.raises(PortTaken), retried(start):
         raise PortTaken("inside")
     assert len(starts) == 1
+
+
+def test_overspill_serve_on_a_port_taken_meanwhile_starts_on_another(
+    tmp_path: Path, taken: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """overspill serve exits on a taken port (its log says so): it is started on the next."""
+    chosen = iter([taken, free_port()])
+    monkeypatch.setattr(conftest, "free_port", lambda: next(chosen))
+    config = "model_list:\n  - model_name: m\n    litellm_params: {model: openai/m}\n"
+    process, url, _ = start_overspill(config, tmp_path)
+    try:
+        assert process.poll() is None
+        assert not url.endswith(f":{taken}")
+    finally:
+        stop(process)
