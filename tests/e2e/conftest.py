@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -255,21 +255,26 @@ def llama_embed_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str
 GRACEFUL_SHUTDOWN_SECONDS = GeneralSettings().graceful_shutdown_seconds
 
 
-def start_overspill(config: str, tmp: Path) -> tuple[subprocess.Popen[bytes], str, Path]:
-    """`overspill serve` as a subprocess on a free port."""
+def start_overspill(
+    config: str, tmp: Path, *args: str, env: Mapping[str, str] | None = None
+) -> tuple[subprocess.Popen[bytes], str, Path]:
+    """`overspill serve` as a subprocess on a free port, with `args` (`--workers 2`) and the
+    environment `env` (this process's by default); its process, URL and log."""
     path = tmp / "config.yaml"
     path.write_text(config)
-    return on_a_free_port(functools.partial(_start_overspill, path, tmp))
+    environment = {**(os.environ if env is None else env), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    return on_a_free_port(functools.partial(_start_overspill, path, tmp, args, environment))
 
 
-def _start_overspill(path: Path, tmp: Path, port: int) -> tuple[subprocess.Popen[bytes], str, Path]:
+def _start_overspill(
+    path: Path, tmp: Path, args: tuple[str, ...], env: Mapping[str, str], port: int
+) -> tuple[subprocess.Popen[bytes], str, Path]:
     log = tmp / "overspill.log"
+    command = [sys.executable, "-m", "proxy", "serve", "--config", str(path), "--port", str(port)]
     with log.open("wb") as sink:
         process = subprocess.Popen(
-            [sys.executable, "-m", "proxy", "serve", "--config", str(path), "--port", str(port)],
-            stdout=sink, stderr=subprocess.STDOUT, cwd=tmp,
-            env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
-        )  # fmt: skip
+            [*command, *args], stdout=sink, stderr=subprocess.STDOUT, cwd=tmp, env=env
+        )
     url = f"http://127.0.0.1:{port}"
     wait_ready(url + "/health/readiness", process, "overspill", log)
     return process, url, log

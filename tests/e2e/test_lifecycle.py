@@ -9,11 +9,9 @@ The upstream is a real HTTP server in this process whose streams the test holds 
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,7 +21,7 @@ import httpx
 import openai
 import pytest
 
-from tests.e2e.conftest import MASTER_KEY, free_port, sdk_client, start_overspill, wait_ready
+from tests.e2e.conftest import MASTER_KEY, sdk_client, start_overspill
 from tests.e2e.upstream import PIECES, HeldStreams, held_upstream
 
 pytestmark = pytest.mark.e2e
@@ -265,18 +263,8 @@ def serve_workers(
     text: str, tmp: Path, stop_all: list[subprocess.Popen[bytes]], workers: int
 ) -> tuple[subprocess.Popen[bytes], str, Path]:
     """`overspill serve --workers N` (uvicorn's supervisor and N worker processes)."""
-    (tmp / "config.yaml").write_text(text)
-    port, log = free_port(), tmp / "overspill.log"
-    with log.open("wb") as sink:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "proxy", "serve", "--config", str(tmp / "config.yaml"),
-             "--port", str(port), "--workers", str(workers)],
-            stdout=sink, stderr=subprocess.STDOUT, cwd=tmp,
-            env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
-        )  # fmt: skip
+    process, url, log = start_overspill(text, tmp, "--workers", str(workers))
     stop_all.append(process)
-    url = f"http://127.0.0.1:{port}"
-    wait_ready(url + "/health/readiness", process, "overspill", log)
     return process, url, log
 
 

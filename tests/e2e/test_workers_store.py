@@ -8,10 +8,7 @@ connections of both workers: one extraction between them, and the same splice on
 
 from __future__ import annotations
 
-import os
 import secrets
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -25,7 +22,7 @@ import psutil
 import pytest
 from openai.types.chat import ChatCompletionMessageParam
 
-from tests.e2e.conftest import MASTER_KEY, free_port, local_config, stop, wait_ready
+from tests.e2e.conftest import MASTER_KEY, local_config, start_overspill, stop
 from tests.e2e.relay import Recorded, answering_prompts
 from tests.e2e.test_overflow_recovery import conversation
 
@@ -92,18 +89,9 @@ def workers(
     store += "lock_wait_seconds: 300}"  # a loaded box's extraction outlasts the default 60 s
     text = local_config(relay[0], None, store)
     text = text.replace("general_settings:\n", "general_settings:\n  keep_alive_timeout: 600\n")
-    (tmp / "config.yaml").write_text(text)
-    port, log = free_port(), tmp / "overspill.log"
-    with log.open("wb") as sink:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "proxy", "serve", "--config", str(tmp / "config.yaml"),
-             "--port", str(port), "--workers", str(WORKERS)],
-            stdout=sink, stderr=subprocess.STDOUT, cwd=tmp,
-            env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
-        )  # fmt: skip
+    process, url, log = start_overspill(text, tmp, "--workers", str(WORKERS))
+    port = int(url.rsplit(":", 1)[1])
     try:
-        url = f"http://127.0.0.1:{port}"
-        wait_ready(url + "/health/readiness", process, "overspill", log)
         deadline = time.monotonic() + DEADLINE_SECONDS
         while _ready_workers(log) < WORKERS:  # polling a real process's log, with a deadline
             assert time.monotonic() < deadline, log.read_text()[-3000:]

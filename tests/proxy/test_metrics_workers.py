@@ -21,7 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from providers.fake import completion
 from proxy.metrics import MULTIPROC_ENV, merged, shared_metrics, worker_stopped
-from tests.e2e.conftest import free_port, wait_ready
+from tests.e2e.conftest import start_overspill
 
 ANSWER = orjson.dumps(completion("hello"))
 
@@ -67,24 +67,14 @@ def samples(text: str, name: str) -> dict[tuple[tuple[str, str], ...], float]:
 def test_two_workers_serve_one_merged_count(upstream: str, tmp_path: Path) -> None:
     """`serve --workers 2` shares a private metrics directory, merges it on /metrics, and
     removes it on exit."""
-    config = tmp_path / "config.yaml"
-    config.write_text(
+    config = (
         "model_list:\n  - model_name: local\n"
         f"    litellm_params: {{model: openai/stub, api_base: '{upstream}'}}\n"
         "general_settings: {store: {path: store}}\nmiddleware: []\n"
     )
-    port = free_port()
-    log = tmp_path / "serve.log"
     env = {k: v for k, v in os.environ.items() if k != MULTIPROC_ENV}
-    with log.open("wb") as sink:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "proxy", "serve", "--config", str(config),
-             "--port", str(port), "--workers", "2"],
-            stdout=sink, stderr=subprocess.STDOUT, cwd=tmp_path, env=env,
-        )  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
+    process, base, log = start_overspill(config, tmp_path, "--workers", "2", env=env)
     try:
-        wait_ready(base + "/health/readiness", process, "overspill", log)
         shared = _shared_dir(log)
         assert shared.is_dir()
         body = {"model": "local", "messages": [{"role": "user", "content": "hi"}]}
