@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from bench.agent_quote import read, serving
+from bench.agent_quote import row, serving
 
 TOOLS = [
     {
@@ -63,11 +63,8 @@ def run(rounds: int, window: int) -> None:
                 model="local", messages=messages, max_tokens=1, temperature=0, tools=TOOLS,
                 extra_headers={"X-Conversation-Id": "bench-agent-masking"},
             )  # fmt: skip
-            prompt, cached = read(raw)
-            action = raw.headers.get("x-overspill-action", "sent")
-            masked = raw.headers.get("x-overspill-tool-results-masked", "-")
-            print(f"{n:>5}  {action:<18} {prompt:>7} {cached:>7} {prompt - cached:>10}  {masked}")
-            anew += prompt - cached if n else 0
+            _, read = row(n, raw, "tool-results-masked")
+            anew += read if n else 0
             messages = a_round(messages, n)
         print(f"read anew over rounds 1-{rounds}: {anew} tokens")
 

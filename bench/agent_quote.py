@@ -81,12 +81,18 @@ def serving(window: int) -> Iterator[Any]:
             yield served
 
 
-def read(raw: Any) -> tuple[int, int]:
-    """A raw chat answer's prompt tokens and how many of them the upstream read from its cache."""
+def row(n: int, raw: Any, header: str) -> tuple[str, int]:
+    """Round `n`'s line from its raw chat answer (its action, the prompt tokens, how many the
+    upstream read from its cache and anew, and the `x-overspill-<header>` it carried) and
+    the action; prints the line. Returns the action and the tokens read anew."""
     usage = raw.parse().usage
     prompt = usage.prompt_tokens if usage else 0
     details = usage.prompt_tokens_details if usage else None
-    return prompt, (details.cached_tokens or 0) if details else 0
+    cached = (details.cached_tokens or 0) if details else 0
+    action = raw.headers.get("x-overspill-action", "sent")
+    noted = raw.headers.get(f"x-overspill-{header}", "-")
+    print(f"{n:>5}  {action:<18} {prompt:>7} {cached:>7} {prompt - cached:>10}  {noted}")
+    return action, prompt - cached
 
 
 def _loop(served: Any, rounds: int, turns: int) -> None:
@@ -100,13 +106,10 @@ def _loop(served: Any, rounds: int, turns: int) -> None:
             model="local", messages=messages, max_tokens=1, temperature=0,
             extra_headers={"X-Conversation-Id": "bench-agent-quote"},
         )  # fmt: skip
-        prompt, cached = read(raw)
-        action = raw.headers.get("x-overspill-action", "sent")
-        quoted = raw.headers.get("x-overspill-relevant-turns", "-")
-        print(f"{n:>5}  {action:<18} {prompt:>7} {cached:>7} {prompt - cached:>10}  {quoted}")
+        action, read = row(n, raw, "relevant-turns")
         grown = grown or (n > 0 and "extracted" in action)
         if n > 0 and not grown:
-            anew += prompt - cached
+            anew += read
         messages = a_round(messages, n)
     print(f"read anew over the rounds before the next growth: {anew} tokens")
 

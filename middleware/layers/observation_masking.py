@@ -148,7 +148,7 @@ class ObservationMasking:
             policy = Policy(
                 trigger=int(budget.prompt_limit * entry.context.mask_at),
                 keep=entry.context.mask_keep,
-                clear_at_least=steady(budget.input * BATCH_SHARE / scale),
+                clear_at_least=_steady(budget.input * BATCH_SHARE / scale),
             )
         else:
             return None
@@ -157,7 +157,7 @@ class ObservationMasking:
         return None if masked is None else (masked, limit, scale)
 
 
-def steady(tokens: float) -> int:
+def _steady(tokens: float) -> int:
     """A batch's least saving, `tokens` rounded up to a power of two: the same for the small
     moves of the learned scale, so the batch points (and what is masked) stay where they were."""
     return 1 << math.ceil(math.log2(max(1.0, tokens)))
@@ -209,7 +209,7 @@ class _Recall:
         self.entry = entry
         self.ctx = ctx
         self.call_next = call_next
-        self._originals = originals
+        self._gather = originals
         self.limit = limit
         self.recalled = 0
 
@@ -217,7 +217,7 @@ class _Recall:
     def originals(self) -> Mapping[str, str]:
         """The masked results' original texts by call id, gathered at the first recall call
         (most requests have none: an agent's every request would gather them all)."""
-        return self._originals()
+        return self._gather()
 
     async def answer(self, sent: ChatRequest, response: ChatResponse, rounds: int) -> ChatResponse:
         """The answer once the model stops calling the recall tool (or `rounds` ran out)."""
