@@ -13,7 +13,7 @@ from typing import IO, TypeVar
 
 import pytest
 
-from tests.e2e.conftest import PORT_TRIES, PortTaken, free_port
+from tests.e2e.conftest import PortTaken, free_port, started
 
 
 @pytest.fixture(scope="session")
@@ -50,15 +50,7 @@ def retried(
     was taken before it listened (`PortTaken`), when `again`. Only the start is tried again:
     what fails inside the context fails as it is."""
     with contextlib.ExitStack() as stack:
-        for attempt in range(1, PORT_TRIES + 1):
-            try:
-                found = stack.enter_context(start())
-            except PortTaken:
-                if not again or attempt == PORT_TRIES:
-                    raise
-            else:
-                break
-        yield found
+        yield started(lambda: stack.enter_context(start()), again)
 
 
 @contextlib.contextmanager

@@ -112,11 +112,17 @@ class PortTaken(RuntimeError):
 def on_a_free_port(start: Callable[[int], T]) -> T:
     """`start(port)` on a port free when chosen, and on another while the one chosen was
     taken before the server bound it (`PortTaken`), up to `PORT_TRIES` ports."""
+    return started(lambda: start(free_port()))
+
+
+def started(start: Callable[[], T], again: bool = True) -> T:
+    """`start()`, called again (up to `PORT_TRIES` times, when `again`) while a port it chose
+    was taken before its server bound it (`PortTaken`)."""
     for attempt in range(1, PORT_TRIES + 1):
         try:
-            return start(free_port())
+            return start()
         except PortTaken:
-            if attempt == PORT_TRIES:
+            if not again or attempt == PORT_TRIES:
                 raise
     raise AssertionError("unreachable")
 
