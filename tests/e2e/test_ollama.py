@@ -16,7 +16,7 @@ import httpx
 import pytest
 from openai.types.chat import ChatCompletionMessageParam
 
-from tests.e2e.conftest import MASTER_KEY, WINDOW, Served, free_port, serve
+from tests.e2e.conftest import MASTER_KEY, WINDOW, Served, serve
 from tests.e2e.test_overflow_recovery import conversation
 from tests.fakes.ollama import FakeModel, FakeOllama, serve_in_thread
 
@@ -28,7 +28,7 @@ def fake_ollama(llama_server: str) -> Iterator[str]:
     """The fake Ollama in front of the real llama-server; yields its root URL."""
     model = FakeModel("smollm2:latest", trained_ctx=8192, loaded_ctx=WINDOW)
     fake = FakeOllama([model], server_default=WINDOW, forward=llama_server.removesuffix("/v1"))
-    with serve_in_thread(fake, free_port()) as url:
+    with serve_in_thread(fake) as url:
         yield url
 
 

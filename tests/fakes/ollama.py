@@ -22,6 +22,7 @@ reply (768 per image), and a fixed reply.
 from __future__ import annotations
 
 import contextlib
+import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
@@ -393,13 +394,17 @@ def _json(body: object, status: int = 200) -> Response:
 
 
 @contextlib.contextmanager
-def serve_in_thread(fake: FakeOllama, port: int) -> Iterator[str]:
-    """Run the fake under uvicorn on a loopback port in a thread; yields its root URL."""
-    config = uvicorn.Config(
-        fake.app, host="127.0.0.1", port=port, lifespan="on", ws="none", log_level="warning"
-    )
+def serve_in_thread(fake: FakeOllama) -> Iterator[str]:
+    """Run the fake under uvicorn in a thread, on a loopback socket bound here to a port the
+    system chooses (no port to lose between choosing and binding it); yields its root URL."""
+    listening = socket.socket()
+    listening.bind(("127.0.0.1", 0))
+    port = int(listening.getsockname()[1])
+    config = uvicorn.Config(fake.app, lifespan="on", ws="none", log_level="warning")
     server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name="fake-ollama", daemon=True)
+    thread = threading.Thread(
+        target=server.run, kwargs={"sockets": [listening]}, name="fake-ollama", daemon=True
+    )
     thread.start()
     deadline = time.monotonic() + 30
     while not server.started:
@@ -411,3 +416,4 @@ def serve_in_thread(fake: FakeOllama, port: int) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+        listening.close()

@@ -12,7 +12,7 @@ import pytest
 
 from proxy.exposure import is_loopback, open_gateway_refusal
 from tests.conftest import settings_from
-from tests.e2e.conftest import free_port, wait_ready
+from tests.e2e.conftest import free_port, start_overspill
 
 MODELS = "model_list:\n  - model_name: local\n    litellm_params: {model: openai/x, api_base: http://127.0.0.1:9/v1}\n"
 
@@ -70,12 +70,13 @@ def test_serve_refuses_an_unset_master_key_on_every_address(tmp_path: Path) -> N
     said = (tmp_path / "serve.log").read_text()
     assert "refusing to serve on 0.0.0.0 without authentication" in said
     assert "OVERSPILL_TEST_MASTER_KEY, which is unset" in said
-    port = free_port()
-    served = _serve(config, port, {**env, "OVERSPILL_TEST_MASTER_KEY": "sk-test-master"})
+    keyed = {**env, "OVERSPILL_TEST_MASTER_KEY": "sk-test-master"}
+    (tmp_path / "keyed").mkdir()
+    served, url, _ = start_overspill(
+        config.read_text(), tmp_path / "keyed", "--host", "0.0.0.0", env=keyed
+    )
     try:
-        wait_ready(f"http://127.0.0.1:{port}/health/readiness", served, "overspill",
-                   tmp_path / "serve.log")  # fmt: skip
-        answer = httpx.get(f"http://127.0.0.1:{port}/v1/models")
+        answer = httpx.get(f"{url}/v1/models")
         assert answer.status_code == 401  # closed: the key is required
     finally:
         served.terminate()
