@@ -292,7 +292,7 @@ INDEXED_PASSAGES = 32768
 """How many passages the kept word indexes cover, over all collections (`word_index`; least
 recently used out, the newest always kept): between two growths a conversation's condensed
 turns are the same at every request, so its index is built once per growth. As many as the
-splice keeps read (`history_splice.PASSAGES_KEPT`), so each conversation it remembers keeps
+splice keeps read (`splice_memory.PASSAGES_KEPT`), so each conversation it remembers keeps
 its index too; an index of 2,000 passages of chat holds about a megabyte."""
 
 

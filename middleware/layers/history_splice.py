@@ -60,12 +60,7 @@ from kernel.tokens import REPLY_PRIMING_TOKENS
 from kernel.types import ChatRequest, ChatResponse, Message, Next, RequestContext
 from middleware.condensing.condenser import Condenser, Plan, report
 from middleware.condensing.prompt import content_text
-from middleware.condensing.relevance import (
-    passages,
-    pick,
-    quoted,
-    with_preface,
-)
+from middleware.condensing.relevance import passages, pick, quoted, with_preface
 from middleware.condensing.split import Split, assemble, context_message, partition, pinned_of
 from middleware.layers.hysteresis import landing_share, tail_share, turn_tokens
 from middleware.layers.shadow import would
