@@ -20,7 +20,13 @@ budget): the scale moves a little with every sample learned, and a least saving 
 with it would move the batch points, masking again results that were sent whole (or
 unmasking masked ones) and breaking the cache each time. A client's own `clear_at_least` is
 taken in overspill's tokens as given, not through the scale, for the same reason (the
-upstream's differ from them by that scale). The layer
+upstream's differ from them by that scale). Whether to mask at all is read through the scale
+too (the trigger is in the upstream's tokens), so a conversation this process masked stays
+masked until its estimate falls under `HOLD` of the trigger: a scale falling by more than a
+round's growth would otherwise send the masked results whole again and take the recall tool
+out of the request's tools (the front of the prompt an upstream caches), then put both back
+at the next round. Forgetting a conversation (another replica, a restart) costs that once,
+never an answer. The layer
 runs before history_splice, which then plans on the masked conversation; the client's own
 messages travel beside it (`RequestContext.unmasked`), so that masking a new batch inside the
 part an extraction stands for does not read as an edited history. A request carrying
@@ -39,6 +45,7 @@ from typing import Any, ClassVar
 import orjson
 
 from kernel import metrics
+from kernel.bounded import Bounded
 from kernel.config import ModelEntry
 from kernel.services import Services
 from kernel.tokens import REPLY_PRIMING_TOKENS
@@ -69,6 +76,14 @@ MAX_RECALLS = 3
 """Rounds of recall calls answered in one request; a recall call after them is dropped."""
 BATCH_SHARE = 0.1
 """overspill's default batch: this share of the input budget masked at once."""
+HOLD = 0.9
+"""A conversation this process masked stays masked while its estimate is over this share of
+the trigger (a learned scale moves a single sample's worth, a few percent, at most a tenth
+for a sample a third off; a client that edits its own history well under the trigger is no
+longer held)."""
+HELD_KEPT = 65536
+"""Conversations this process remembers as masked (a tenant and an id each), least recently
+used out."""
 
 
 class ObservationMasking:
@@ -79,6 +94,7 @@ class ObservationMasking:
     def __init__(self, services: Services) -> None:
         self.condenser = Condenser(services)
         self.estimator = services.estimator
+        self.held: Bounded[tuple[str, str], bool] = Bounded(HELD_KEPT, lambda _: 1)
 
     async def handle(
         self, request: ChatRequest, ctx: RequestContext, call_next: Next
@@ -91,8 +107,13 @@ class ObservationMasking:
         if not any(message.get("role") == "tool" for message in request.messages):
             return await call_next(request, ctx)
         planned = await self._plan(request, ctx, entry, clearing)
+        if planned is None and len(self.held) and self.held.get(_key(ctx)):
+            planned = await self._plan(request, ctx, entry, clearing, hold=HOLD)
+            if planned is None:
+                self.held.pop(_key(ctx))
         if planned is None:
             return await call_next(request, ctx)
+        self.held.put(_key(ctx), True)
         masked, limit, scale = planned
         saved = int(masked.saved * scale)
         if ctx.shadow:  # docs/operations/budgets.md: report, send the request unchanged
@@ -121,9 +142,11 @@ class ObservationMasking:
         ctx: RequestContext,
         entry: ModelEntry,
         clearing: ToolClearing | None,
+        hold: float = 1.0,
     ) -> tuple[Masked, int | None, float] | None:
         """The masked conversation, the recall answers' length limit (characters), the scale;
-        None when nothing is to be masked."""
+        None when nothing is to be masked (`hold`: the share of the trigger that counts, for a
+        conversation masked before)."""
         counts = self.condenser.counts(ctx, request, entry)
         scale = await self.estimator.scale(entry)
         tools = self.estimator.count_tools(entry, request.body.get("tools"))
@@ -137,7 +160,7 @@ class ObservationMasking:
             limit = max(2_000, budget.input)  # characters: about a quarter of it in tokens
         if clearing is not None:
             policy = Policy(
-                trigger=clearing.trigger,
+                trigger=_held(clearing.trigger, hold),
                 trigger_uses=clearing.trigger_uses,
                 keep=clearing.keep,
                 clear_at_least=clearing.clear_at_least,
@@ -146,7 +169,7 @@ class ObservationMasking:
             )
         elif budget is not None:
             policy = Policy(
-                trigger=int(budget.prompt_limit * entry.context.mask_at),
+                trigger=int(budget.prompt_limit * entry.context.mask_at * hold),
                 keep=entry.context.mask_keep,
                 clear_at_least=_steady(budget.input * BATCH_SHARE / scale),
             )
@@ -155,6 +178,14 @@ class ObservationMasking:
         model = entry.litellm_params.upstream_model
         masked = plan_masking(request.messages, counts, policy, estimate=estimate, model=model)
         return None if masked is None else (masked, limit, scale)
+
+
+def _key(ctx: RequestContext) -> tuple[str, str]:
+    return (ctx.tenant, ctx.conversation_id)
+
+
+def _held(trigger: int | None, hold: float) -> int | None:
+    return None if trigger is None else int(trigger * hold)
 
 
 def _steady(tokens: float) -> int:

@@ -323,3 +323,62 @@ async def test_what_is_masked_stays_put_while_the_learned_scale_moves(
         found.add(tuple(i for i, m in enumerate(sent) if "overspill masked" in str(m["content"])))
     assert len(found) == 1
     assert found.pop()
+
+
+def slowly(turns: int, small: str) -> list[Message]:
+    """An agent's loop that read three files, then runs commands with short output."""
+    messages = agent(turns)
+    for i, message in enumerate(messages[8:], 8):
+        if message.get("role") == "tool":
+            messages[i] = {**message, "content": small}
+    return messages
+
+
+def masked_at(sent: ChatRequest) -> tuple[int, ...]:
+    """Where the sent conversation holds a placeholder."""
+    return tuple(i for i, m in enumerate(sent.messages) if "overspill masked" in str(m["content"]))
+
+
+async def test_a_masked_conversation_stays_masked_when_the_learned_scale_falls(
+    store: DiskHistoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once a conversation is masked, a learned scale falling a few percent (the estimate
+    under the trigger by more than a round's growth) masks the same results, recall tool
+    included, rather than sending them whole again."""
+    masking = layer(store)
+    learned = {"scale": 1.0}
+    small = "\n".join(FILE.splitlines()[:2])
+
+    async def scale(entry: Any) -> float:
+        return learned["scale"]
+
+    monkeypatch.setattr(masking.estimator, "scale", scale)
+    turns = 2
+    while True:  # the first round past the trigger at a scale of 1.0
+        upstream = Upstream(completion("ok"))
+        await masking.handle(request(slowly(turns, small)), context(), upstream)
+        if masked_at(upstream.sent[0]):
+            break
+        turns += 1
+    first = masked_at(upstream.sent[0])
+    learned["scale"] = 0.93
+    upstream = Upstream(completion("ok"))
+    await masking.handle(request(slowly(turns + 1, small)), context(), upstream)
+    assert masked_at(upstream.sent[0])[: len(first)] == first
+    assert RECALL_TOOL in str(upstream.sent[0].body["tools"])
+
+
+async def test_a_held_conversation_cut_well_under_the_trigger_goes_as_it_is(
+    store: DiskHistoryStore,
+) -> None:
+    """A masked conversation the client then cut short (under HOLD of the trigger) is sent
+    whole again, and forgotten."""
+    masking = layer(store)
+    upstream = Upstream(completion("ok"))
+    await masking.handle(request(agent(12)), context(), upstream)
+    assert masked_at(upstream.sent[0])
+    sent = request(agent(2))
+    upstream = Upstream(completion("ok"))
+    await masking.handle(sent, context(), upstream)
+    assert upstream.sent == [sent]
+    assert len(masking.held) == 0
