@@ -26,6 +26,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from kernel.config import GeneralSettings
 from kernel.config_loading import ConfigError, load_config
 
@@ -74,10 +76,12 @@ def run(args: argparse.Namespace) -> int:
     server: subprocess.Popen[bytes] | None = None
     if not alive(url):
         server, log = start(args.config, args.port or general.port)
-        print(f"overspill run: started overspill at {url} (log: {log})", file=sys.stderr)
+        print(f"overspill run: starting overspill at {url} (log: {log})", file=sys.stderr)
         if not wait_ready(url, server):
-            print(f"overspill run: overspill did not start; see {log}", file=sys.stderr)
             stop(server)
+            why = reason(log)
+            said = f": {why}" if why else ""
+            print(f"overspill run: overspill did not start{said} (log: {log})", file=sys.stderr)
             return EXIT_NOT_STARTED
     try:
         return subprocess.call(command, env=agent_env(os.environ, url, key_of(args.key, general)))
@@ -136,6 +140,25 @@ def start(config: str, port: int) -> tuple[subprocess.Popen[bytes], Path]:
             stdin=subprocess.DEVNULL,
         )
     return server, log
+
+
+def reason(log: Path) -> str:
+    """Why a server that did not start stopped, from its log: the message of its last error
+    record (a port in use), else its last line that is not a record (a traceback's), or ""."""
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    plain = ""
+    for line in reversed(lines):
+        try:
+            record = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            plain = plain or line.strip()
+            continue
+        if isinstance(record, dict) and record.get("level") in ("error", "critical"):
+            return str(record.get("msg", line))
+    return plain
 
 
 def wait_ready(url: str, server: subprocess.Popen[bytes], seconds: float = READY_SECONDS) -> bool:

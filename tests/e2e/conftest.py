@@ -109,6 +109,11 @@ class PortTaken(RuntimeError):
     taken before it bound it, by a listener or an outgoing connection of another process."""
 
 
+def port_taken(text: str) -> bool:
+    """Whether a server's output says it could not listen on its port."""
+    return _TAKEN.search(text) is not None
+
+
 def on_a_free_port(start: Callable[[int], T]) -> T:
     """`start(port)` on a port free when chosen, and on another while the one chosen was
     taken before the server bound it (`PortTaken`), up to `PORT_TRIES` ports."""
@@ -130,7 +135,7 @@ def started(start: Callable[[], T], again: bool = True) -> T:
 def exited(what: str, process: subprocess.Popen[bytes], log: Path) -> RuntimeError:
     """The error for a server that exited while starting (`PortTaken` when its port was)."""
     text = log.read_text()
-    kind = PortTaken if _TAKEN.search(text) else RuntimeError
+    kind = PortTaken if port_taken(text) else RuntimeError
     return kind(f"{what} exited with {process.returncode}:\n{text[-3000:]}")
 
 

@@ -11,7 +11,15 @@ from pathlib import Path
 
 import orjson
 
-from tests.e2e.conftest import free_port, start_overspill, stop
+from proxy.run_cli import EXIT_NOT_STARTED
+from tests.e2e.conftest import (
+    PortTaken,
+    free_port,
+    on_a_free_port,
+    port_taken,
+    start_overspill,
+    stop,
+)
 
 AGENT = """
 import json, os, sys, urllib.request
@@ -42,25 +50,32 @@ def listening(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
-def run(tmp_path: Path, port: int) -> tuple[int, dict[str, object]]:
+def overspill_run(tmp_path: Path, port: int) -> subprocess.CompletedProcess[str]:
+    """`overspill run` with the config on `port`, the agent writing what it saw."""
     path = tmp_path / "config.yaml"
     path.write_text(config(port))
-    seen = tmp_path / "seen.json"
-    done = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-m", "proxy", "run", "--config", str(path), "--",
-         sys.executable, "-c", AGENT, str(seen)],
-        cwd=tmp_path, capture_output=True, timeout=120,
+         sys.executable, "-c", AGENT, str(tmp_path / "seen.json")],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
         env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
     )  # fmt: skip
-    return done.returncode, orjson.loads(seen.read_bytes())
+
+
+def run(tmp_path: Path, port: int) -> tuple[int, dict[str, object]]:
+    """The agent's exit status and what it saw; `PortTaken` when overspill could not listen
+    on `port` (free when chosen, taken before overspill bound it)."""
+    done = overspill_run(tmp_path, port)
+    if done.returncode == EXIT_NOT_STARTED and port_taken(done.stderr):
+        raise PortTaken(done.stderr)
+    return done.returncode, orjson.loads((tmp_path / "seen.json").read_bytes())
 
 
 def test_run_starts_overspill_for_the_command_and_stops_it(tmp_path: Path) -> None:
     """With nothing on the port, overspill is started, the command reaches it through
     ANTHROPIC_BASE_URL with the master key as its token, its exit status is returned, and
     overspill is gone afterwards."""
-    port = free_port()
-    status, seen = run(tmp_path, port)
+    port, (status, seen) = on_a_free_port(lambda port: (port, run(tmp_path, port)))
     url = f"http://127.0.0.1:{port}"
     assert status == 7
     assert seen == {
@@ -87,3 +102,15 @@ def test_run_uses_a_running_overspill_and_leaves_it_running(tmp_path: Path) -> N
         assert process.poll() is None
     finally:
         stop(process)
+
+
+def test_run_says_why_overspill_did_not_start(tmp_path: Path) -> None:
+    """With another program listening on the port, the command is not run and overspill run
+    says the address is in use, not only where the log is."""
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        done = overspill_run(tmp_path, other.getsockname()[1])
+    assert done.returncode == EXIT_NOT_STARTED
+    assert "address already in use" in done.stderr.splitlines()[-1]
+    assert not (tmp_path / "seen.json").exists()
