@@ -339,12 +339,17 @@ def masked_at(sent: ChatRequest) -> tuple[int, ...]:
     return tuple(i for i, m in enumerate(sent.messages) if "overspill masked" in str(m["content"]))
 
 
+@pytest.mark.parametrize(
+    "rule",
+    [None, ToolClearing(trigger=3200, keep=3, clear_at_least=700)],
+    ids=["default", "client"],
+)
 async def test_a_masked_conversation_stays_masked_when_the_learned_scale_falls(
-    store: DiskHistoryStore, monkeypatch: pytest.MonkeyPatch
+    store: DiskHistoryStore, monkeypatch: pytest.MonkeyPatch, rule: ToolClearing | None
 ) -> None:
-    """Once a conversation is masked, a learned scale falling a few percent (the estimate
-    under the trigger by more than a round's growth) masks the same results, recall tool
-    included, rather than sending them whole again."""
+    """Once a conversation is masked, by overspill's trigger or a client's, a learned scale
+    falling a few percent (the estimate under the trigger by more than a round's growth)
+    masks the same results, recall tool included, rather than sending them whole again."""
     masking = layer(store)
     learned = {"scale": 1.0}
     small = "\n".join(FILE.splitlines()[:2])
@@ -356,14 +361,14 @@ async def test_a_masked_conversation_stays_masked_when_the_learned_scale_falls(
     turns = 2
     while True:  # the first round past the trigger at a scale of 1.0
         upstream = Upstream(completion("ok"))
-        await masking.handle(request(slowly(turns, small)), context(), upstream)
+        await masking.handle(request(slowly(turns, small)), context(tool_clearing=rule), upstream)
         if masked_at(upstream.sent[0]):
             break
         turns += 1
     first = masked_at(upstream.sent[0])
     learned["scale"] = 0.93
     upstream = Upstream(completion("ok"))
-    await masking.handle(request(slowly(turns + 1, small)), context(), upstream)
+    await masking.handle(request(slowly(turns + 1, small)), context(tool_clearing=rule), upstream)
     assert masked_at(upstream.sent[0])[: len(first)] == first
     assert RECALL_TOOL in str(upstream.sent[0].body["tools"])
 
