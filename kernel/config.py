@@ -526,8 +526,9 @@ class Settings(_Frozen):
     router_settings: RouterSettings = Field(default_factory=RouterSettings)
     """LiteLLM's block; only `model_group_alias` is honoured (other keys are warned about)."""
     middleware: tuple[str, ...] | None = None
-    """Layer names, outermost first, from `documents`, `history_splice`, `overflow_recovery`,
-    `ollama_window` (a model layer: after the others). No key: all four; `[]`: none."""
+    """Layer names, outermost first, from `documents`, `observation_masking`,
+    `history_splice`, `overflow_recovery`, `ollama_window` (a model layer: after the others).
+    No key: all five; `[]`: none."""
     litellm_settings: dict[str, Any] = Field(default_factory=dict)
     """LiteLLM's block; only `drop_params` is honoured (an OpenAI parameter the provider has
     no equivalent for is dropped instead of refused). Other keys are warned about."""
