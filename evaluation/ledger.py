@@ -271,6 +271,15 @@ LAST_EXCERPT = "last-excerpt"
 before the question, and answers from most."""
 
 
+WITH_EVIDENCE = "answer+evidence"
+"""LoCoMo's column of answers in what the splice shows together with every turn the
+annotators marked as answering the question, whole (`Question.evidence_shown`): an answer's
+words alone can stand elsewhere (a temporal answer's date is in the stamp of every turn said
+that day)."""
+EVIDENCE_DROPPED = "drop-oldest+evidence"
+"""The same for drop-oldest."""
+
+
 def locomo_main(path: Path, window: int, names: Sequence[str], relevant_share: float) -> None:
     """Per LoCoMo question kind: how often the annotated answer is in what each condition
     shows, the dialogues developed on and the others apart."""
@@ -299,11 +308,17 @@ def locomo_main(path: Path, window: int, names: Sequence[str], relevant_share: f
                 found[(question.kind, IN_A_SENTENCE)].append(question.present(relevant))
                 last = last_excerpt(shown["ledger+tail+relevant"])
                 found[(question.kind, LAST_EXCERPT)].append(question.present(last))
+                for column, text in (
+                    (WITH_EVIDENCE, shown["ledger+tail+relevant"]),
+                    (EVIDENCE_DROPPED, shown["drop-oldest"]),
+                ):
+                    held = question.present(text) and question.evidence_shown(text)
+                    found[(question.kind, column)].append(held)
         names_of = ", ".join(d.name for d in dialogues)
         print(f"\nLoCoMo {names_of} ({label}), window {window}: the answer in what is shown")
         columns = [
             "whole", "ledger+tail", "ledger+tail+relevant", IN_A_SENTENCE, LAST_EXCERPT,
-            "drop-oldest",
+            WITH_EVIDENCE, "drop-oldest", EVIDENCE_DROPPED,
         ]  # fmt: skip
         print(f"{'':<12}" + "".join(f"{c:>24}" for c in columns))
         for kind in locomo.DEFAULT_KINDS:

@@ -33,7 +33,7 @@ from __future__ import annotations
 import argparse
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -57,6 +57,10 @@ SOURCE = "locomo"
 QUESTION_SUFFIX = " Answer with a short phrase, using the words of the conversation."
 
 _WORD = re.compile(r"[a-z0-9]+")
+_TURN_ID = re.compile(r"D(\d+):(\d+)")
+"""A turn's id in `evidence`, read as numbers (a few annotations list two in one string,
+"D8:6; D9:17", or write a turn "D30:05")."""
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
 _FUNCTION_WORDS = (
     "a an the and or of to in on at for with by from as is are was were be been being it its "
     "this that these those he she they them his her their him i me my we our you your "
@@ -91,6 +95,9 @@ class Question:
     answer: str
     evidence: tuple[str, ...] = ()
     """The dialogue turns (``D3:15``: session 3, turn 15) that hold the answer."""
+    said: tuple[str, ...] = ()
+    """Those turns' texts, as their messages hold them (without a session's date); empty
+    when one of them is not in the dialogue."""
 
     @property
     def prompt(self) -> str:
@@ -104,6 +111,16 @@ class Question:
     def present(self, text: str) -> bool:
         """Whether a context holds every content word of the annotated answer."""
         return _holds(content_words(text), self.answer)
+
+    def evidence_shown(self, text: str) -> bool:
+        """Whether a context holds every turn the annotators marked as answering it, whole
+        (each of its sentences, so a turn quoted in parts counts): LoCoMo's own recall of the
+        evidence. Stricter than `present` where an answer's words are common (a temporal
+        answer's date is in the stamp of every turn that day, an answer's name in many
+        turns); False for a question with no evidence known."""
+        return bool(self.said) and all(
+            part in text for turn in self.said for part in _SENTENCE.split(turn)
+        )
 
 
 def _holds(words: frozenset[str], answer: str) -> bool:
@@ -158,6 +175,7 @@ def dialogue_of(name: str, conversation: Mapping[str, Any], qa: Any, where: str)
             "several sessions; each message says who wrote it.",
         }
     ]
+    by_id: dict[str, str] = {}
     for number in _session_numbers(conversation):
         turns = conversation.get(f"session_{number}")
         if not isinstance(turns, list):
@@ -165,13 +183,23 @@ def dialogue_of(name: str, conversation: Mapping[str, Any], qa: Any, where: str)
         date = conversation.get(f"session_{number}_date_time")
         for index, turn in enumerate(turns):
             text = _turn_text(turn, f"{where}: session_{number}[{index}]")
+            for session, at in _TURN_ID.findall(str(turn.get("dia_id", ""))):
+                by_id[f"D{int(session)}:{int(at)}"] = text
             if index == 0 and isinstance(date, str):
                 text = f"[{date}] {text}"
             role = "user" if turn.get("speaker") == speakers[0] else "assistant"
             messages.append({"role": role, "content": text})
     number = int(m.group()) if (m := re.search(r"\d+", name)) else 0
-    questions = tuple(dict.fromkeys(_questions(qa, where)))  # conv-48 lists six twice
+    questions = tuple(
+        _with_turns(q, by_id) for q in dict.fromkeys(_questions(qa, where))
+    )  # conv-48 lists six twice
     return Dialogue(name, number, tuple(messages), questions)
+
+
+def _with_turns(question: Question, by_id: Mapping[str, str]) -> Question:
+    """`question` with the texts of its evidence turns (none when one is missing)."""
+    said = tuple(by_id.get(turn, "") for turn in question.evidence)
+    return replace(question, said=said if all(said) else ())
 
 
 def _session_numbers(conversation: Mapping[str, Any]) -> list[int]:
@@ -201,8 +229,12 @@ def _questions(qa: Any, where: str) -> Iterable[Question]:
             raise ValueError(f"{where}: qa[{index}] needs a question and a category 1-5")
         if answer is None:  # the adversarial questions: no answer in the dialogue
             continue
-        evidence = item.get("evidence") or ()
-        yield Question(kind, item["question"], str(answer), tuple(map(str, evidence)))
+        evidence = [
+            f"D{int(session)}:{int(turn)}"
+            for given in item.get("evidence") or ()
+            for session, turn in _TURN_ID.findall(str(given))
+        ]
+        yield Question(kind, item["question"], str(answer), tuple(evidence))
 
 
 def asked(dialogue: Dialogue, kinds: Sequence[str]) -> tuple[Question, ...]:

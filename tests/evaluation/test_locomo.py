@@ -209,6 +209,8 @@ def test_the_ledger_bench_counts_apart_what_only_the_merged_line_holds(
     head = next(line for line in lines if "ledger+tail+relevant" in line).split()
     assert head[head.index("ledger+tail+relevant") + 1] == ledger.IN_A_SENTENCE
     assert head[head.index(ledger.IN_A_SENTENCE) + 1] == ledger.LAST_EXCERPT
+    assert head[-1] == ledger.EVIDENCE_DROPPED
+    assert ledger.WITH_EVIDENCE in head
     single = next(line for line in lines if line.startswith("single_hop")).split()
     assert len(single) == len(head) + 1  # one cell per column
 
@@ -232,3 +234,22 @@ def test_the_last_excerpt_is_what_follows_the_quoted_blocks_last_gap_line() -> N
 
 
 NAMES = ("Ada", "Boris", "Chen", "Dana", "Emil", "Farah", "Goran", "Hana", "Ivo", "Jana")
+
+
+def test_a_question_is_shown_its_evidence_only_with_every_sentence_of_those_turns() -> None:
+    """A question's evidence turns are read with it (an id written "D1:02" too); a context
+    shows them when it holds each of their sentences, in parts or whole, and not when it
+    holds only the answer's words (a date in another turn's stamp)."""
+    conversation = dialogue()
+    conversation["session_1"][1]["text"] = "I adopted two greyhounds! They came from the shelter."
+    qa = [{"question": "What did Ben adopt?", "answer": "two greyhounds",
+           "evidence": ["D1:02"], "category": 4},
+          {"question": "When?", "answer": "1 May 2023", "evidence": ["D9:99"], "category": 2}]  # fmt: skip
+    adopt, when = locomo.dialogue_of("conv-7", conversation, qa, "test").questions
+    first, second = "I adopted two greyhounds!", "They came from the shelter."
+    assert adopt.said == (f"Ben: {first} {second} [and shared a photo of two dogs on a sofa]",)
+    assert adopt.evidence_shown(f"- Ben: {first}\n[…]\n{second} [and shared a photo of two "
+                                "dogs on a sofa]")  # fmt: skip
+    assert not adopt.evidence_shown(f"Ben: {first} It was two greyhounds.")
+    assert when.said == ()
+    assert not when.evidence_shown("[1:00 pm on 1 May, 2023] Ann: hello")
