@@ -312,7 +312,7 @@ def locomo_main(path: Path, window: int, names: Sequence[str], relevant_share: f
                     (WITH_EVIDENCE, shown["ledger+tail+relevant"]),
                     (EVIDENCE_DROPPED, shown["drop-oldest"]),
                 ):
-                    held = question.present(text) and question.evidence_shown(text)
+                    held = question.present(text) and bool(question.evidence_in(text))
                     found[(question.kind, column)].append(held)
         names_of = ", ".join(d.name for d in dialogues)
         print(f"\nLoCoMo {names_of} ({label}), window {window}: the answer in what is shown")

@@ -112,15 +112,15 @@ class Question:
         """Whether a context holds every content word of the annotated answer."""
         return _holds(content_words(text), self.answer)
 
-    def evidence_shown(self, text: str) -> bool:
+    def evidence_in(self, text: str) -> bool | None:
         """Whether a context holds every turn the annotators marked as answering it, whole
         (each of its sentences, so a turn quoted in parts counts): LoCoMo's own recall of the
         evidence. Stricter than `present` where an answer's words are common (a temporal
         answer's date is in the stamp of every turn that day, an answer's name in many
-        turns); False for a question with no evidence known."""
-        return bool(self.said) and all(
-            part in text for turn in self.said for part in _SENTENCE.split(turn)
-        )
+        turns). None when no evidence is known."""
+        if not self.said:
+            return None
+        return all(part in text for turn in self.said for part in _SENTENCE.split(turn))
 
 
 def _holds(words: frozenset[str], answer: str) -> bool:

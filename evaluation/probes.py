@@ -41,6 +41,7 @@ class Asked(Protocol):
     def prompt(self) -> str: ...
     def score(self, answer: str) -> bool: ...
     def present(self, text: str) -> bool: ...
+    def evidence_in(self, text: str) -> bool | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +73,10 @@ class Probe:
     def present(self, text: str) -> bool:
         """Whether a context (what the model was shown) still holds an accepted value."""
         return contains_any(text, self.accept)
+
+    def evidence_in(self, text: str) -> bool | None:
+        """None: a generated probe marks no turns as its evidence (its value is its own)."""
+        return None
 
 
 def normalise(text: str) -> str:

@@ -38,7 +38,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "status": (str,), "answer": (str, type(None)), "correct": (bool, type(None)),
     "present": (bool, type(None)), "growths": (int, type(None)),
     "condensed": (int, type(None)), "detail": (str,), "shown": (str, type(None)),
-    "templates": (str,), "stood": (str,),
+    "templates": (str,), "stood": (str,), "evidence": (bool, type(None)),
 }  # fmt: skip
 
 
@@ -99,6 +99,8 @@ def table(rows: Sequence[Row], conditions: Sequence[str]) -> str:
         if seed_set not in SEED_SETS:  # an outside dataset: is the answer still there at all
             blocks.append(_block(seed_set, chosen, conditions))
             blocks.append(_presence(seed_set, chosen, conditions))
+            if any(row.evidence is not None for row in chosen):
+                blocks.append(_with_evidence(seed_set, chosen, conditions))
             if any(row.stood for row in chosen):
                 blocks.append(_places(seed_set, chosen, conditions))
             continue
@@ -148,6 +150,30 @@ def _presence(seed_set: str, rows: Sequence[Row], conditions: Sequence[str]) -> 
             value = presence(of)
             known = sum(r.present is not None for r in of)
             cells.append("-" if value is None else f"{100 * value:.0f}% of {known}")
+        lines.append(f"{kind:<16}" + "".join(f"{cell:>{width}}" for cell in cells))
+    return "\n".join(lines)
+
+
+def _with_evidence(seed_set: str, rows: Sequence[Row], conditions: Sequence[str]) -> str:
+    """Per kind and condition: how often the right answer was in what the model was shown
+    together with every turn marked as answering it (`Row.evidence`), and how many of those
+    were answered right; rows that do not say (no turn marked) are left out."""
+    width = max(len(name) for name in conditions) + 2
+    lines = [
+        f"{seed_set}: the right answer with the turns that say it (answered right)",
+        f"{'':<16}" + "".join(f"{name:>{width}}" for name in conditions),
+    ]
+    for kind in [*kinds_of(rows), "all"]:
+        cells = []
+        for condition in conditions:
+            of = [
+                r
+                for r in rows
+                if r.condition == condition and kind in ("all", r.kind) and r.evidence is not None
+            ]
+            held = [r for r in of if r.present and r.evidence]
+            right = sum(bool(r.correct) for r in held)
+            cells.append(f"{len(held)} of {len(of)} ({right})" if of else "-")
         lines.append(f"{kind:<16}" + "".join(f"{cell:>{width}}" for cell in cells))
     return "\n".join(lines)
 

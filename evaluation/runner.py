@@ -86,6 +86,9 @@ class Row:
     """Where the right value stood in what the model was shown (`places.PLACES`: the quoted
     turns' last excerpt, earlier in them, elsewhere, nowhere); empty when unknown (a row
     written before rows said it, or a condition that could not be asked)."""
+    evidence: bool | None = None
+    """Whether what the model was shown held every turn an outside dataset marks as
+    answering the question, whole (LoCoMo's `evidence`); None: none marked, or unknown."""
 
     def as_dict(self) -> dict[str, Any]:
         """The row as a JSON object."""
@@ -237,7 +240,7 @@ async def _ask_each(
         yield _row(
             conversation, condition, probe, "ok",
             answer=answer, correct=probe.score(answer), present=place != OUT,
-            shown=kept, stood=place,
+            shown=kept, stood=place, evidence=probe.evidence_in(text),
         )  # fmt: skip
 
 
@@ -281,10 +284,12 @@ async def _through_overspill(
             yield _row(conversation, condition, probe, status, detail=detail, **counts)
             continue
         place = stood(probe.present, sent.shown) if sent.shown is not None else ""
+        evidence = probe.evidence_in(sent.shown) if sent.shown is not None else None
         yield _row(
             conversation, condition, probe, "ok", answer=sent.text,
             correct=probe.score(sent.text), present=place != OUT if place else None,
-            shown=sent.shown if setup.keep_shown else None, stood=place, **counts,
+            shown=sent.shown if setup.keep_shown else None, stood=place, evidence=evidence,
+            **counts,
         )  # fmt: skip
 
 

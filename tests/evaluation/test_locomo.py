@@ -140,8 +140,9 @@ def test_the_cli_plays_locomo_dialogues_through_the_layers(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """`overspill eval --locomo` asks each dialogue's questions under each condition and
-    prints recall and, apart, how often the answer was in what the model was shown; the
-    recalled turn puts the answer in front of overspill's answering call."""
+    prints recall and, apart, how often the answer was in what the model was shown, with the
+    turns that say it too; the recalled turn puts the answer in front of overspill's
+    answering call."""
     asked: list[str] = []
 
     def upstream(request: httpx.Request) -> httpx.Response:
@@ -170,12 +171,16 @@ def test_the_cli_plays_locomo_dialogues_through_the_layers(
     assert rows["overspill-once"]["present"]
     assert rows["overspill-once"]["correct"]
     assert rows["overspill-once"]["stood"] == LAST
+    assert rows["overspill-once"]["evidence"] is True
+    assert rows["drop-oldest"]["evidence"] is False
     assert not rows["drop-oldest"]["present"]
     assert not rows["drop-oldest"]["correct"]
     assert rows["drop-oldest"]["stood"] == OUT
     printed = capsys.readouterr().out
     assert "locomo: the right answer in what the model was shown" in printed
     assert "locomo: right answers by where the right answer stood" in printed
+    evidence = printed.split("the right answer with the turns that say it (answered right)")[1]
+    assert evidence.splitlines()[2].split()[1:] == ["1", "of", "1", "(1)", "0", "of", "1", "(0)"]
     bad = main(["eval", "--config", str(config), "--locomo", str(folder), "--dialogues",
                 "conv-99", "--out", str(out)])  # fmt: skip
     assert bad == 2
@@ -238,8 +243,8 @@ NAMES = ("Ada", "Boris", "Chen", "Dana", "Emil", "Farah", "Goran", "Hana", "Ivo"
 
 def test_a_question_is_shown_its_evidence_only_with_every_sentence_of_those_turns() -> None:
     """A question's evidence turns are read with it (an id written "D1:02" too); a context
-    shows them when it holds each of their sentences, in parts or whole, and not when it
-    holds only the answer's words (a date in another turn's stamp)."""
+    shows them when it holds each of their sentences, in parts or whole, not when it holds
+    only the answer's words; a question whose turns are not in the dialogue has none."""
     conversation = dialogue()
     conversation["session_1"][1]["text"] = "I adopted two greyhounds! They came from the shelter."
     qa = [{"question": "What did Ben adopt?", "answer": "two greyhounds",
@@ -248,8 +253,8 @@ def test_a_question_is_shown_its_evidence_only_with_every_sentence_of_those_turn
     adopt, when = locomo.dialogue_of("conv-7", conversation, qa, "test").questions
     first, second = "I adopted two greyhounds!", "They came from the shelter."
     assert adopt.said == (f"Ben: {first} {second} [and shared a photo of two dogs on a sofa]",)
-    assert adopt.evidence_shown(f"- Ben: {first}\n[…]\n{second} [and shared a photo of two "
-                                "dogs on a sofa]")  # fmt: skip
-    assert not adopt.evidence_shown(f"Ben: {first} It was two greyhounds.")
+    assert adopt.evidence_in(f"- Ben: {first}\n[…]\n{second} [and shared a photo of two "
+                             "dogs on a sofa]")  # fmt: skip
+    assert adopt.evidence_in(f"Ben: {first} It was two greyhounds.") is False
     assert when.said == ()
-    assert not when.evidence_shown("[1:00 pm on 1 May, 2023] Ann: hello")
+    assert when.evidence_in("[1:00 pm on 1 May, 2023] Ann: hello") is None
