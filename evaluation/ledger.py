@@ -273,7 +273,7 @@ before the question, and answers from most."""
 
 WITH_EVIDENCE = "answer+evidence"
 """LoCoMo's column of answers in what the splice shows together with every turn the
-annotators marked as answering the question, whole (`Question.evidence_shown`): an answer's
+annotators marked as answering the question, whole (`Question.evidence_in`): an answer's
 words alone can stand elsewhere (a temporal answer's date is in the stamp of every turn said
 that day)."""
 EVIDENCE_DROPPED = "drop-oldest+evidence"
