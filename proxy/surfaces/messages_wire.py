@@ -180,17 +180,18 @@ class _Reader:
             self.add({"role": "system", "content": _joined(blocks)}, "system", blocks)
 
     def _user(self, blocks: list[dict[str, Any]], where: str) -> None:
-        own: list[dict[str, Any]] = []
+        own: list[tuple[dict[str, Any], str]] = []
         for index, block in enumerate(blocks):
             at = f"{where}.content[{index}]"
             kind = self._kind(block, at, USER_BLOCKS)
             if kind == "tool_result":
                 self.add(self._tool_result(block, at), "user", [block])
             else:
-                own.append(block)
+                own.append((block, at))
         if own:
-            parts = [self._part(block, f"{where}.content") for block in own]
-            self.add({"role": "user", "content": _content(parts)}, "user", own)
+            parts = [self._part(block, at) for block, at in own]
+            said = [block for block, _ in own]
+            self.add({"role": "user", "content": _content(parts)}, "user", said)
 
     def _assistant(self, blocks: list[dict[str, Any]], where: str) -> None:
         start = 0
