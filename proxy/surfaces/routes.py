@@ -125,6 +125,10 @@ def check_texts(name: str, value: Any) -> None:
     for index, item in enumerate(value):
         if not test(item):
             where = f"{name}[{index}]"
+            if test is _is_tokens and type(item) is list and item:  # the id in it that is not
+                at, bad = next((at, t) for at, t in enumerate(item) if not _is_token(t))
+                token = "a token id (an integer of 0 or more)"
+                raise InvalidChatRequest(field_problem(f"{where}[{at}]", bad, token), param=name)
             like = "" if index == 0 else " like the items before it"
             raise InvalidChatRequest(field_problem(where, item, kind + like), param=name)
 

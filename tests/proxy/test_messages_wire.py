@@ -144,7 +144,7 @@ def test_a_result_without_its_call_is_refused() -> None:
                 ]
             },
             "messages[0].content[1].source",
-        ),  # fmt: skip
+        ),
         ({"system": 3}, "system"),
         ({"tools": [{"name": "x"}]}, "tools[0].input_schema"),
         ({"tool_choice": {"type": "sometimes"}}, "tool_choice"),
