@@ -6,9 +6,9 @@ with a 400 that names the routes the model does serve, a request the model canno
 embedding model asked for a chat completion), and to list each model's routes on `/v1/models`.
 A model whose mode nobody knows is asked whatever the client asks: the upstream decides.
 
-An API is named as its surface is (proxy/surfaces/): `chat`, `responses`, `completions`,
-`embeddings`; the conversation APIs (and Anthropic's `messages` to come) all reach the same
-conversation core and so the same chat models.
+An API is named as its surface is (proxy/surfaces/): `chat`, `responses`, `messages`,
+`completions`, `embeddings`; the conversation APIs (chat, responses, Anthropic's messages) all
+reach the same conversation core and so the same chat models.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from collections.abc import Mapping
 API_ROUTES: Mapping[str, str] = {
     "chat": "/v1/chat/completions",
     "responses": "/v1/responses",
+    "messages": "/v1/messages",
     "completions": "/v1/completions",
     "embeddings": "/v1/embeddings",
 }

@@ -28,7 +28,7 @@ from proxy.admin import admin_routes, require_master
 from proxy.endpoint import AppState, serve, traced_serve
 from proxy.keys import Keyring
 from proxy.metrics import metrics_route
-from proxy.models import models_body
+from proxy.models import model_body, models_body
 from proxy.responses import JSON_TYPE, error_response, request_id
 from proxy.stored_responses import stored_response_routes
 from proxy.surfaces.chat import ChatSurface
@@ -98,6 +98,12 @@ def routes(state: AppState) -> list[Route]:
         body = await models_body(system, caller.allows if caller.access else None)
         return Response(body, media_type=JSON_TYPE)
 
+    async def model(request: Request) -> Response:
+        caller = state.keys.caller(request.headers.get("authorization"))
+        name = request.path_params["model"]
+        body = await model_body(system, name, caller.allows if caller.access else None)
+        return Response(body, media_type=JSON_TYPE)
+
     async def liveness(request: Request) -> Response:
         return Response(b'{"status":"alive"}', media_type=JSON_TYPE)
 
@@ -127,6 +133,8 @@ def routes(state: AppState) -> list[Route]:
         Route("/completions", completions, methods=["POST"]),
         Route("/v1/models", models, methods=["GET"]),
         Route("/models", models, methods=["GET"]),
+        Route("/v1/models/{model:path}", model, methods=["GET"]),
+        Route("/models/{model:path}", model, methods=["GET"]),
         Route("/health/liveness", liveness, methods=["GET"]),
         Route("/health/readiness", readiness, methods=["GET"]),
         *admin_routes(system.store, state.keys),

@@ -1,4 +1,6 @@
-"""`GET /v1/models`: the configured model names with their context windows and routes.
+"""`GET /v1/models`: the configured model names with their context windows and routes;
+`GET /v1/models/{model}` one of them (the OpenAI SDK's `models.retrieve`), a 404 in OpenAI's
+shape for a name not listed.
 
 Each model's `routes` are the API routes it serves (`/v1/chat/completions`, `/v1/completions`,
 `/v1/embeddings`), by its mode (`model_info.mode`, else litellm's map's; see
@@ -24,6 +26,7 @@ from typing import Any
 import orjson
 
 from kernel.config import ModelEntry
+from kernel.errors import ModelNotFound
 from kernel.model_modes import API_ROUTES
 from kernel.wildcards import is_wildcard
 from providers.model_info import known_providers, known_window, provider_models, routes_served
@@ -36,6 +39,28 @@ log = logging.getLogger("overspill.models")
 async def models_body(system: System, allows: Callable[[str], bool] | None = None) -> bytes:
     """The `/v1/models` answer (OpenAI's list shape, plus `context_window` and `routes`); with
     `allows`, only the names it allows (a client key limited to some models)."""
+    return orjson.dumps({"object": "list", "data": await listed(system, allows)})
+
+
+async def model_body(
+    system: System, name: str, allows: Callable[[str], bool] | None = None
+) -> bytes:
+    """The `/v1/models/{model}` answer: the listed model called `name` (ModelNotFound when
+    none is, or the client's key may not use it)."""
+    for item in await listed(system, allows):
+        if item["id"] == name:
+            return orjson.dumps(item)
+    raise ModelNotFound(
+        f"model {name!r} is not listed by overspill: GET /v1/models lists the models this key "
+        "may use",
+        param="model",
+    )
+
+
+async def listed(
+    system: System, allows: Callable[[str], bool] | None = None
+) -> list[dict[str, Any]]:
+    """Every model `/v1/models` lists (those `allows` allows)."""
     created = int(time.time())
     settings = system.settings
     windows: dict[str, int | None] = {}
@@ -72,7 +97,7 @@ async def models_body(system: System, allows: Callable[[str], bool] | None = Non
             data += await local_ollama_models(system.ollama, entry)
     if allows is not None:
         data = [item for item in data if allows(item["id"])]
-    return orjson.dumps({"object": "list", "data": data})
+    return data
 
 
 async def local_ollama_models(ollama: OllamaWindows, entry: ModelEntry) -> list[dict[str, Any]]:

@@ -84,12 +84,23 @@ def test_prompt_larger_than_the_window(road: Served, stream: bool) -> None:
 
 def test_models_lists_local_with_its_window(overspill: Served) -> None:
     """The SDK's models.list shows the configured model, its context window and its routes
-    (every route: its mode is not configured, the upstream decides)."""
+    (every route: its mode is not configured, the upstream decides); models.retrieve the same
+    model, and a NotFoundError for a name not configured."""
     (model,) = overspill.client().models.list().data
+    one = overspill.client().models.retrieve("local")
+    assert (one.id, one.model_extra) == (model.id, model.model_extra)
+    with pytest.raises(openai.NotFoundError):
+        overspill.client().models.retrieve("gpt-nothing")
     assert model.id == "local"
     assert model.model_extra == {
         "context_window": WINDOW,
-        "routes": ["/v1/chat/completions", "/v1/responses", "/v1/completions", "/v1/embeddings"],
+        "routes": [
+            "/v1/chat/completions",
+            "/v1/responses",
+            "/v1/messages",
+            "/v1/completions",
+            "/v1/embeddings",
+        ],
     }
 
 

@@ -117,7 +117,7 @@ def test_models_say_which_routes_each_serves(routing: Served) -> None:
     listed = routing.client().models.list()
     routes = {model.id: model.model_extra["routes"] for model in listed.data if model.model_extra}
     assert routes == {
-        "local": ["/v1/chat/completions", "/v1/responses", "/v1/completions"],
+        "local": ["/v1/chat/completions", "/v1/responses", "/v1/messages", "/v1/completions"],
         "local-embed": ["/v1/embeddings"],
     }
 

@@ -93,7 +93,7 @@ def test_the_mode_is_configured_else_litellms(params: str, info: str, mode: str 
         (
             "{model: openai/x}",
             "{mode: chat}",
-            ["/v1/chat/completions", "/v1/responses", "/v1/completions"],
+            ["/v1/chat/completions", "/v1/responses", "/v1/messages", "/v1/completions"],
         ),
         ("{model: openai/x}", "{mode: embedding}", ["/v1/embeddings"]),
         ("{model: openai/x}", "{mode: completion}", ["/v1/completions"]),
@@ -101,12 +101,18 @@ def test_the_mode_is_configured_else_litellms(params: str, info: str, mode: str 
         (
             "{model: openai/x}",
             "",
-            ["/v1/chat/completions", "/v1/responses", "/v1/completions", "/v1/embeddings"],
+            [
+                "/v1/chat/completions",
+                "/v1/responses",
+                "/v1/messages",
+                "/v1/completions",
+                "/v1/embeddings",
+            ],
         ),
         (
             "{model: anthropic/claude-new}",
             "",
-            ["/v1/chat/completions", "/v1/responses", "/v1/completions"],
+            ["/v1/chat/completions", "/v1/responses", "/v1/messages", "/v1/completions"],
         ),
     ],
 )

@@ -251,6 +251,12 @@ async def test_an_embedding_model_asked_to_chat_is_a_400_naming_its_route(
         assert (error["code"], error["param"]) == ("route_not_served", "model")
         assert f"model 'embed' cannot serve {path}" in error["message"]
         assert "it serves /v1/embeddings" in error["message"]
+    messages = {"model": "embed", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}
+    response = await client.post("/v1/messages", json=messages)
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["type"] == "invalid_request_error"
+    assert "model 'embed' cannot serve /v1/messages" in error["message"]
     assert embed.requests == []
     assert embed.sent == []
 
@@ -302,14 +308,39 @@ async def test_models_list_the_routes_each_serves(app_client: AppClient) -> None
     """`/v1/models` says which routes each model serves, by its mode."""
     listed = (await client_for(app_client).get("/v1/models")).json()["data"]
     routes = {m["id"]: m["routes"] for m in listed}
-    assert routes["local"] == ["/v1/chat/completions", "/v1/responses", "/v1/completions"]
+    assert routes["local"] == [
+        "/v1/chat/completions",
+        "/v1/responses",
+        "/v1/messages",
+        "/v1/completions",
+    ]
     assert routes["embed"] == routes["vectors"] == routes["big-embed"] == ["/v1/embeddings"]
     assert routes["anything"] == [
         "/v1/chat/completions",
         "/v1/responses",
+        "/v1/messages",
         "/v1/completions",
         "/v1/embeddings",
     ]
+
+
+async def test_one_model_is_retrieved_as_it_is_listed(app_client: AppClient) -> None:
+    """`GET /v1/models/{model}` (the SDK's `models.retrieve`) answers the listed object; a
+    name not listed, or one the key may not use, is a 404 in OpenAI's shape."""
+    client = client_for(app_client)
+    listed = (await client.get("/v1/models")).json()["data"]
+    one = (await client.get("/v1/models/embed")).json()
+    same = next(m for m in listed if m["id"] == "embed")
+    assert {**one, "created": 0} == {**same, "created": 0}  # the second may have ticked
+    assert (await client.get("/models/local")).json()["routes"][0] == "/v1/chat/completions"
+    for key, name in (("sk-master", "nope"), ("sk-app", "local")):
+        response = await client_for(app_client, key=key).get(f"/v1/models/{name}")
+        assert response.status_code == 404
+        assert (error_of(response)["code"], error_of(response)["param"]) == (
+            "model_not_found",
+            "model",
+        )
+    assert (await client_for(app_client, key="sk-app").get("/v1/models/embed")).status_code == 200
 
 
 # -- the OpenAI routes overspill does not serve -------------------------------------------
