@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -35,6 +36,7 @@ from proxy.surfaces.chat import ChatSurface
 from proxy.surfaces.compaction import CompactSurface
 from proxy.surfaces.messages import CountTokensSurface, MessagesSurface
 from proxy.surfaces.responses import ResponsesSurface
+from proxy.surfaces.responses_count import InputTokensSurface
 from proxy.surfaces.routes import RouteSurface
 from proxy.surfaces.surface import Surface
 from proxy.system import System
@@ -88,6 +90,7 @@ def routes(state: AppState) -> list[Route]:
     chat = endpoint(ChatSurface())
     responses = endpoint(ResponsesSurface())
     compact = endpoint(CompactSurface())
+    input_tokens = endpoint(InputTokensSurface())
     messages = endpoint(MessagesSurface())
     count_tokens = endpoint(CountTokensSurface())
     embeddings = endpoint(RouteSurface("embeddings"))
@@ -101,6 +104,8 @@ def routes(state: AppState) -> list[Route]:
     async def model(request: Request) -> Response:
         caller = state.keys.caller(request.headers.get("authorization"))
         name = request.path_params["model"]
+        if not name:  # "/v1/models/": the 404 that says to drop the slash
+            raise HTTPException(404)
         body = await model_body(system, name, caller.allows if caller.access else None)
         return Response(body, media_type=JSON_TYPE)
 
@@ -122,6 +127,8 @@ def routes(state: AppState) -> list[Route]:
         Route("/responses", responses, methods=["POST"]),
         Route("/v1/responses/compact", compact, methods=["POST"]),
         Route("/responses/compact", compact, methods=["POST"]),
+        Route("/v1/responses/input_tokens", input_tokens, methods=["POST"]),
+        Route("/responses/input_tokens", input_tokens, methods=["POST"]),
         *stored_response_routes(state),
         Route("/v1/messages", messages, methods=["POST"]),
         Route("/messages", messages, methods=["POST"]),
@@ -242,6 +249,7 @@ def _api_routes(routes: list[BaseRoute]) -> str:
         path = getattr(route, "path", "")
         if path.startswith("/v1/"):
             methods = sorted(set(getattr(route, "methods", None) or ()) - {"HEAD"})
-            listed.append(f"{'/'.join(methods)} {path}")
+            shown = re.sub(r"\{(\w+):\w+\}", r"{\1}", path)  # {model:path} is {model}
+            listed.append(f"{'/'.join(methods)} {shown}")
     bare = all(path[3:] in paths for path in paths if path.startswith("/v1/"))
     return ", ".join(listed) + (" (each also without /v1)" if bare else "")

@@ -497,3 +497,41 @@ async def test_compact_returns_a_window_overspill_reads_back(app_client: AppClie
     assert [m["role"] for m in sent[:2]] == ["system", "system"]
     assert "4471" in str(sent[1]["content"])
     assert len(sent) == len(made["output"]) + 1
+
+
+async def test_input_tokens_are_counted_with_the_chain_and_no_model_call(
+    app_client: AppClient,
+) -> None:
+    """The SDK's `responses.input_tokens.count` gets OpenAI's object: the same count for a
+    turn sent whole and for it sent after its stored chain, larger with a tool; no model is
+    asked; a chain not found is the same 404 as for /v1/responses."""
+    provider = ScriptedProvider([json_response("Paris.")])
+    client = sdk(app_client({"local": [provider]}))
+    first = await client.responses.create(model="local", input="Capital of France?")
+    provider.requests.clear()
+    chained = await client.responses.input_tokens.count(
+        model="local", previous_response_id=first.id, input="And of Spain?"
+    )
+    whole = await client.responses.input_tokens.count(
+        model="local",
+        input=[
+            {"role": "user", "content": "Capital of France?"},
+            {"role": "assistant", "content": "Paris."},
+            {"role": "user", "content": "And of Spain?"},
+        ],
+    )
+    assert chained.object == "response.input_tokens"
+    assert chained.input_tokens == whole.input_tokens > 0
+    tool = {"type": "function", "name": "lookup", "parameters": {"type": "object"}}
+    with_tool = await client.responses.input_tokens.count(
+        model="local",
+        input="And of Spain?",
+        tools=[tool],  # type: ignore[list-item]
+    )
+    alone = await client.responses.input_tokens.count(model="local", input="And of Spain?")
+    assert with_tool.input_tokens > alone.input_tokens
+    assert provider.requests == []
+    with pytest.raises(openai.NotFoundError):
+        await client.responses.input_tokens.count(
+            model="local", previous_response_id="resp_nope", input="x"
+        )
