@@ -47,7 +47,9 @@ _SECRET_NAME = re.compile(
     r"(?i)(?:^|[_\-.])(?:api_?key|apikey|keys?|secret|token|password|passwd|credentials?|"
     r"authorization|auth|sig|signature|cookie)(?:[_\-.]|$)"
 )
-_NOT_SECRET_NAME = frozenset({"key_prefix"})
+_NOT_SECRET_NAME = frozenset({"key_prefix", "client_keys"})
+"""Names the pattern takes for secrets that are not: `client_keys` lists tenants, whose names
+and allowed models are what logs are read by (each entry's `key` is a secret by its own name)."""
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s\"'<>]+")
 _URL_PASSWORD = re.compile(r"://([^/\s:@\"'<>]*):([^/\s@\"'<>]+)@")

@@ -64,6 +64,21 @@ def test_plain_settings_are_not_secrets() -> None:
 
 
 @secrets_mark
+def test_a_tenants_name_and_models_are_not_secrets_its_key_is() -> None:
+    """Under `client_keys` only each key is a secret: the tenant's name (what its log lines
+    are read by) and the model names it may use stay visible."""
+    settings = settings_from(
+        "model_list:\n  - model_name: local-model\n    litellm_params: {model: openai/gpt}\n"
+        "general_settings:\n  client_keys:\n"
+        "    - {name: support-bot, key: sk-support-0123456789, models: [local-model]}\n"
+    )
+    found = secrets_of(settings, {}, {})
+    assert found == {"sk-support-0123456789"}
+    shown = Redactor(found).redact("tenant support-bot, model local-model, sk-support-0123456789")
+    assert shown == f"tenant support-bot, model local-model, {MASK}"
+
+
+@secrets_mark
 def test_process_environment_credentials_are_secrets() -> None:
     """Variables named like credentials (litellm reads them) are secrets; short ones are not."""
     env = {"OPENAI_API_KEY": "sk-env-0123456789", "AWS_SESSION_TOKEN": "tok", "LANG": "C.UTF-8"}

@@ -371,7 +371,7 @@ async def test_any_unknown_path_names_the_served_routes(app_client: AppClient) -
     assert response.status_code == 404
     assert "overspill's API routes: " in error_of(response)["message"]
     assert "GET /v1/models/{model} (each" in error_of(response)["message"]
-    assert "POST /v1/responses/input_tokens," in error_of(response)["message"]
+    assert "POST /v1/responses/input_tokens, " in error_of(response)["message"]
     assert "(each also without /v1)" in error_of(response)["message"]
 
 
