@@ -2,6 +2,11 @@
 `GET /v1/models/{model}` one of them (the OpenAI SDK's `models.retrieve`), a 404 in OpenAI's
 shape for a name not listed.
 
+Each model object carries both APIs' fields, so either SDK reads it whole: OpenAI's (`id`,
+`object`, `created`, `owned_by`) and Anthropic's (`type`, `display_name`, `created_at`, and
+`max_input_tokens`, the window), and the list Anthropic's paging fields (`has_more`,
+`first_id`, `last_id`; everything is on one page).
+
 Each model's `routes` are the API routes it serves (`/v1/chat/completions`, `/v1/completions`,
 `/v1/embeddings`), by its mode (`model_info.mode`, else litellm's map's; see
 kernel/model_modes.py): a model whose mode nobody knows lists every route (its upstream decides).
@@ -18,6 +23,7 @@ serves chat only).
 
 from __future__ import annotations
 
+import datetime
 import logging
 import time
 from collections.abc import Callable
@@ -35,11 +41,18 @@ from proxy.system import System
 
 log = logging.getLogger("overspill.models")
 
+STARTED = int(time.time())
+"""A configured model's `created`: when this process started (the same on every listing, so a
+client comparing two answers sees one model)."""
+
 
 async def models_body(system: System, allows: Callable[[str], bool] | None = None) -> bytes:
     """The `/v1/models` answer (OpenAI's list shape, plus `context_window` and `routes`); with
     `allows`, only the names it allows (a client key limited to some models)."""
-    return orjson.dumps({"object": "list", "data": await listed(system, allows)})
+    data = await listed(system, allows)
+    first, last = (data[0]["id"], data[-1]["id"]) if data else (None, None)
+    page = {"object": "list", "data": data, "has_more": False, "first_id": first, "last_id": last}
+    return orjson.dumps(page)
 
 
 async def model_body(
@@ -61,7 +74,7 @@ async def listed(
     system: System, allows: Callable[[str], bool] | None = None
 ) -> list[dict[str, Any]]:
     """Every model `/v1/models` lists (those `allows` allows)."""
-    created = int(time.time())
+    created = STARTED
     settings = system.settings
     windows: dict[str, int | None] = {}
     routes: dict[str, list[str]] = {}
@@ -97,7 +110,21 @@ async def listed(
             data += await local_ollama_models(system.ollama, entry)
     if allows is not None:
         data = [item for item in data if allows(item["id"])]
-    return data
+    return [_both_shapes(item) for item in data]
+
+
+def _both_shapes(item: dict[str, Any]) -> dict[str, Any]:
+    """A model object with Anthropic's fields beside OpenAI's (`context_window` as
+    `max_input_tokens`, when known)."""
+    made = datetime.datetime.fromtimestamp(item["created"], datetime.UTC)
+    anthropic = {
+        "type": "model",
+        "display_name": item["id"],
+        "created_at": made.isoformat().replace("+00:00", "Z"),
+    }
+    if item.get("context_window") is not None:
+        anthropic["max_input_tokens"] = item["context_window"]
+    return {**item, **anthropic}
 
 
 async def local_ollama_models(ollama: OllamaWindows, entry: ModelEntry) -> list[dict[str, Any]]:

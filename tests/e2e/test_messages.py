@@ -108,6 +108,19 @@ def test_count_tokens(sdk: anthropic.Anthropic, model: str) -> None:
     assert 0 < short.input_tokens < long.input_tokens
 
 
+def test_the_models_list_reads_whole_in_anthropics_sdk(sdk: anthropic.Anthropic) -> None:
+    """models.list and models.retrieve give Anthropic's fields: type, display name, creation
+    time, the window as max_input_tokens; the page says it is the only one."""
+    page = sdk.models.list()
+    assert page.has_more is False
+    local = next(model for model in page.data if model.id == "local")
+    assert (local.type, local.display_name) == ("model", "local")
+    assert local.created_at.year >= 2025
+    assert local.max_input_tokens is not None
+    assert local.max_input_tokens > 0
+    assert sdk.models.retrieve("local").max_input_tokens == local.max_input_tokens
+
+
 def test_claude_model_names_reach_the_local_model(sdk: anthropic.Anthropic) -> None:
     """A Claude model name is served by the `claude-*` deployment."""
     message = sdk.messages.create(
