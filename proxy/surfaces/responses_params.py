@@ -37,7 +37,8 @@ def chat_params(body: Mapping[str, Any]) -> dict[str, Any]:
     """A Responses request's parameters as chat completion parameters. Also checks the fields
     the response echoes (metadata, store, truncation, ...), which produce nothing here, as do
     the fields that are overspill's or describe only the response."""
-    for name in ("store", "instructions", "previous_response_id", "truncation", "metadata"):
+    for name in ("store", "instructions", "previous_response_id", "truncation", "metadata",
+                 "include"):  # fmt: skip
         _checked(body, name)
     params = {chat: _checked(body, name) for name, chat in RENAMED if body.get(name) is not None}
     tools = _chat_tools(body.get("tools"))
@@ -73,6 +74,10 @@ CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "metadata": (
         lambda v: isinstance(v, dict) and all(isinstance(x, str) for x in v.values()),
         "an object of strings",
+    ),
+    "include": (
+        lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+        "an array of strings (what to include: 'message.output_text.logprobs', ...)",
     ),
 }
 """What each plain field must be (null is always allowed: the API's default)."""

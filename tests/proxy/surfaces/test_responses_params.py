@@ -196,6 +196,8 @@ ILL_TYPED: list[tuple[dict[str, Any], str, str]] = [
     ({"previous_response_id": 5}, "previous_response_id", "a string"),
     ({"truncation": "middle"}, "truncation", "'auto' or 'disabled'"),
     ({"metadata": {"k": 1}}, "metadata", "an object of strings"),
+    ({"include": "reasoning.encrypted_content"}, "include", "an array of strings"),
+    ({"include": [5]}, "include", "an array of strings"),
     ({"top_logprobs": 21}, "top_logprobs", "from 0 to 20"),
     ({"tools": {"type": "function"}}, "tools", "an array of tools"),
     ({"tools": [5]}, "tools[0]", "a tool (an object with a 'type')"),
