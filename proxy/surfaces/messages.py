@@ -76,7 +76,7 @@ from proxy.surfaces.messages_output import (
     usage_of,
 )
 from proxy.surfaces.messages_wire import Conversation, read_request
-from proxy.surfaces.surface import Conversational
+from proxy.surfaces.surface import Conversational, estimated_input_tokens
 
 if TYPE_CHECKING:
     from kernel.config import ModelEntry
@@ -536,14 +536,7 @@ class CountTurn(Conversational):
                 if answer is not None:
                     ctx.note("count", "upstream")
                     return ChatResponse(body=answer, wire=MESSAGES_WIRE)
-        entry, services = ctx.model, system.services
-        assert entry is not None
-        if services is None:
-            raise InvalidChatRequest("token counting is not available in this configuration")
-        estimator = services.estimator
-        counted = estimator.count(entry, self.chat.messages, self.chat.body.get("tools"))
-        tokens = int(counted * await estimator.scale(entry))
-        ctx.note("count", "estimated")
+        tokens = await estimated_input_tokens(self.chat, system, ctx)
         return ChatResponse(body=orjson.dumps({"input_tokens": tokens}), wire=MESSAGES_WIRE)
 
     async def answer(self, response: ChatResponse, ctx: RequestContext) -> ChatResponse:

@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING
 import orjson
 from starlette.responses import Response
 
-from kernel.errors import InvalidChatRequest, OverspillError
+from kernel.errors import OverspillError
 from kernel.types import ChatRequest, ChatResponse, RequestContext
 from proxy.responses import error_response
 from proxy.surfaces.responses import RESPONSES_WIRE, ResponsesSurface
 from proxy.surfaces.responses_wire import sse_event
-from proxy.surfaces.surface import Conversational
+from proxy.surfaces.surface import Conversational, estimated_input_tokens
 
 if TYPE_CHECKING:
     from proxy.system import System
@@ -43,14 +43,7 @@ class InputTokensTurn(Conversational):
 
     async def run(self, system: System, ctx: RequestContext) -> ChatResponse:
         """`{"object": "response.input_tokens", "input_tokens": N}`, overspill's estimate."""
-        entry, services = ctx.model, system.services
-        assert entry is not None
-        if services is None:
-            raise InvalidChatRequest("token counting is not available in this configuration")
-        estimator = services.estimator
-        counted = estimator.count(entry, self.chat.messages, self.chat.body.get("tools"))
-        tokens = int(counted * await estimator.scale(entry))
-        ctx.note("count", "estimated")
+        tokens = await estimated_input_tokens(self.chat, system, ctx)
         body = {"object": "response.input_tokens", "input_tokens": tokens}
         return ChatResponse(body=orjson.dumps(body), wire=RESPONSES_WIRE)
 

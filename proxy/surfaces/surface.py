@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from starlette.responses import Response
 
-from kernel.errors import OverspillError
+from kernel.errors import InvalidChatRequest, OverspillError
 from kernel.types import ChatRequest, ChatResponse, RequestContext
 
 if TYPE_CHECKING:
@@ -91,3 +91,17 @@ class Surface(Protocol):
     def error(self, error: OverspillError, ctx: RequestContext) -> Response:
         """An error as a whole response in this API's shape."""
         ...
+
+
+async def estimated_input_tokens(chat: ChatRequest, system: System, ctx: RequestContext) -> int:
+    """A conversation's input tokens as overspill counts them before planning (messages and
+    tools, corrected by the model's learned scale): what the count routes answer without a
+    model (`/v1/messages/count_tokens`, `/v1/responses/input_tokens`)."""
+    entry, services = ctx.model, system.services
+    assert entry is not None
+    if services is None:
+        raise InvalidChatRequest("token counting is not available in this configuration")
+    estimator = services.estimator
+    counted = estimator.count(entry, chat.messages, chat.body.get("tools"))
+    ctx.note("count", "estimated")
+    return int(counted * await estimator.scale(entry))
