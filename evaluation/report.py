@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -138,43 +138,43 @@ def presence(rows: Sequence[Row]) -> float | None:
 
 def _presence(seed_set: str, rows: Sequence[Row], conditions: Sequence[str]) -> str:
     """Per kind and condition: how often the right answer was in what the model was shown."""
-    width = max(len(name) for name in conditions) + 2
-    lines = [
-        f"{seed_set}: the right answer in what the model was shown",
-        f"{'':<16}" + "".join(f"{name:>{width}}" for name in conditions),
-    ]
-    for kind in [*kinds_of(rows), "all"]:
-        cells = []
-        for condition in conditions:
-            of = [r for r in rows if r.condition == condition and kind in ("all", r.kind)]
-            value = presence(of)
-            known = sum(r.present is not None for r in of)
-            cells.append("-" if value is None else f"{100 * value:.0f}% of {known}")
-        lines.append(f"{kind:<16}" + "".join(f"{cell:>{width}}" for cell in cells))
-    return "\n".join(lines)
+
+    def cell(of: Sequence[Row]) -> str:
+        value = presence(of)
+        known = sum(r.present is not None for r in of)
+        return "-" if value is None else f"{100 * value:.0f}% of {known}"
+
+    title = f"{seed_set}: the right answer in what the model was shown"
+    return _by_kind(title, rows, conditions, cell)
 
 
 def _with_evidence(seed_set: str, rows: Sequence[Row], conditions: Sequence[str]) -> str:
     """Per kind and condition: how often the right answer was in what the model was shown
     together with every turn marked as answering it (`Row.evidence`), and how many of those
     were answered right; rows that do not say (no turn marked) are left out."""
+
+    def cell(of: Sequence[Row]) -> str:
+        said = [r for r in of if r.evidence is not None]
+        held = [r for r in said if r.present and r.evidence]
+        right = sum(bool(r.correct) for r in held)
+        return f"{len(held)} of {len(said)} ({right})" if said else "-"
+
+    title = f"{seed_set}: the right answer with the turns that say it (answered right)"
+    return _by_kind(title, rows, conditions, cell)
+
+
+def _by_kind(
+    title: str, rows: Sequence[Row], conditions: Sequence[str], cell: Callable[[Sequence[Row]], str]
+) -> str:
+    """A table of `cell` over the rows of each kind (and all) and condition."""
     width = max(len(name) for name in conditions) + 2
-    lines = [
-        f"{seed_set}: the right answer with the turns that say it (answered right)",
-        f"{'':<16}" + "".join(f"{name:>{width}}" for name in conditions),
-    ]
+    lines = [title, f"{'':<16}" + "".join(f"{name:>{width}}" for name in conditions)]
     for kind in [*kinds_of(rows), "all"]:
-        cells = []
-        for condition in conditions:
-            of = [
-                r
-                for r in rows
-                if r.condition == condition and kind in ("all", r.kind) and r.evidence is not None
-            ]
-            held = [r for r in of if r.present and r.evidence]
-            right = sum(bool(r.correct) for r in held)
-            cells.append(f"{len(held)} of {len(of)} ({right})" if of else "-")
-        lines.append(f"{kind:<16}" + "".join(f"{cell:>{width}}" for cell in cells))
+        cells = [
+            cell([r for r in rows if r.condition == condition and kind in ("all", r.kind)])
+            for condition in conditions
+        ]
+        lines.append(f"{kind:<16}" + "".join(f"{c:>{width}}" for c in cells))
     return "\n".join(lines)
 
 
