@@ -106,12 +106,11 @@ class ObservationMasking:
             return await call_next(request, ctx)
         if not any(message.get("role") == "tool" for message in request.messages):
             return await call_next(request, ctx)
-        planned = await self._plan(request, ctx, entry, clearing)
-        if planned is None and len(self.held) and self.held.get(_key(ctx)):
-            planned = await self._plan(request, ctx, entry, clearing, hold=HOLD)
-            if planned is None:
-                self.held.pop(_key(ctx))
+        held = bool(len(self.held)) and self.held.get(_key(ctx)) is not None
+        planned = await self._plan(request, ctx, entry, clearing, hold=HOLD if held else 1.0)
         if planned is None:
+            if held:
+                self.held.pop(_key(ctx))
             return await call_next(request, ctx)
         self.held.put(_key(ctx), True)
         masked, limit, scale = planned
