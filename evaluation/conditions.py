@@ -3,6 +3,10 @@
     short            the same seed's conversation without its fillers (a few turns): what
                      the model answers at all, before any length or compaction
     full             the whole conversation (the ceiling, when it fits)
+    oracle           the turns that answer the probe, then the newest turns the budget
+                     still takes, as they were said: what a compactor that knew the question
+                     and its answer would show (the bound on every compaction at this
+                     budget, a reader's own misses included)
     overspill-once   overspill's layers, the whole conversation sent once: one extraction
     overspill-turns  overspill's layers, the conversation sent turn by turn: nested growths
     summary          one model call "summarise this conversation", the summary stands in
@@ -30,6 +34,7 @@ from middleware.condensing.strategies import mask_messages, middle_cut
 ConditionName = Literal[
     "short",
     "full",
+    "oracle",
     "overspill-once",
     "overspill-turns",
     "summary",
@@ -67,6 +72,41 @@ def drop_oldest(messages: Sequence[Message], budget: int, count: Count) -> list[
         if count(kept) <= budget:
             return kept
     return None
+
+
+def oracle(
+    messages: Sequence[Message], budget: int, count: Count, answers: Callable[[str], bool]
+) -> list[Message] | None:
+    """The system messages, every whole unit holding a message that `answers` the probe
+    (its text), and the newest units the rest of `budget` takes, in the conversation's order;
+    None when the answering units alone do not fit."""
+    system, rest = _system(messages)
+    groups = units(rest)
+    marked = [
+        any(answers(text_of([message])) for message in rest[start:end]) for start, end in groups
+    ]
+
+    def kept(newest: int) -> list[Message]:
+        """The marked units and the `newest` last ones."""
+        first = len(groups) - newest
+        chosen = [
+            message
+            for index, (start, end) in enumerate(groups)
+            if marked[index] or index >= first
+            for message in rest[start:end]
+        ]
+        return [*system, *chosen]
+
+    if count(kept(0)) > budget:
+        return None
+    low, high = 0, len(groups)  # count(kept(low)) fits; find the most newest units that fit
+    while low < high:
+        middle = (low + high + 1) // 2
+        if count(kept(middle)) <= budget:
+            low = middle
+        else:
+            high = middle - 1
+    return kept(low)
 
 
 def masking(messages: Sequence[Message], budget: int, count: Count) -> list[Message] | None:

@@ -122,6 +122,13 @@ class Question:
             return None
         return all(part in text for turn in self.said for part in _SENTENCE.split(turn))
 
+    def answers(self, said: str) -> bool:
+        """Whether one message (its text) is a turn that answers it: one of its evidence
+        turns or, where none is known, a turn holding every content word of the answer."""
+        if self.said:
+            return any(turn in said for turn in self.said)
+        return self.present(said)
+
 
 def _holds(words: frozenset[str], answer: str) -> bool:
     wanted = content_words(answer)

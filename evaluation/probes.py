@@ -42,6 +42,7 @@ class Asked(Protocol):
     def score(self, answer: str) -> bool: ...
     def present(self, text: str) -> bool: ...
     def evidence_in(self, text: str) -> bool | None: ...
+    def answers(self, said: str) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +78,10 @@ class Probe:
     def evidence_in(self, text: str) -> bool | None:
         """None: a generated probe marks no turns as its evidence (its value is its own)."""
         return None
+
+    def answers(self, said: str) -> bool:
+        """Whether one message (its text) answers it: it holds an accepted value."""
+        return self.present(said)
 
 
 def normalise(text: str) -> str:

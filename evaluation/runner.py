@@ -9,6 +9,7 @@ through `evaluation/targets.py`. Calls run one at a time, at temperature 0.
   other condition's figures.
 - The baselines (conditions.py) transform the conversation, then each probe is asked through
   the model layers only (`Target.ask`): nothing of overspill's conversation layers touches it.
+  `oracle` transforms it anew for each probe (the turns that answer that probe are kept).
 - `overspill-once` sends the whole conversation once per probe as one conversation id: the
   first probe makes overspill extract (when the conversation is past `grow_at`), the others
   reuse that extraction.
@@ -33,6 +34,7 @@ from evaluation.conditions import (
     TRANSFORMS,
     ConditionName,
     Count,
+    oracle,
     summary_prompt,
     text_of,
     with_summary,
@@ -187,6 +189,8 @@ async def _condition(
     elif condition in TRANSFORMS:
         shown = TRANSFORMS[condition](messages, setup.budget, setup.count)
         asked = _ask_each(target, conversation, condition, shown, setup)
+    elif condition == "oracle":
+        asked = _with_oracle(target, conversation, setup)
     elif condition == "summary":
         asked = _after_summary(target, conversation, setup)
     else:
@@ -224,24 +228,42 @@ async def _ask_each(
     setup: Setup,
 ) -> AsyncIterator[Row]:
     """Each probe asked after `shown` (None: the condition could not fit the window)."""
-    if shown is None:
-        for row in _all(conversation, condition, "overflow", "does not fit the window"):
-            yield row
-        return
-    text = text_of(shown)
-    kept = text if setup.keep_shown else None
     for probe in conversation.probes:
-        try:
-            answer = await target.ask([*shown, _ask_user(probe)], max_tokens=setup.answer_tokens)
-        except OverspillError as error:
-            yield _row(conversation, condition, probe, _status(error), detail=error.message)
-            continue
-        place = stood(probe.present, text)
-        yield _row(
-            conversation, condition, probe, "ok",
-            answer=answer, correct=probe.score(answer), present=place != OUT,
-            shown=kept, stood=place, evidence=probe.evidence_in(text),
-        )  # fmt: skip
+        yield await _ask(target, conversation, condition, probe, shown, setup)
+
+
+async def _with_oracle(
+    target: Target, conversation: Conversation[Asked], setup: Setup
+) -> AsyncIterator[Row]:
+    """Each probe asked after the turns that answer it and the newest turns that fit."""
+    for probe in conversation.probes:
+        shown = oracle(conversation.messages, setup.budget, setup.count, probe.answers)
+        yield await _ask(target, conversation, "oracle", probe, shown, setup)
+
+
+async def _ask(
+    target: Target,
+    conversation: Conversation[Asked],
+    condition: ConditionName,
+    probe: Asked,
+    shown: Sequence[Message] | None,
+    setup: Setup,
+) -> Row:
+    """`probe` asked after `shown` (None: the condition could not fit the window)."""
+    if shown is None:
+        return _row(conversation, condition, probe, "overflow", detail="does not fit the window")
+    try:
+        answer = await target.ask([*shown, _ask_user(probe)], max_tokens=setup.answer_tokens)
+    except OverspillError as error:
+        return _row(conversation, condition, probe, _status(error), detail=error.message)
+    text = text_of(shown)
+    place = stood(probe.present, text)
+    return _row(
+        conversation, condition, probe, "ok",
+        answer=answer, correct=probe.score(answer), present=place != OUT,
+        shown=text if setup.keep_shown else None, stood=place,
+        evidence=probe.evidence_in(text),
+    )  # fmt: skip
 
 
 async def _through_overspill(

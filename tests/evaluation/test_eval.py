@@ -28,6 +28,7 @@ from evaluation.conditions import (
     cut_middle,
     drop_oldest,
     masking,
+    oracle,
     summary_prompt,
     text_of,
 )
@@ -131,6 +132,28 @@ def test_drop_oldest_keeps_the_system_and_whole_units_within_the_budget() -> Non
     assert drop_oldest(messages, 10, _count) is None
 
 
+def test_the_oracle_keeps_the_turns_that_answer_and_the_newest_that_fit() -> None:
+    """The oracle keeps the system message, the old turn holding the probe's value (which
+    dropping the oldest loses at the same budget) and the newest whole units that fit after
+    it; None when the answering turns alone cannot fit."""
+    conversation = generate(2, fillers=12)
+    messages, probe = conversation.messages, conversation.probes[0]
+    kept = oracle(messages, 1200, _count, probe.answers)
+    dropped = drop_oldest(messages, 1200, _count)
+    assert kept is not None
+    assert dropped is not None
+    assert probe.present(text_of(kept))
+    assert not probe.present(text_of(dropped))
+    assert kept[0] == messages[0]
+    assert kept[-1] == messages[-1]
+    assert [m for m in kept if m in messages] == kept  # in the conversation's order
+    assert _count(kept) <= 1200 < _count([*kept, messages[len(messages) - len(dropped)]])
+    assert kept[-len(dropped) + 1 :] == dropped[-len(dropped) + 1 :]
+    answering = [messages[0], *(m for m in messages if probe.answers(text_of([m])))]
+    assert oracle(messages, _count(answering), _count, probe.answers) == answering
+    assert oracle(messages, _count(answering) - 1, _count, probe.answers) is None
+
+
 def test_masking_replaces_long_tool_results_with_placeholders() -> None:
     """Observation masking shows what each long tool result was, not its content."""
     messages = generate(2, fillers=12).messages
@@ -206,6 +229,19 @@ async def test_every_condition_scores_every_probe() -> None:
     assert len(rows) == len(CONDITIONS) * len(PROBE_KINDS)
     assert {r.condition for r in rows} == set(CONDITIONS)
     assert all(r.status == "ok" and r.correct for r in rows if r.condition != "masking")
+
+
+async def test_the_oracle_shows_each_probe_the_turns_that_answer_it() -> None:
+    """Under the oracle each probe is asked after its own answering turns: every value is in
+    what its probe was shown, though the conversation is past the budget."""
+    conversation = generate(3, fillers=10)
+    target = Oracle(conversation.probes)
+    rows = await run_conversation(target, conversation, ["oracle"], SETUP)
+    assert [r.kind for r in rows] == list(PROBE_KINDS)
+    assert all(r.status == "ok" and r.present and r.correct for r in rows)
+    assert _count(conversation.messages) > SETUP.budget
+    assert all(_count(asked[:-1]) <= SETUP.budget for asked in target.asked)
+    assert len({tuple(map(str, asked[:-1])) for asked in target.asked}) > 1
 
 
 async def test_short_asks_each_kind_after_the_same_seed_without_fillers() -> None:

@@ -258,3 +258,21 @@ def test_a_question_is_shown_its_evidence_only_with_every_sentence_of_those_turn
     assert adopt.evidence_in(f"Ben: {first} It was two greyhounds.") is False
     assert when.said == ()
     assert when.evidence_in("[1:00 pm on 1 May, 2023] Ann: hello") is None
+
+
+def test_the_turns_that_answer_a_question_are_its_evidence_else_those_holding_its_answer() -> None:
+    """A message answers a question when it is one of its evidence turns (its session's date
+    before it or not), not when it only repeats the answer's words; a question with no known
+    evidence is answered by the turns holding every word of its answer."""
+    conversation = dialogue()
+    conversation["session_1"][0]["text"] = "Did you hear? Ben adopted two greyhounds."
+    qa = [{"question": "What did Ben adopt?", "answer": "two greyhounds", "evidence": ["D1:2"],
+           "category": 4},
+          {"question": "What?", "answer": "two greyhounds", "evidence": ["D9:99"], "category": 4}]  # fmt: skip
+    known, unknown = locomo.dialogue_of("conv-7", conversation, qa, "test").questions
+    _, told, adopted, *_ = locomo.dialogue_of("conv-7", conversation, qa, "test").messages
+    assert known.answers(str(adopted["content"]))
+    assert not known.answers(str(told["content"]))
+    assert unknown.answers(str(adopted["content"]))
+    assert unknown.answers(str(told["content"]))
+    assert not unknown.answers(f"{FILLER} (1.3)")
