@@ -110,6 +110,13 @@ ENCODE_DEPTH = 254
 """How deep orjson writes nested arrays and objects (it reads up to 1024 levels)."""
 
 
+def nested_too_deep(exc: BaseException) -> bool:
+    """Whether `exc` is orjson refusing to write JSON nested past `ENCODE_DEPTH`. orjson's
+    `JSONEncodeError` is `TypeError` itself, so an `except orjson.JSONEncodeError` around
+    more than one `orjson.dumps` catches every other TypeError too."""
+    return isinstance(exc, TypeError) and str(exc) == "Recursion limit reached"
+
+
 def too_deep(what: str) -> JsonTooDeep:
     """The error for JSON that was read but cannot be written again for the upstream."""
     return JsonTooDeep(

@@ -84,6 +84,8 @@ other, litellm writes the prompt as a chat message."""
 _EXCEPTION_PREFIX = re.compile(r"^(?:litellm\.\w+: )+")
 _PROVIDER_PREFIX = re.compile(r"^\w+(?:Exception|Error) - ")
 _HANDLE_WITH = re.compile(r"\.? Handle with `litellm\.\w+`\.?$")
+_TRACEBACK = "\nTraceback (most recent call last):"
+"""Where litellm appends a traceback to an error's message (its catch-all): never sent."""
 
 
 def _dumped(result: Any) -> bytes:
@@ -334,6 +336,15 @@ class LitellmProvider:
             return exc
         if watch is not None and watch.error is not None:
             return watch.error  # the guard's finding, whatever litellm made of it
+        own = None if _NOT_JSON in str(exc) else _litellms_own(exc)
+        if own is not None and watch is not None and watch.status == 0 and not mid_stream:
+            return unwritable(self.name, own)  # failed before an answer: nothing was sent
+        if own is not None:  # no watch says whether it was writing or reading
+            return UpstreamError(
+                f"litellm failed on a request to {self.name} (not a connection error): "
+                f"{_message(own, None)}",
+                provider=self.name,
+            )
         if watch is not None and watch.status == 0 and _transport_like(exc):
             return UpstreamError(
                 f"cannot reach upstream {self.name}: the connection was refused, closed or reset "
@@ -470,8 +481,46 @@ def _message(exc: BaseException, body: object) -> str:
 def _bare(text: str) -> str:
     """litellm's words around the provider's removed: `litellm.XError: FooException - `
     before, ` Handle with `litellm.XError`.` after."""
+    text = text.partition(_TRACEBACK)[0]
     text = _PROVIDER_PREFIX.sub("", _EXCEPTION_PREFIX.sub("", text))
     return _HANDLE_WITH.sub("", text.strip())
+
+
+def unwritable(provider: str, exc: BaseException) -> OverspillError:
+    """A request litellm's code failed to write in `provider`'s API (its own KeyError,
+    TypeError or ValueError on the request's content): the client's 400, as litellm said
+    why."""
+    if isinstance(exc, KeyError) and exc.args:
+        said = f"it needs a field {exc.args[0]!r} the request does not give"
+    else:
+        said = _message(exc, None)
+        if isinstance(exc, TypeError | AttributeError):
+            said = f"a field has another type than the API's ({said})"
+    return classify_failure(
+        status=400, message=f"the request cannot be written in {provider}'s API: {said}",
+        provider=provider,
+    )  # fmt: skip
+
+
+def _litellms_own(exc: BaseException) -> BaseException | None:
+    """The exception litellm's own code raised that litellm reports as a connection error
+    (its catch-all wraps any exception in `APIConnectionError`); None when the failure is the
+    connection's (a transport error in the chain) or litellm's alone."""
+    if not isinstance(exc, litellm.exceptions.APIConnectionError):
+        return None
+    found: BaseException | None = None
+    link: BaseException | None = exc
+    for _ in range(16):
+        link = link.__cause__ or link.__context__ if link is not None else None
+        if link is None:
+            break
+        if isinstance(link, OSError | TimeoutError | httpx.TransportError) or type(
+            link
+        ).__module__.startswith(("aiohttp", "httpcore", "httpx")):
+            return None
+        if found is None and not type(link).__module__.startswith("litellm"):
+            found = link
+    return found
 
 
 def _transport_like(exc: BaseException) -> bool:

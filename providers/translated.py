@@ -39,12 +39,12 @@ from litellm.types.utils import LlmProviders, ModelResponse
 from litellm.utils import ProviderConfigManager, get_optional_params
 
 from kernel.config import DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT, ModelEntry
-from kernel.errors import OverspillError, too_deep
+from kernel.errors import OverspillError, nested_too_deep, too_deep
 from kernel.types import ChatRequest, ChatResponse, Provider, RequestContext, RouteRequest
 from providers import anthropic
 from providers.chunks import DONE
 from providers.failures import classify_failure
-from providers.litellm import LitellmProvider, _message, refuse_settings
+from providers.litellm import LitellmProvider, _message, refuse_settings, unwritable
 from providers.transport import Reply, Upstream
 from providers.wire import SETTINGS, StreamReader, WireProvider, Written
 
@@ -319,9 +319,9 @@ class LitellmWire:
         write is a 400 that says why, in litellm's words."""
         try:
             return self.translate_request(request)
-        except orjson.JSONEncodeError as exc:  # parsed (up to 1024 levels), cannot be written
-            raise too_deep("the request body") from exc
-        except Exception as exc:
+        except Exception as exc:  # orjson's JSONEncodeError is TypeError itself: told apart
+            if nested_too_deep(exc):  # parsed (up to 1024 levels), cannot be written
+                raise too_deep("the request body") from exc
             raise self._untranslatable(exc) from exc
 
     def translate_request(self, request: ChatRequest) -> Written:
@@ -427,11 +427,9 @@ class LitellmWire:
         if isinstance(exc, OverspillError):
             return exc
         status = getattr(exc, "status_code", None)
-        said = _message(exc, None)
         if not isinstance(status, int) or not 400 <= status < 500:
-            status = 400  # litellm's own ValueError/KeyError on the request's content
-            said = f"the request cannot be written in {self.name}'s API: {said}"
-        return classify_failure(status=status, message=said, provider=self.name)
+            return unwritable(self.name, exc)  # litellm's own ValueError/KeyError on the request
+        return classify_failure(status=status, message=_message(exc, None), provider=self.name)
 
 
 class TranslatedProvider(WireProvider):

@@ -195,6 +195,33 @@ async def test_unsupported_parameter_is_the_clients_error(provider: Provider) ->
     assert "logit_bias" in caught.value.message
 
 
+@pytest.mark.parametrize(
+    ("response_format", "named"),
+    [
+        ("x", "response_format type - x"),
+        ({"type": "json_schema"}, "'json_schema'"),
+        ({"type": "json_schema", "json_schema": {}}, "'schema'"),
+        ({"type": "json_schema", "json_schema": "x"}, "another type"),
+    ],
+)
+@respx.mock
+async def test_what_litellm_cannot_write_is_a_400_saying_what(
+    provider: Provider, response_format: object, named: str
+) -> None:
+    """A request litellm's code fails to write (its own KeyError or TypeError) is the
+    client's 400 in litellm's words, on every path: never a JSON nesting error, a failed
+    connection or a traceback; nothing is sent."""
+    sent = respx.post(URL).respond(json=ANSWER)
+    with pytest.raises(OverspillError) as caught:
+        await provider.complete(parse_chat_request(chat(response_format=response_format)), CTX)
+    assert caught.value.http_status() == 400
+    assert caught.value.type == "invalid_request_error"
+    assert caught.value.message.startswith("the request cannot be written in anthropic's API")
+    assert named in caught.value.message
+    assert "Traceback" not in caught.value.message
+    assert not sent.called
+
+
 @pytest.mark.parametrize("kind", ["own", "litellm"])
 @respx.mock
 async def test_drop_params_drops_what_anthropic_lacks(client: Upstream, kind: str) -> None:

@@ -4,10 +4,11 @@ tests/providers/test_anthropic.py.)"""
 
 from __future__ import annotations
 
+import litellm
 import orjson
 import pytest
 
-from kernel.errors import ForbiddenParameter
+from kernel.errors import ForbiddenParameter, UpstreamError
 from providers.litellm import LitellmProvider
 from proxy.http import parse_chat_request
 from tests.conftest import settings_from
@@ -37,3 +38,30 @@ def test_litellm_settings_cannot_come_from_a_request(provider: LitellmProvider, 
     with pytest.raises(ForbiddenParameter) as caught:
         provider.kwargs(parse_chat_request(chat(**{field: 1})))
     assert caught.value.param == field
+
+
+def _wrapped(cause: BaseException) -> litellm.exceptions.APIConnectionError:
+    """`cause` as litellm's catch-all reports it: a connection error raised while handling
+    it, a traceback appended."""
+    wrapped = litellm.exceptions.APIConnectionError(
+        message=f"{cause}\nTraceback (most recent call last):\n  File \"/x.py\"",
+        llm_provider="gemini", model="gemini-2.0-flash",
+    )  # fmt: skip
+    wrapped.__context__ = cause
+    return wrapped
+
+
+def test_litellms_own_failure_is_not_reported_as_the_connections(
+    provider: LitellmProvider,
+) -> None:
+    """An exception of litellm's own code that litellm wraps as a connection error is said
+    to be litellm's, in its words without the traceback; a refused connection still reads as
+    one."""
+    own = provider.translate(_wrapped(KeyError("usageMetadata")))
+    assert isinstance(own, UpstreamError)
+    assert "not a connection error" in own.message
+    assert "usageMetadata" in own.message
+    assert "Traceback" not in own.message
+    refused = provider.translate(_wrapped(ConnectionRefusedError(111, "Connection refused")))
+    assert refused.message.startswith("cannot reach upstream anthropic")
+    assert "Traceback" not in refused.message
