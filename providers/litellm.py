@@ -53,6 +53,7 @@ from providers.failures import classify_failure, error_message, parse_body
 from providers.guard import WATCH, Watch, guard_response
 from providers.ollama import chat_fields
 from providers.openai_params import OPENAI_CHAT_PARAMS
+from providers.translation import unsupported_parameters
 
 litellm.telemetry = False
 litellm.suppress_debug_info = True
@@ -84,6 +85,8 @@ other, litellm writes the prompt as a chat message."""
 _EXCEPTION_PREFIX = re.compile(r"^(?:litellm\.\w+: )+")
 _PROVIDER_PREFIX = re.compile(r"^\w+(?:Exception|Error) - ")
 _HANDLE_WITH = re.compile(r"\.? Handle with `litellm\.\w+`\.?$")
+_UNSUPPORTED = re.compile(r"does not support parameters: \[([^\]]*)\]")
+"""litellm's UnsupportedParamsError naming the parameters (a Python list's repr)."""
 _TRACEBACK = "\nTraceback (most recent call last):"
 """Where litellm appends a traceback to an error's message (its catch-all): never sent."""
 
@@ -378,6 +381,9 @@ class LitellmProvider:
             return UpstreamError(
                 f"cannot reach upstream {self.name}: {_message(exc, None)}", provider=self.name
             )
+        refused = refused_parameters(self.name, exc)
+        if refused is not None:
+            return refused
         status = getattr(exc, "status_code", None)
         body = _body(exc)
         return classify_failure(
@@ -484,6 +490,17 @@ def _bare(text: str) -> str:
     text = text.partition(_TRACEBACK)[0]
     text = _PROVIDER_PREFIX.sub("", _EXCEPTION_PREFIX.sub("", text))
     return _HANDLE_WITH.sub("", text.strip())
+
+
+def refused_parameters(provider: str, exc: BaseException) -> OverspillError | None:
+    """litellm's refusal of parameters the provider lacks, in the words overspill's own
+    translations use (litellm's names its own settings, not overspill's config); None for
+    any other exception."""
+    found = _UNSUPPORTED.search(str(exc))
+    if not isinstance(exc, litellm.exceptions.UnsupportedParamsError) or found is None:
+        return None
+    names = sorted(re.findall(r"'([^']*)'", found.group(1)))
+    return unsupported_parameters(provider, names) if names else None
 
 
 def unwritable(provider: str, exc: BaseException) -> OverspillError:

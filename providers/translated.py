@@ -44,7 +44,13 @@ from kernel.types import ChatRequest, ChatResponse, Provider, RequestContext, Ro
 from providers import anthropic
 from providers.chunks import DONE
 from providers.failures import classify_failure
-from providers.litellm import LitellmProvider, _message, refuse_settings, unwritable
+from providers.litellm import (
+    LitellmProvider,
+    _message,
+    refuse_settings,
+    refused_parameters,
+    unwritable,
+)
 from providers.transport import Reply, Upstream
 from providers.wire import SETTINGS, StreamReader, WireProvider, Written
 
@@ -426,6 +432,9 @@ class LitellmWire:
         """A request litellm refused to write in the provider's API (as litellm said why)."""
         if isinstance(exc, OverspillError):
             return exc
+        refused = refused_parameters(self.name, exc)
+        if refused is not None:
+            return refused
         status = getattr(exc, "status_code", None)
         if not isinstance(status, int) or not 400 <= status < 500:
             return unwritable(self.name, exc)  # litellm's own ValueError/KeyError on the request

@@ -9,7 +9,7 @@ does.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from kernel.errors import InvalidChatRequest
@@ -43,12 +43,16 @@ def refuse_unsupported(
     `drop_params`)."""
     refused = sorted(key for key, value in body.items() if value is not None and key in unsupported)
     if refused and not drop_params:
-        names = ", ".join(refused)
-        raise UnsupportedParameter(
-            f"{provider} does not support the parameter(s) {names}: remove them, or set "
-            "litellm_settings.drop_params: true in overspill's config to drop them",
-            param=refused[0],
-        )
+        raise unsupported_parameters(provider, refused)
+
+
+def unsupported_parameters(provider: str, refused: Sequence[str]) -> UnsupportedParameter:
+    """The 400 for the parameters `refused` (sorted), which `provider` lacks."""
+    return UnsupportedParameter(
+        f"{provider} does not support the parameter(s) {', '.join(refused)}: remove them, or "
+        "set litellm_settings.drop_params: true in overspill's config to drop them",
+        param=refused[0],
+    )
 
 
 def unchecked(where: str) -> AssertionError:

@@ -187,12 +187,17 @@ async def test_litellm_settings_cannot_come_from_a_request(
 
 
 async def test_unsupported_parameter_is_the_clients_error(provider: Provider) -> None:
-    """An OpenAI parameter Anthropic lacks is a 400 naming it, unless drop_params is on."""
+    """An OpenAI parameter Anthropic lacks is a 400 naming it and overspill's setting that
+    drops it (litellm's own words name its settings), unless drop_params is on."""
     with pytest.raises(OverspillError) as caught:
         await provider.complete(parse_chat_request(chat(logit_bias={"1": 2})), CTX)
     assert caught.value.http_status() == 400
     assert caught.value.type == "invalid_request_error"
-    assert "logit_bias" in caught.value.message
+    assert caught.value.message == (
+        "anthropic does not support the parameter(s) logit_bias: remove them, or set "
+        "litellm_settings.drop_params: true in overspill's config to drop them"
+    )
+    assert caught.value.param == "logit_bias"
 
 
 @pytest.mark.parametrize(
