@@ -87,6 +87,9 @@ _PROVIDER_PREFIX = re.compile(r"^\w+(?:Exception|Error) - ")
 _HANDLE_WITH = re.compile(r"\.? Handle with `litellm\.\w+`\.?$")
 _UNSUPPORTED = re.compile(r"does not support parameters: \[([^\]]*)\]")
 """litellm's UnsupportedParamsError naming the parameters (a Python list's repr)."""
+_TLS_CONTEXT = re.compile(r"ssl:<ssl\.SSLContext object at 0x[0-9a-f]+>")
+"""aiohttp's words for a TLS connection ("Cannot connect to host h:443 ssl:<ssl.SSLContext
+object at 0x7f…>"): a memory address that tells the client nothing."""
 _TRACEBACK = "\nTraceback (most recent call last):"
 """Where litellm appends a traceback to an error's message (its catch-all): never sent."""
 
@@ -486,8 +489,8 @@ def _message(exc: BaseException, body: object) -> str:
 
 def _bare(text: str) -> str:
     """litellm's words around the provider's removed: `litellm.XError: FooException - `
-    before, ` Handle with `litellm.XError`.` after."""
-    text = text.partition(_TRACEBACK)[0]
+    before, ` Handle with `litellm.XError`.` and a traceback after, a TLS context's address."""
+    text = _TLS_CONTEXT.sub("ssl:TLS", text.partition(_TRACEBACK)[0])
     text = _PROVIDER_PREFIX.sub("", _EXCEPTION_PREFIX.sub("", text))
     return _HANDLE_WITH.sub("", text.strip())
 
