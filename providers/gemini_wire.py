@@ -341,9 +341,13 @@ def _user_leave(content: object, where: str) -> str | None:
     return None
 
 
+IMAGE_SCHEMES = ("https://", "http://", "gs://")
+"""The image URLs litellm writes for Gemini (it downloads them, or sends a file URI)."""
+
+
 def _image_leave(value: object, where: str) -> str | None:
     """A URL is litellm's (it downloads it, or sends a file URI), as is a part with its own
-    media type or a detail level (media resolution)."""
+    media type or a detail level (media resolution); any other URL is a 400."""
     if isinstance(value, dict) and (
         value.keys() & {"format", "mime_type", "content_type"}
         or value.get("detail") in ("low", "medium", "high", "ultra_high")
@@ -351,6 +355,10 @@ def _image_leave(value: object, where: str) -> str | None:
         return f"{where}.image_url: a media type or detail"
     url = value.get("url") if isinstance(value, dict) else value
     if isinstance(url, str) and not url.startswith("data:"):
+        if not url.startswith(IMAGE_SCHEMES):  # litellm would fail on it in its own code
+            raise InvalidChatRequest(
+                f"{where}.image_url.url must be an http(s), gs:// or data: URL"
+            )
         return f"{where}.image_url: a URL"
     return None
 

@@ -321,6 +321,21 @@ def test_malformed_request_names_what_to_fix(chat: dict[str, Any], where: str) -
     assert where in caught.value.message
 
 
+@pytest.mark.parametrize("url", ["notaurl", "ftp://x.test/a.png", "file:///etc/passwd"])
+def test_an_image_url_gemini_cannot_take_is_a_400_before_any_road(url: str) -> None:
+    """An image URL that is not http(s), gs:// or data: is the client's 400 naming the part
+    (litellm, which URLs go to, failed on it in its own code)."""
+    part = {"type": "image_url", "image_url": {"url": url}}
+    request = parse_chat_request(
+        orjson.dumps({"model": "g", "messages": [{"role": "user", "content": [part]}]})
+    )
+    with pytest.raises(InvalidChatRequest) as caught:
+        wire.leaves(request.body, request.messages, system_instruction=True, drop_params=False)
+    assert caught.value.message == (
+        "messages[0].content[0].image_url.url must be an http(s), gs:// or data: URL"
+    )
+
+
 def test_unsupported_parameters_are_named_or_dropped() -> None:
     """logit_bias and store are refused naming both; with drop_params they are left out."""
     chat = {"messages": [{"role": "user", "content": "hi"}], "logit_bias": {"1": 1}, "store": True}
