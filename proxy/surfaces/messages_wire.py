@@ -371,6 +371,8 @@ def _image_source(block: Mapping[str, Any], where: str, native: bool) -> str:
     if kind == "url":
         _string(source, "url", f"{where}.source")
         url: str = source["url"]
+        if not url.startswith(("https://", "http://")):
+            raise wrong(f"{where}.source.url", url, "an http(s) URL", quote=True)
         return url
     if kind == "file" and native:
         return f"file:{source.get('file_id')}"

@@ -83,6 +83,9 @@ ITEM_STRINGS: dict[str, tuple[str, ...]] = {
 reasoning item is dropped: chat has no place for it)."""
 
 IMAGE_DETAILS = ("low", "high", "auto", "original")
+IMAGE_URL_STARTS = ("https://", "http://", "data:")
+"""An `input_image`'s `image_url`: "a fully qualified URL or base64 encoded image in a data
+URL" (OpenAI's API reference)."""
 
 TEXT_PARTS = {
     "user": ("input_text",),
@@ -188,7 +191,12 @@ def _check_parts(
         if not isinstance(kind, str) or kind not in kinds:
             raise wrong(f"{at}.type", kind, "one of " + ", ".join(kinds), quote=True)
         check_strings(part, at, *kinds[kind])
-        detail = part.get("detail") if kind == "input_image" else None
+        if kind != "input_image":
+            continue
+        url = part.get("image_url")
+        if url is not None and not url.startswith(IMAGE_URL_STARTS):
+            raise wrong(f"{at}.image_url", url, "an http(s) URL or a data: URL", quote=True)
+        detail = part.get("detail")
         if detail is not None and detail not in IMAGE_DETAILS:
             raise wrong(f"{at}.detail", detail, "one of " + ", ".join(IMAGE_DETAILS), quote=True)
 

@@ -145,6 +145,17 @@ def test_a_result_without_its_call_is_refused() -> None:
             },
             "messages[0].content[1].source",
         ),
+        (
+            {
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [{"type": "image", "source": {"type": "url", "url": "x.png"}}],
+                    }
+                ]
+            },
+            "messages[0].content[0].source.url",
+        ),
         ({"system": 3}, "system"),
         ({"tools": [{"name": "x"}]}, "tools[0].input_schema"),
         ({"tool_choice": {"type": "sometimes"}}, "tool_choice"),

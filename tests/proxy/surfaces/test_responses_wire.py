@@ -95,6 +95,11 @@ BAD_INPUTS: list[tuple[Any, str, str]] = [
         "one of low, high, auto, original",
     ),
     ([user([{"type": "input_image", "image_url": 3}])], "input[0].content[0].image_url", "string"),
+    (
+        [user([{"type": "input_image", "image_url": "photo.png"}])],
+        "input[0].content[0].image_url",
+        "an http(s) URL or a data: URL, got 'photo.png'",
+    ),
     ([user([{"type": "input_file", "filename": "a"}])], "input[0].content[0]", "'file_data'"),
     (
         [assistant([{"type": "input_image", "image_url": PNG}])],
