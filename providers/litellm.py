@@ -83,7 +83,7 @@ TEXT_COMPLETION_PROVIDERS = frozenset(
 other, litellm writes the prompt as a chat message."""
 
 _EXCEPTION_PREFIX = re.compile(r"^(?:litellm\.\w+: )+")
-_PROVIDER_PREFIX = re.compile(r"^\w+(?:Exception|Error) - ")
+_PROVIDER_PREFIX = re.compile(r"^(?:\w+(?:Exception|Error)(?: -|:) )+")
 _HANDLE_WITH = re.compile(r"\.? Handle with `litellm\.\w+`\.?$")
 _UNSUPPORTED = re.compile(r"does not support parameters: \[([^\]]*)\]")
 """litellm's UnsupportedParamsError naming the parameters (a Python list's repr)."""
@@ -380,20 +380,21 @@ class LitellmProvider:
                 f"upstream {self.name} did not answer in time: {_message(exc, None)}",
                 provider=self.name,
             )
-        if isinstance(exc, litellm.exceptions.APIConnectionError | httpx.TransportError):
+        if isinstance(exc, litellm.exceptions.APIConnectionError | httpx.TransportError) or (
+            status_of(exc) in (None, 500) and any(map(_a_transport_error, _links(exc)))
+        ):  # litellm reports some providers' failed connections as its 500
             return UpstreamError(
                 f"cannot reach upstream {self.name}: {_message(exc, None)}", provider=self.name
             )
         refused = refused_parameters(self.name, exc)
         if refused is not None:
             return refused
-        status = getattr(exc, "status_code", None)
         body = _body(exc)
         return classify_failure(
-            status=status if isinstance(status, int) else None,
+            status=status_of(exc),
             message=_message(exc, body),
             body=body,
-            provider=getattr(exc, "llm_provider", None) or self.name,
+            provider=self.name,  # litellm names "openai" for any provider's text completion
             retry_after=_retry_after(exc),
         )
 
@@ -522,25 +523,39 @@ def unwritable(provider: str, exc: BaseException) -> OverspillError:
     )  # fmt: skip
 
 
+def status_of(exc: BaseException) -> int | None:
+    """The HTTP status litellm gives an exception, if any."""
+    status = getattr(exc, "status_code", None)
+    return status if isinstance(status, int) else None
+
+
+def _links(exc: BaseException) -> list[BaseException]:
+    """The exceptions `exc` was raised from or while handling, nearest first (a few)."""
+    found: list[BaseException] = []
+    link = exc.__cause__ or exc.__context__
+    while link is not None and len(found) < 16:
+        found.append(link)
+        link = link.__cause__ or link.__context__
+    return found
+
+
+def _a_transport_error(link: BaseException) -> bool:
+    """A failure of the connection itself (the socket, TLS, the HTTP client's transport)."""
+    return isinstance(link, OSError | TimeoutError | httpx.TransportError) or type(
+        link
+    ).__module__.startswith(("aiohttp", "httpcore", "httpx"))
+
+
 def _litellms_own(exc: BaseException) -> BaseException | None:
     """The exception litellm's own code raised that litellm reports as a connection error
     (its catch-all wraps any exception in `APIConnectionError`); None when the failure is the
     connection's (a transport error in the chain) or litellm's alone."""
     if not isinstance(exc, litellm.exceptions.APIConnectionError):
         return None
-    found: BaseException | None = None
-    link: BaseException | None = exc
-    for _ in range(16):
-        link = link.__cause__ or link.__context__ if link is not None else None
-        if link is None:
-            break
-        if isinstance(link, OSError | TimeoutError | httpx.TransportError) or type(
-            link
-        ).__module__.startswith(("aiohttp", "httpcore", "httpx")):
-            return None
-        if found is None and not type(link).__module__.startswith("litellm"):
-            found = link
-    return found
+    links = _links(exc)
+    if any(map(_a_transport_error, links)):
+        return None
+    return next((link for link in links if not type(link).__module__.startswith("litellm")), None)
 
 
 def _transport_like(exc: BaseException) -> bool:

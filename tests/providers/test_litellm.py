@@ -68,3 +68,27 @@ def test_litellms_own_failure_is_not_reported_as_the_connections(
     assert (
         refused.message == "cannot reach upstream anthropic: Cannot connect to host h:443 ssl:TLS"
     )
+
+
+def test_a_failed_connection_litellm_reports_as_its_500_reads_as_one(
+    provider: LitellmProvider,
+) -> None:
+    """litellm reports some providers' failed connections (a text completion's, Cohere's) as
+    its 500 under another provider's name: the error names the configured provider and says
+    the upstream could not be reached, in the provider's words alone."""
+    said = "InternalServerError: OpenAIException - Cannot connect to host h:443 ssl:default"
+    failed = litellm.exceptions.InternalServerError(
+        message=said, llm_provider="openai", model="claude-sonnet-4-5"
+    )
+    failed.__context__ = OSError("Connect call failed")
+    error = provider.translate(failed)
+    assert isinstance(error, UpstreamError)
+    assert (
+        error.message == "cannot reach upstream anthropic: Cannot connect to host h:443 ssl:default"
+    )
+    without = provider.translate(
+        litellm.exceptions.InternalServerError(
+            message="OpenAIException - overloaded", llm_provider="openai", model="m"
+        )
+    )
+    assert without.message == "upstream anthropic failed (500): overloaded"
