@@ -76,6 +76,8 @@ GUARDED_PROVIDERS: dict[str, tuple[bytes, ...]] = {
 """Providers litellm calls through its own HTTP handler (which takes overspill's client with
 the response guard), and the bytes a complete stream of theirs ends with."""
 _NOT_JSON = "Unable to get json response"
+TOKEN_ID_EMBEDDERS = OPENAI_WIRE_PROVIDERS | {"azure"}
+"""Providers whose embeddings API takes token ids as well as text (OpenAI's API)."""
 TEXT_COMPLETION_PROVIDERS = frozenset(
     {"text-completion-openai", "azure_text", "text-completion-codestral"}
 )
@@ -188,6 +190,7 @@ class LitellmProvider:
         kwargs.pop("stream", None)
         kwargs = self._with_settings(kwargs)
         if request.route == "embeddings":
+            self._texts(request)
             kwargs.pop("encoding_format", None)  # written here, for every provider alike
             kwargs.pop("client", None)  # the guarded client speaks chat: litellm's own here
             kwargs.pop("extra_body", None)  # Ollama's chat fields (num_ctx, ...) are for chat
@@ -198,6 +201,18 @@ class LitellmProvider:
             kwargs["stream"] = request.stream
             kwargs["prompt"] = self._prompt(request)
         return kwargs
+
+    def _texts(self, request: RouteRequest) -> None:
+        """Refuse token ids as embedding input for a provider whose API embeds only text
+        (litellm fails on them in its own code, or passes them on to be refused)."""
+        given = request.body.get("input")
+        if self.name in TOKEN_ID_EMBEDDERS or not isinstance(given, list):
+            return
+        if any(not isinstance(item, str) for item in given):
+            raise RouteNotServed(
+                f"model {request.model!r} ({self.name}) embeds text only: send 'input' as a "
+                "string or an array of strings (token ids are for OpenAI's embeddings API)"
+            )
 
     def _prompt(self, request: RouteRequest) -> Any:
         """A completion's prompt as litellm can send it: litellm turns a prompt into one chat
