@@ -76,8 +76,11 @@ GUARDED_PROVIDERS: dict[str, tuple[bytes, ...]] = {
 """Providers litellm calls through its own HTTP handler (which takes overspill's client with
 the response guard), and the bytes a complete stream of theirs ends with."""
 _NOT_JSON = "Unable to get json response"
-TOKEN_ID_EMBEDDERS = OPENAI_WIRE_PROVIDERS | {"azure"}
-"""Providers whose embeddings API takes token ids as well as text (OpenAI's API)."""
+TEXT_EMBEDDERS = frozenset(
+    {"cohere", "gemini", "vertex_ai", "bedrock", "ollama", "ollama_chat", "mistral", "voyage"}
+)
+"""Providers whose embeddings API takes text only (token ids are OpenAI's API's, and of the
+servers that copy it: any other provider is sent what the client sent)."""
 TEXT_COMPLETION_PROVIDERS = frozenset(
     {"text-completion-openai", "azure_text", "text-completion-codestral"}
 )
@@ -206,7 +209,7 @@ class LitellmProvider:
         """Refuse token ids as embedding input for a provider whose API embeds only text
         (litellm fails on them in its own code, or passes them on to be refused)."""
         given = request.body.get("input")
-        if self.name in TOKEN_ID_EMBEDDERS or not isinstance(given, list):
+        if self.name not in TEXT_EMBEDDERS or not isinstance(given, list):
             return
         if any(not isinstance(item, str) for item in given):
             raise RouteNotServed(

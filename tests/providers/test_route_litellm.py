@@ -173,7 +173,8 @@ async def test_a_chat_provider_takes_one_text_prompt(prompt: Any) -> None:
 @pytest.mark.parametrize("given", [[1, 2, 3], [[1, 2]], [[1, 2], [3]]])
 async def test_a_text_only_embedder_refuses_token_ids(given: Any) -> None:
     """Token ids are OpenAI's embedding input: for a provider that embeds text only (Ollama
-    here, Cohere, Gemini) they are a 400 saying what to send; OpenAI's API takes them."""
+    here, Cohere, Gemini) they are a 400 saying what to send; OpenAI's API takes them, and
+    a provider not known to refuse them is sent them."""
     with pytest.raises(RouteNotServed, match="embeds text only"):
         await provider("llama").send(route("embeddings", model="llama", input=given), CTX)
     assert provider("embed3").route_kwargs(route("embeddings", model="embed3", input=given))
