@@ -39,6 +39,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "present": (bool, type(None)), "growths": (int, type(None)),
     "condensed": (int, type(None)), "detail": (str,), "shown": (str, type(None)),
     "templates": (str,), "stood": (str,), "evidence": (bool, type(None)),
+    "stand_in": (str,),
 }  # fmt: skip
 
 
@@ -111,7 +112,34 @@ def table(rows: Sequence[Row], conditions: Sequence[str]) -> str:
         if "tune" in said:
             for other in said[1:]:
                 blocks.append(_template_gap(seed_set, chosen, conditions, other))
+    fell_back = fallbacks(rows)
+    if fell_back:
+        blocks.append(fell_back)
     return "\n\n".join(blocks)
+
+
+def fallbacks(rows: Sequence[Row]) -> str:
+    """A warning naming the conversations whose overspill rows were answered beside a
+    fallback (the extraction failed and a middle cut or masking stood in): those rows
+    measure the fallback, not compaction. Empty when there are none."""
+    found: dict[tuple[str, str, int, str], int] = {}
+    for row in rows:
+        if row.stand_in not in ("", "extract"):
+            key = (row.condition, row.seed_set, row.seed, row.stand_in)
+            found[key] = found.get(key, 0) + 1
+    if not found:
+        return ""
+    lines = [
+        f"  {condition}, {seed_set} seed {seed}: {count} row(s) beside a {stand_in}"
+        for (condition, seed_set, seed, stand_in), count in sorted(found.items())
+    ]
+    return "\n".join(
+        [
+            "warning: the extraction failed for these conversations and a fallback stood in "
+            "(the run's log says why); their rows measure the fallback, not compaction:",
+            *lines,
+        ]
+    )
 
 
 SEED_SETS = ("tune", "held-out")

@@ -91,6 +91,10 @@ class Row:
     evidence: bool | None = None
     """Whether what the model was shown held every turn an outside dataset marks as
     answering the question, whole (LoCoMo's `evidence`); None: none marked, or unknown."""
+    stand_in: str = ""
+    """The overspill conditions: what made the stand-in for the condensed turns
+    (``extract``, or a fallback such as ``middle_cut`` when the extraction failed: then the
+    row measures the fallback, not compaction); empty when unknown."""
 
     def as_dict(self) -> dict[str, Any]:
         """The row as a JSON object."""
@@ -112,6 +116,10 @@ class Sent:
     """Messages an extraction stood in for (0: the conversation went whole)."""
     shown: str | None = None
     """What the model was shown, when the target can tell (in process)."""
+    stand_in: str = ""
+    """What made the stored stand-in for the condensed turns (`HistoryEntry.strategy`:
+    ``extract``, or a fallback such as ``middle_cut`` when the extraction failed), when the
+    target can tell; empty: none stored, or unknown."""
 
 
 class Target(Protocol):
@@ -311,7 +319,7 @@ async def _through_overspill(
             conversation, condition, probe, "ok", answer=sent.text,
             correct=probe.score(sent.text), present=place != OUT if place else None,
             shown=sent.shown if setup.keep_shown else None, stood=place, evidence=evidence,
-            **counts,
+            stand_in=sent.stand_in, **counts,
         )  # fmt: skip
 
 

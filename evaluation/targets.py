@@ -73,18 +73,19 @@ class InProcess:
         replaced = int(ctx.notes.get("messages-replaced", 0))
         relevant = ctx.derived.get("relevant-turns")
         before = messages if play else messages[:-1]  # a probe: what came before its question
-        shown = await self._shown(before, conversation)
+        shown, stand_in = await self._shown(before, conversation)
         if isinstance(relevant, str):  # the condensed turns quoted beside the question
             shown = f"{shown}\n\n{relevant}"
-        return Sent(text, replaced, shown)
+        return Sent(text, replaced, shown, stand_in)
 
-    async def _shown(self, messages: Sequence[Message], conversation: str) -> str:
-        """The stored extraction and the messages after it (all of them, when none applies)."""
+    async def _shown(self, messages: Sequence[Message], conversation: str) -> tuple[str, str]:
+        """The stored extraction and the messages after it (all of them, when none applies),
+        and what made that extraction (`HistoryEntry.strategy`; "" when none applies)."""
         entry = await self.system.store.get(TENANT, conversation)
         if entry is None or entry.historical_end_index > len(messages):
-            return text_of(messages)
+            return text_of(messages), ""
         rest = text_of(messages[entry.historical_end_index :])
-        return f"{entry.extraction}\n\n{rest}"
+        return f"{entry.extraction}\n\n{rest}", entry.strategy
 
 
 class Remote:

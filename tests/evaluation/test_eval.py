@@ -331,6 +331,39 @@ def _notes(request: ChatRequest) -> ChatResponse:
     )
 
 
+def _extraction_refused(request: ChatRequest) -> ChatResponse:
+    """An extraction's call (notes asked on the conversation) is refused; every other
+    call gets an answer."""
+    if "Write notes on the conversation" in str(request.messages[-1].get("content")):
+        return json_response("I'm sorry, but I can't help with that.", prompt_tokens=200)
+    return json_response("8443", prompt_tokens=200)
+
+
+async def test_rows_answered_beside_a_fallback_say_so_and_the_table_warns(tmp_path: Path) -> None:
+    """When the extraction fails (the model refuses) and a middle cut stands in, each
+    overspill row says what stood in, and the table warns that those rows measure the
+    fallback, not compaction."""
+    fake = ScriptedProvider([_extraction_refused])
+    system = build_system(
+        settings_from(CONFIG), providers={"local": [fake]}, store=DiskHistoryStore(tmp_path / "s")
+    )
+    try:
+        conversation = generate(5, fillers=24)
+        rows = await run_conversation(
+            InProcess(system, "local"), conversation, ["overspill-once"], SETUP
+        )
+    finally:
+        await system.aclose()
+    assert {r.status for r in rows} == {"ok"}
+    assert {r.stand_in for r in rows} == {"middle_cut"}
+    printed = table(rows, ["overspill-once"])
+    assert "warning: the extraction failed" in printed
+    assert f"overspill-once, tune seed 5: {len(rows)} row(s) beside a middle_cut" in printed
+    assert "warning" not in table(
+        [replace(r, stand_in="extract") for r in rows], ["overspill-once"]
+    )
+
+
 async def test_in_process_the_real_layers_grow_nested_extractions(tmp_path: Path) -> None:
     """Replayed turn by turn through the real pipeline, a conversation three times the window
     grows its extraction more than once, and the probes see it spliced."""
