@@ -235,9 +235,11 @@ async def _ask_each(
     shown: Sequence[Message] | None,
     setup: Setup,
 ) -> AsyncIterator[Row]:
-    """Each probe asked after `shown` (None: the condition could not fit the window)."""
+    """Each probe asked after `shown` (None: the condition could not fit the window), its
+    text rendered once for all of them."""
+    text = text_of(shown) if shown is not None else ""
     for probe in conversation.probes:
-        yield await _ask(target, conversation, condition, probe, shown, setup)
+        yield await _ask(target, conversation, condition, probe, shown, text, setup)
 
 
 async def _with_oracle(
@@ -246,7 +248,8 @@ async def _with_oracle(
     """Each probe asked after the turns that answer it and the newest turns that fit."""
     for probe in conversation.probes:
         shown = oracle(conversation.messages, setup.budget, setup.count, probe.answers)
-        yield await _ask(target, conversation, "oracle", probe, shown, setup)
+        text = text_of(shown) if shown is not None else ""
+        yield await _ask(target, conversation, "oracle", probe, shown, text, setup)
 
 
 async def _ask(
@@ -255,16 +258,17 @@ async def _ask(
     condition: ConditionName,
     probe: Asked,
     shown: Sequence[Message] | None,
+    text: str,
     setup: Setup,
 ) -> Row:
-    """`probe` asked after `shown` (None: the condition could not fit the window)."""
+    """`probe` asked after `shown`, whose text is `text` (None: the condition could not fit
+    the window)."""
     if shown is None:
         return _row(conversation, condition, probe, "overflow", detail="does not fit the window")
     try:
         answer = await target.ask([*shown, _ask_user(probe)], max_tokens=setup.answer_tokens)
     except OverspillError as error:
         return _row(conversation, condition, probe, _status(error), detail=error.message)
-    text = text_of(shown)
     place = stood(probe.present, text)
     return _row(
         conversation, condition, probe, "ok",
