@@ -11,10 +11,12 @@ ignored is a warning the server logs at startup.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import ValidationError
@@ -86,7 +88,30 @@ def parse_config(
         settings = settings.model_copy(update={"model_list": tuple(entries)})
     settings = config_litellm.served_aliases(settings, warnings)
     _check_client_keys(settings, written, name, warnings)
+    warnings += api_base_problems(settings)
     return LoadedConfig(settings, warnings, environment)
+
+
+def api_base_problems(settings: Settings) -> list[str]:
+    """A warning per deployment whose `api_base` is no http(s) URL with a host ("not a url",
+    `localhost:11434` without its scheme, a documentation placeholder such as
+    `<your-azure-endpoint>`): each of its requests fails, as a connection error that names no
+    setting. A warning, not an error, as for an unset variable: LiteLLM loads such a config,
+    and the other deployments keep working. The value is not repeated: it may come from a
+    variable, or hold a password."""
+    found: list[str] = []
+    for index, entry in enumerate(settings.model_list):
+        base = entry.litellm_params.api_base
+        if base is None or entry.missing_env:
+            continue
+        parts = urlsplit(base)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            found.append(
+                f"model_list[{index}] ({entry.model_name}): litellm_params.api_base is not "
+                "an http(s) URL with a host (write it as http://host:port/v1); requests to "
+                "this deployment will fail until it is"
+            )
+    return found
 
 
 def _check_client_keys(
@@ -176,4 +201,22 @@ def _describe(err: Mapping[str, Any]) -> str:
         message = "field required"
     elif err["type"] == "extra_forbidden":
         message = "unknown setting (check the spelling)"
+    elif err["type"] in _SHAPES:
+        message = _SHAPES[err["type"]]
+    elif err["type"] == "value_error":
+        message = message.removeprefix("Value error, ")
+        if not path and _PATHED.match(message):
+            return message  # a check across settings names the path it is about
     return f"{path or '(top level)'}: {message[0].lower()}{message[1:]}"
+
+
+_SHAPES = {
+    "tuple_type": "input should be a list (lines starting with '- ')",
+    "list_type": "input should be a list (lines starting with '- ')",
+    "dict_type": "input should be a mapping (key: value lines)",
+    "model_type": "input should be a mapping (key: value lines)",
+}
+"""What a YAML author writes for pydantic's Python types: "input should be a valid tuple" or
+"a valid dictionary or instance of LitellmParams" names the code, not the file."""
+_PATHED = re.compile(r"[A-Za-z_][\w.\[\]]*: ")
+"""A message that opens with the YAML path it is about (``model_list[0].context.x: …``)."""

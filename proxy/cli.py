@@ -109,7 +109,8 @@ def check_config(path: str) -> int:
     for warning in loaded.warnings:
         print(f"{path}: warning: {warning}", file=sys.stderr)
     names = ", ".join(loaded.settings.model_names())
-    print(f"{path}: ok ({len(loaded.settings.model_list)} deployments: {names})")
+    count = len(loaded.settings.model_list)
+    print(f"{path}: ok ({count} deployment{'' if count == 1 else 's'}: {names})")
     aliases = loaded.settings.router_settings.model_group_alias
     if aliases:
         listed = ", ".join(

@@ -118,10 +118,68 @@ general_settings: {master_key: sk-1, database_url: "postgres://x"}
     ]
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("model_list: a\n", "model_list: input should be a list (lines starting with '- ')"),
+        (
+            "model_list:\n  - {model_name: a, litellm_params: [openai/a]}\n",
+            "model_list[0].litellm_params: input should be a mapping (key: value lines)",
+        ),
+        (
+            "model_list:\n  - {model_name: a, litellm_params: {model: openai/a}}\n"
+            "general_settings: [port]\n",
+            "general_settings: input should be a mapping (key: value lines)",
+        ),
+    ],
+)
+def test_a_wrong_shape_is_named_in_yaml_words(text: str, expected: str) -> None:
+    """A list or a mapping in the wrong place is named as YAML writes them, not as Python's
+    tuple or a schema's class."""
+    assert problems(text) == [expected]
+
+
+def test_a_check_across_settings_names_its_path_once() -> None:
+    """A check made over the whole file (the extraction model is configured) opens with the
+    path it is about, with no "(top level)" or "value error" before it."""
+    text = (
+        "model_list:\n  - model_name: a\n    litellm_params: {model: openai/a}\n"
+        "    context: {window: 4096, extraction_model: nope}\n"
+    )
+    assert problems(text) == [
+        "model_list[0].context.extraction_model: 'nope' is not a configured model_name "
+        "(configured: a)"
+    ]
+
+
+@pytest.mark.parametrize("base", ["not a url", "localhost:11434", "ftp://host/v1", "http://", ""])
+def test_an_api_base_that_is_no_http_url_is_a_warning_naming_its_path(base: str) -> None:
+    """An api_base that is no http(s) URL with a host is reported at its YAML path, saying how
+    to write it and not repeating it; the config loads, as LiteLLM loads it."""
+    text = (
+        "model_list:\n  - model_name: a\n    litellm_params: {model: openai/a}\n"
+        f"  - model_name: b\n    litellm_params: {{model: openai/b, api_base: '{base}'}}\n"
+    )
+    loaded = parse_config(text, "c", {})
+    assert loaded.warnings == [
+        "model_list[1] (b): litellm_params.api_base is not an http(s) URL with a host (write "
+        "it as http://host:port/v1); requests to this deployment will fail until it is"
+    ]
+
+
+def test_an_api_base_from_the_environment_is_checked_as_resolved() -> None:
+    """`os.environ/VAR` is checked once replaced: a URL passes, a bare host is warned of."""
+    text = "model_list:\n  - model_name: a\n    litellm_params: {model: openai/a, api_base: os.environ/B}\n"
+    assert parse_config(text, "c", {"B": "https://gw.example/v1"}).warnings == []
+    (warning,) = parse_config(text, "c", {"B": "user:secret@gw.example"}).warnings
+    assert "api_base is not an http(s) URL" in warning
+    assert "secret" not in warning
+
+
 def test_repeated_layer_is_an_error() -> None:
     """A layer may appear once in `middleware:`."""
     text = "model_list:\n  - {model_name: a, litellm_params: {model: openai/a}}\nmiddleware: [x, y, x]\n"
-    assert problems(text) == ["middleware: value error, each layer may appear once; repeated: x"]
+    assert problems(text) == ["middleware: each layer may appear once; repeated: x"]
 
 
 @pytest.mark.parametrize(

@@ -147,7 +147,7 @@ def test_an_unknown_mode_is_a_config_error_at_its_path() -> None:
     with pytest.raises(ConfigError) as raised:
         parse_config(config, "config.yaml", {})
     (problem,) = raised.value.problems
-    assert problem.startswith("model_list[0].model_info: value error, mode 'embeddings' is not")
+    assert problem.startswith("model_list[0].model_info: mode 'embeddings' is not")
     assert "chat, responses, completion, embedding" in problem
 
 
