@@ -57,6 +57,8 @@ replaying 300 turns one request at a time is left out by default (name it to run
 QUESTION_ROOM = 64
 """Tokens a baseline leaves for the probe's question beside the answer's reserve."""
 EXIT_USAGE = 2
+EXIT_NOTHING_ASKED = 1
+"""Every probe failed (an upstream not running, a key refused): the table has no figure."""
 
 
 def add_parser(commands: Any) -> None:
@@ -66,19 +68,24 @@ def add_parser(commands: Any) -> None:
     )
     parser.add_argument("--config", default=os.environ.get("OVERSPILL_CONFIG", "config.yaml"))
     parser.add_argument("--model", help="a configured model name (default: the first)")
-    parser.add_argument("--window", type=int, help="plan for this window (default: the model's)")
+    parser.add_argument(
+        "--window", type=positive, help="plan for this window (default: the model's)"
+    )
     chosen = parser.add_mutually_exclusive_group()
     chosen.add_argument("--seeds", help="e.g. 1-4,1000-1001 (from 1000 on: held-out seeds)")
     chosen.add_argument(
-        "--conversations", type=int, default=2, help="half tune seeds, half held-out (default 2)"
+        "--conversations",
+        type=positive,
+        default=2,
+        help="half tune seeds, half held-out (default 2)",
     )
     parser.add_argument(
-        "--fillers", type=int, default=DEFAULT_FILLERS,
+        "--fillers", type=positive, default=DEFAULT_FILLERS,
         help=f"filler episodes per conversation: its length (default {DEFAULT_FILLERS})",
     )  # fmt: skip
     add_templates_argument(parser)
     parser.add_argument(
-        "--answer-tokens", type=int, default=ANSWER_TOKENS,
+        "--answer-tokens", type=positive, default=ANSWER_TOKENS,
         help=f"max_tokens of each probe and replayed turn (default {ANSWER_TOKENS})",
     )  # fmt: skip
     locomo.add_arguments(parser)
@@ -117,6 +124,17 @@ def add_parser(commands: Any) -> None:
         "the probes both answered: answer in view and right before and after, each probe "
         "won and lost, and a sign test of the two",
     )  # fmt: skip
+
+
+def positive(text: str) -> int:
+    """A whole number above 0 (argparse's type: its error names the option)."""
+    try:
+        number = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{number} is not above 0")
+    return number
 
 
 def add_templates_argument(parser: argparse.ArgumentParser) -> None:
@@ -317,12 +335,19 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _show(rows: list[Row], conditions: Sequence[str], source: str, chart_path: str | None) -> int:
-    """Print the table and where the rows are; draw the chart when asked. Status 0."""
+    """Print the table and where the rows are; draw the chart when asked. Status 0, or
+    `EXIT_NOTHING_ASKED` when no probe was answered and one failed (the first failure's detail
+    said): a table of dashes and status 0 read as a run that measured something. Rows that
+    only overflowed are a measurement (no condition made the history fit), status 0."""
     print(table(rows, conditions))
     print(f"\n{len(rows)} rows {source}")
     if chart_path:
         chart(rows, conditions, Path(chart_path))
         print(f"chart drawn to {chart_path}")
+    if not any(row.status == "ok" for row in rows) and any(row.status == "error" for row in rows):
+        first = next(row for row in rows if row.status == "error")
+        print(f"eval: no probe was answered; the first failure: {first.detail}", file=sys.stderr)
+        return EXIT_NOTHING_ASKED
     return 0
 
 
@@ -452,10 +477,12 @@ async def _play(target: Target, units: Iterable[Unit], setup: Setup, sink: IO[by
         rows += done
         right = sum(bool(row.correct) for row in done)
         asked_n = sum(row.status == "ok" for row in done)
+        failed = sum(row.status == "error" for row in done)
         print(
             f"seed {conversation.seed} ({conversation.seed_set}, {conversation.templates} "
             f"templates, {len(conversation.messages)} messages) "
-            f"{condition}: {right}/{asked_n} right, {time.monotonic() - started:.0f} s",
+            f"{condition}: {right}/{asked_n} right"
+            f"{f', {failed} failed' if failed else ''}, {time.monotonic() - started:.0f} s",
             file=sys.stderr,
             flush=True,
         )

@@ -698,6 +698,41 @@ def test_the_cli_refuses_bad_arguments_clearly(
     assert "--store: cannot open the history store" in capsys.readouterr().err
 
 
+def test_the_cli_refuses_a_count_that_is_not_above_zero(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """--window, --fillers, --answer-tokens and --conversations take whole numbers above 0:
+    anything else stops at the argument, naming it (a window of -5 ran every probe)."""
+    for option, value, said in (
+        ("--window", "-5", "-5 is not above 0"),
+        ("--fillers", "0", "0 is not above 0"),
+        ("--answer-tokens", "x", "'x' is not a whole number"),
+        ("--conversations", "0", "0 is not above 0"),
+    ):
+        with pytest.raises(SystemExit) as stopped:
+            main(["eval", "--config", "missing.yaml", option, value])
+        assert stopped.value.code == 2
+        assert f"argument {option}: {said}" in capsys.readouterr().err
+
+
+def test_a_run_whose_every_probe_failed_says_why_and_fails(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """When no probe is answered and one failed (an upstream not running), the run ends with
+    status 1 and the first failure's detail, each conversation's line counts its failures, and
+    the rows are written: a table of dashes with status 0 read as a measurement."""
+    config = tmp_path / "config.yaml"
+    config.write_text(CONFIG.replace("http://upstream.test/v1", "http://127.0.0.1:9/v1"))
+    out = tmp_path / "rows.jsonl"
+    asked = ["--kinds", "user_fact", "--seeds", "1", "--conditions", "full"]
+    assert main(["eval", "--config", str(config), *asked, "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "full: 0/0 right, 1 failed" in err
+    assert "eval: no probe was answered; the first failure: cannot reach upstream" in err
+    assert len(out.read_text().splitlines()) == 1
+    assert main(["eval", "--report", str(out)]) == 1
+
+
 def test_a_run_refused_before_its_first_call_leaves_the_earlier_rows_in_out(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
