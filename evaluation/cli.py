@@ -80,7 +80,7 @@ def add_parser(commands: Any) -> None:
         help="half tune seeds, half held-out (default 2)",
     )
     parser.add_argument(
-        "--fillers", type=positive, default=DEFAULT_FILLERS,
+        "--fillers", type=not_negative, default=DEFAULT_FILLERS,
         help=f"filler episodes per conversation: its length (default {DEFAULT_FILLERS})",
     )  # fmt: skip
     add_templates_argument(parser)
@@ -128,13 +128,25 @@ def add_parser(commands: Any) -> None:
 
 def positive(text: str) -> int:
     """A whole number above 0 (argparse's type: its error names the option)."""
-    try:
-        number = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    number = _whole(text)
     if number < 1:
         raise argparse.ArgumentTypeError(f"{number} is not above 0")
     return number
+
+
+def not_negative(text: str) -> int:
+    """A whole number, 0 or more (argparse's type: its error names the option)."""
+    number = _whole(text)
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"{number} is below 0")
+    return number
+
+
+def _whole(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
 
 
 def add_templates_argument(parser: argparse.ArgumentParser) -> None:

@@ -701,11 +701,11 @@ def test_the_cli_refuses_bad_arguments_clearly(
 def test_the_cli_refuses_a_count_that_is_not_above_zero(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """--window, --fillers, --answer-tokens and --conversations take whole numbers above 0:
-    anything else stops at the argument, naming it (a window of -5 ran every probe)."""
+    """--window, --answer-tokens and --conversations take whole numbers above 0, --fillers 0
+    or more: anything else stops at the argument, naming it (a window of -5 ran every probe)."""
     for option, value, said in (
         ("--window", "-5", "-5 is not above 0"),
-        ("--fillers", "0", "0 is not above 0"),
+        ("--fillers", "-1", "-1 is below 0"),
         ("--answer-tokens", "x", "'x' is not a whole number"),
         ("--conversations", "0", "0 is not above 0"),
     ):
