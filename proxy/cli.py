@@ -124,18 +124,14 @@ def check_config(path: str) -> int:
 
 def ollama_refresh(args: argparse.Namespace) -> int:
     """POST /overspill/ollama/refresh on a running server."""
-    import httpx
+    from proxy.admin_client import AdminCallError, call
 
-    headers = {"authorization": f"Bearer {args.key}"} if args.key else {}
     try:
-        response = httpx.post(args.url.rstrip("/") + "/overspill/ollama/refresh", headers=headers)
-    except httpx.HTTPError as exc:
-        print(f"ollama refresh: cannot reach {args.url}: {exc}", file=sys.stderr)
+        answer = call("POST", args.url, "/overspill/ollama/refresh", args.key)
+    except AdminCallError as exc:
+        print(f"ollama refresh: {exc}", file=sys.stderr)
         return 1
-    if response.status_code >= 400:
-        print(f"ollama refresh: {response.status_code} {response.text}", file=sys.stderr)
-        return 1
-    print(f"dropped {response.json()['dropped']} cached Ollama windows")
+    print(f"dropped {answer.get('dropped', 0)} cached Ollama windows")
     return 0
 
 

@@ -13,12 +13,12 @@ import sys
 import time
 from typing import Any
 
-import httpx
 import orjson
 
 from kernel.config_loading import ConfigError, load_config
 from kernel.store import HistoryStore, StoreError
 from proxy.admin import PREFIX, detail, summary, tenants_of
+from proxy.admin_client import AdminCallError, call
 from proxy.stores import open_store
 
 
@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         payload = _remote(args) if args.url else asyncio.run(_local(args, _open(args)))
-    except (ConfigError, StoreError, httpx.HTTPError, LookupError) as exc:
+    except (ConfigError, StoreError, AdminCallError, LookupError) as exc:
         print(f"conversations {args.action}: {exc}", file=sys.stderr)
         return 1
     if args.action == "ls":
@@ -56,12 +56,7 @@ def _remote(args: argparse.Namespace) -> dict[str, Any]:
     path = PREFIX if args.action == "ls" or args.all else f"{PREFIX}/{args.conversation_id}"
     method = "DELETE" if args.action == "rm" else "GET"
     params = {"tenant": args.tenant} if args.tenant else {}
-    headers = {"authorization": f"Bearer {args.key}"} if args.key else {}
-    response = httpx.request(method, args.url.rstrip("/") + path, params=params, headers=headers)
-    if response.status_code >= 400:
-        message = response.json().get("error", {}).get("message", response.text)
-        raise LookupError(f"{response.status_code}: {message}")
-    return dict(response.json())
+    return call(method, args.url, path, args.key, params)
 
 
 def _open(args: argparse.Namespace) -> HistoryStore:

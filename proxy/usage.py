@@ -21,7 +21,6 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-import httpx
 import orjson
 from starlette.requests import Request
 from starlette.responses import Response
@@ -34,6 +33,7 @@ from kernel.errors import InvalidChatRequest
 from kernel.spending import Tally, UsageRow
 from kernel.store import StoreError
 from kernel.usage import UsageLedger, days_between, period_days
+from proxy.admin_client import AdminCallError, call
 from proxy.keys import Keyring
 from proxy.stores import open_store
 
@@ -145,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
     """Print the report (a table, or JSON with --json); returns the exit status."""
     try:
         report = _remote(args) if args.url else asyncio.run(_local(args))
-    except (ConfigError, StoreError, httpx.HTTPError, LookupError, InvalidChatRequest) as exc:
+    except (ConfigError, StoreError, AdminCallError, LookupError, InvalidChatRequest) as exc:
         print(f"usage: {getattr(exc, 'message', exc)}", file=sys.stderr)
         return 1
     if args.json:
@@ -170,12 +170,7 @@ def run(args: argparse.Namespace) -> int:
 def _remote(args: argparse.Namespace) -> dict[str, Any]:
     params = {k: v for k, v in (("tenant", args.tenant), ("from", args.first),
                                 ("to", args.last)) if v}  # fmt: skip
-    headers = {"authorization": f"Bearer {args.key}"} if args.key else {}
-    response = httpx.get(args.url.rstrip("/") + PATH, params=params, headers=headers)
-    if response.status_code >= 400:
-        message = response.json().get("error", {}).get("message", response.text)
-        raise LookupError(f"{response.status_code}: {message}")
-    return dict(response.json())
+    return call("GET", args.url, PATH, args.key, params)
 
 
 async def _local(args: argparse.Namespace) -> dict[str, Any]:
