@@ -243,6 +243,14 @@ class PayloadTooLarge(OverspillError):
     code = "payload_too_large"
 
 
+class UnsupportedEncoding(OverspillError):
+    """The request body is compressed (a `Content-Encoding` other than identity)."""
+
+    status = 415
+    type = "invalid_request_error"
+    code = "unsupported_content_encoding"
+
+
 class HeadersTooLarge(OverspillError):
     """The request line and headers are larger than the configured limit."""
 

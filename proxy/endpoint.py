@@ -29,6 +29,7 @@ from kernel.errors import (
     PayloadTooLarge,
     RouteNotServed,
     StoreUnavailable,
+    UnsupportedEncoding,
     UpstreamError,
 )
 from kernel.jobs import Jobs
@@ -185,6 +186,13 @@ def _check_route(
 
 
 async def _read_body(request: Request, limit: int) -> bytes:
+    encoding = request.headers.get("content-encoding", "").strip().lower()
+    if encoding not in ("", "identity"):
+        # read as JSON, gzip's bytes were "not valid UTF-8: surrogates not allowed"
+        raise UnsupportedEncoding(
+            f"request body is sent with Content-Encoding: {encoding[:40]}; overspill reads "
+            "request bodies uncompressed: send the JSON as it is"
+        )
     declared = request.headers.get("content-length")
     # isdigit() alone also accepts "²" (Latin-1 superscript two): only ASCII digits are a length
     if declared is not None and declared.isascii() and declared.isdigit() and int(declared) > limit:

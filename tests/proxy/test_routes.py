@@ -5,6 +5,7 @@ serve."""
 
 from __future__ import annotations
 
+import gzip
 import logging
 from typing import Any
 
@@ -221,6 +222,35 @@ async def test_the_body_limit_holds(app_client: AppClient) -> None:
     body = {"model": "embed", "input": ["x" * 100] * 50}
     response = await client_for(app_client).post("/v1/embeddings", json=body)
     assert (response.status_code, error_of(response)["code"]) == (413, "payload_too_large")
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        (
+            "/v1/chat/completions",
+            {"model": "local", "messages": [{"role": "user", "content": "a"}]},
+        ),
+        ("/v1/embeddings", {"model": "embed", "input": "a"}),
+    ],
+)
+async def test_a_compressed_body_is_refused_naming_its_encoding(
+    app_client: AppClient, path: str, body: dict[str, object]
+) -> None:
+    """A body sent with Content-Encoding (gzip) is a 415 saying to send it uncompressed, not
+    a JSON error about invalid UTF-8."""
+    packed = gzip.compress(orjson.dumps(body))
+    response = await client_for(app_client).post(
+        path,
+        content=packed,
+        headers={"content-type": "application/json", "content-encoding": "gzip"},
+    )
+    assert (response.status_code, error_of(response)["code"]) == (
+        415,
+        "unsupported_content_encoding",
+    )
+    assert "Content-Encoding: gzip" in error_of(response)["message"]
+    assert "uncompressed" in error_of(response)["message"]
 
 
 async def test_each_request_logs_one_line_with_its_api(
