@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -220,13 +221,20 @@ def field_problem(name: str, value: Any, expected: str) -> str:
     return f"{name!r} must be {expected}, got {_json_type(value)}"
 
 
+_TOKEN = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,23}")
+"""A short word a field of set values is given (a role, a mode): said back in a field's
+problem, as OpenAI's and Anthropic's errors do. Longer strings (a key pasted into the wrong
+field) are only named as strings."""
+
+
 def _json_type(value: Any) -> str:
     if isinstance(value, bool):
         return "a boolean"
     if isinstance(value, int | float):
         return "a number"
     if isinstance(value, str):
-        return "a string"
+        # a token such as a role or a mode is said back ("got 'robot'"); other text is not
+        return f"{value!r}" if _TOKEN.fullmatch(value) else "a string"
     if isinstance(value, list):
         return "an array"
     if isinstance(value, dict):

@@ -44,7 +44,7 @@ def refusal(raw: bytes) -> InvalidChatRequest:
         ),
         (
             orjson.dumps({"model": "m", "messages": ["hi"]}),
-            "'messages[0]' must be an object, got a string",
+            "'messages[0]' must be an object, got 'hi'",
             "messages[0]",
         ),
         (
@@ -62,7 +62,7 @@ def refusal(raw: bytes) -> InvalidChatRequest:
             "'messages[0].content[0]' must be an object with a \"type\"",
             "messages[0]",
         ),
-        (body(stream="yes"), "'stream' must be true or false, got a string", "stream"),
+        (body(stream="yes"), "'stream' must be true or false, got 'yes'", "stream"),
         (body(overspill=[1]), "'overspill' must be an object of overspill options", "overspill"),
         (
             body(documents={"id": 1}),
@@ -239,3 +239,13 @@ def test_bad_identity_or_flags_are_a_400_naming_them(
     with pytest.raises(InvalidChatRequest) as caught:
         edge(raw, **headers)
     assert caught.value.param == param
+
+
+def test_a_field_says_back_a_short_word_but_not_longer_text() -> None:
+    """A role or a flag given as a short word is said back ("got 'robot'"); a longer string,
+    a key pasted into the wrong field say, is only named as a string."""
+    robot = refusal(b'{"model":"m","messages":[{"role":"robot","content":"x"}]}')
+    assert str(robot.message).endswith("got 'robot'")
+    pasted = refusal(body(stream="sk-1234567890abcdefghijklmnopqrstuv"))
+    assert str(pasted.message).endswith("got a string")
+    assert "sk-" not in str(pasted.message)

@@ -125,7 +125,7 @@ BAD_BODIES = [
     ("embeddings", {"model": "embed", "input": ["a", 1]}, "input", "'input[1]' must be a string like the items before it"),
     ("embeddings", {"model": "embed", "input": [1, -2]}, "input", "'input[1]' must be a token id"),
     ("embeddings", {"model": "embed", "input": [[1], []]}, "input", "'input[1]' must be a non-empty array of token ids"),
-    ("embeddings", {"model": "embed", "input": [[1], [2, "a"]]}, "input", "'input[1][1]' must be a token id (an integer of 0 or more), got a string"),
+    ("embeddings", {"model": "embed", "input": [[1], [2, "a"]]}, "input", "'input[1][1]' must be a token id (an integer of 0 or more), got 'a'"),
     ("embeddings", {"model": "embed", "input": [True]}, "input", "input[0]"),
     ("embeddings", {"model": "embed", "input": "a", "encoding_format": "hex"}, "encoding_format", '"float" or "base64"'),
     ("embeddings", {"model": "embed", "input": "a", "dimensions": 0}, "dimensions", "a positive integer"),
