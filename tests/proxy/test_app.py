@@ -137,6 +137,17 @@ async def test_keys_are_required(
     assert (await client.get("/v1/models", headers=headers)).status_code == 401
 
 
+async def test_models_take_the_key_anthropics_clients_send(app_client: AppClient) -> None:
+    """/v1/models and /v1/models/{model} accept the key in `x-api-key`, as the API routes do
+    (the Anthropic SDK's `models.list` sends it there); a wrong one is still a 401."""
+    client = app_client({"local": [ScriptedProvider([json_response("x")])]}, key=None)
+    listed = await client.get("/v1/models", headers={"x-api-key": "sk-master"})
+    assert listed.status_code == 200
+    one = await client.get("/v1/models/local", headers={"x-api-key": "sk-master"})
+    assert one.json()["id"] == "local"
+    assert (await client.get("/v1/models", headers={"x-api-key": "sk-no"})).status_code == 401
+
+
 async def test_unknown_model_lists_the_configured_names(app_client: AppClient) -> None:
     """An unknown model is a 404 model_not_found naming every configured model."""
     client = app_client({"local": [ScriptedProvider([json_response("x")])]})
