@@ -105,7 +105,8 @@ def routes(state: AppState) -> list[Route]:
 
     async def models(request: Request) -> Response:
         caller = caller_of(request)
-        body = await models_body(system, caller.allows if caller.access else None)
+        allows = caller.allows if caller.access else None
+        body = await models_body(system, allows, request.query_params)
         return Response(body, media_type=JSON_TYPE)
 
     async def model(request: Request) -> Response:

@@ -5,7 +5,8 @@ shape for a name not listed.
 Each model object carries both APIs' fields, so either SDK reads it whole: OpenAI's (`id`,
 `object`, `created`, `owned_by`) and Anthropic's (`type`, `display_name`, `created_at`, and
 `max_input_tokens`, the window), and the list Anthropic's paging fields (`has_more`,
-`first_id`, `last_id`; everything is on one page).
+`first_id`, `last_id`): every model on one page, or the page Anthropic's `limit`, `after_id`
+and `before_id` ask for (`page_of`).
 
 Each model's `routes` are the API routes it serves (`/v1/chat/completions`, `/v1/completions`,
 `/v1/embeddings`), by its mode (`model_info.mode`, else litellm's map's; see
@@ -26,13 +27,13 @@ from __future__ import annotations
 import datetime
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import orjson
 
 from kernel.config import ModelEntry
-from kernel.errors import ModelNotFound
+from kernel.errors import InvalidChatRequest, ModelNotFound
 from kernel.model_modes import API_ROUTES
 from kernel.wildcards import is_wildcard
 from providers.model_info import known_providers, known_window, provider_models, routes_served
@@ -46,13 +47,65 @@ STARTED = int(time.time())
 client comparing two answers sees one model)."""
 
 
-async def models_body(system: System, allows: Callable[[str], bool] | None = None) -> bytes:
+async def models_body(
+    system: System,
+    allows: Callable[[str], bool] | None = None,
+    query: Mapping[str, str] | None = None,
+) -> bytes:
     """The `/v1/models` answer (OpenAI's list shape, plus `context_window` and `routes`); with
-    `allows`, only the names it allows (a client key limited to some models)."""
-    data = await listed(system, allows)
+    `allows`, only the names it allows (a client key limited to some models); `query`'s
+    Anthropic paging parameters choose a page (`page_of`)."""
+    data, more = page_of(await listed(system, allows), query or {})
     first, last = (data[0]["id"], data[-1]["id"]) if data else (None, None)
-    page = {"object": "list", "data": data, "has_more": False, "first_id": first, "last_id": last}
+    page = {"object": "list", "data": data, "has_more": more, "first_id": first, "last_id": last}
     return orjson.dumps(page)
+
+
+DEFAULT_PAGE = 20
+"""Anthropic's page size when a paging parameter is given without `limit`."""
+MAX_PAGE = 1000
+"""Anthropic's largest `limit`."""
+
+
+def page_of(
+    data: Sequence[dict[str, Any]], query: Mapping[str, str]
+) -> tuple[list[dict[str, Any]], bool]:
+    """The models of the page `query` asks for, and whether more follow it, by Anthropic's
+    paging (`limit`, 1 to 1,000, default 20; `after_id` or `before_id`, a listed id): without
+    any of them, every model on one page (OpenAI's list has no pages). InvalidChatRequest
+    naming the parameter otherwise."""
+    after, before, limit = query.get("after_id"), query.get("before_id"), query.get("limit")
+    if after is None and before is None and limit is None:
+        return list(data), False
+    if after is not None and before is not None:
+        raise InvalidChatRequest("give after_id or before_id, not both", param="before_id")
+    size = _limit(limit)
+    ids = [item["id"] for item in data]
+    if before is not None:
+        end = _position(ids, before, "before_id")
+        start = max(0, end - size)
+        return list(data[start:end]), start > 0
+    start = _position(ids, after, "after_id") + 1 if after is not None else 0
+    return list(data[start : start + size]), start + size < len(data)
+
+
+def _limit(given: str | None) -> int:
+    if given is None:
+        return DEFAULT_PAGE
+    if given.isascii() and given.isdigit() and 1 <= int(given) <= MAX_PAGE:
+        return int(given)
+    raise InvalidChatRequest(
+        f"limit must be a whole number from 1 to {MAX_PAGE}, got {given[:20]!r}", param="limit"
+    )
+
+
+def _position(ids: Sequence[str], wanted: str, name: str) -> int:
+    try:
+        return ids.index(wanted)
+    except ValueError:
+        raise InvalidChatRequest(
+            f"{name} {wanted[:100]!r} is not a model /v1/models lists for this key", param=name
+        ) from None
 
 
 async def model_body(

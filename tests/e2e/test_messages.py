@@ -121,6 +121,16 @@ def test_the_models_list_reads_whole_in_anthropics_sdk(sdk: anthropic.Anthropic)
     assert sdk.models.retrieve("local").max_input_tokens == local.max_input_tokens
 
 
+def test_the_models_list_pages_in_anthropics_sdk(sdk: anthropic.Anthropic) -> None:
+    """models.list(limit=1) is a page of one saying whether more follow, and the SDK's
+    auto-pagination (after_id = the last id) walks every model once, in the listing's order."""
+    every = [model.id for model in sdk.models.list().data]
+    first = sdk.models.list(limit=1)
+    assert [model.id for model in first.data] == every[:1]
+    assert first.has_more is (len(every) > 1)
+    assert [model.id for model in sdk.models.list(limit=1)] == every
+
+
 def test_claude_model_names_reach_the_local_model(sdk: anthropic.Anthropic) -> None:
     """A Claude model name is served by the `claude-*` deployment."""
     message = sdk.messages.create(

@@ -203,6 +203,56 @@ async def test_models_lists_names_and_windows(app_client: AppClient) -> None:
     ]
 
 
+FIVE_MODELS = "model_list:\n" + "".join(
+    f"  - model_name: m{n}\n    litellm_params: {{model: openai/m{n}, api_base: 'http://u.test/v1'}}\n"
+    for n in range(1, 6)
+)
+
+
+@pytest.mark.parametrize(
+    ("query", "ids", "more"),
+    [
+        ("", ["m1", "m2", "m3", "m4", "m5"], False),
+        ("?limit=2", ["m1", "m2"], True),
+        ("?limit=2&after_id=m2", ["m3", "m4"], True),
+        ("?limit=2&after_id=m4", ["m5"], False),
+        ("?limit=2&before_id=m5", ["m3", "m4"], True),
+        ("?limit=2&before_id=m3", ["m1", "m2"], False),
+        ("?after_id=m1", ["m2", "m3", "m4", "m5"], False),
+    ],
+)
+async def test_models_page_as_anthropics_api_does(
+    app_client: AppClient, query: str, ids: list[str], more: bool
+) -> None:
+    """`limit`, `after_id` and `before_id` choose a page, with `has_more`, `first_id` and
+    `last_id` saying where it stands (the Anthropic SDK pages `models.list` so); without
+    them every model is on one page."""
+    client = app_client(settings=settings_from(FIVE_MODELS), key=None)
+    payload = (await client.get(f"/v1/models{query}")).json()
+    assert [m["id"] for m in payload["data"]] == ids
+    assert (payload["has_more"], payload["first_id"], payload["last_id"]) == (more, ids[0], ids[-1])
+
+
+@pytest.mark.parametrize(
+    ("query", "param", "said"),
+    [
+        ("?limit=0", "limit", "limit must be a whole number from 1 to 1000, got '0'"),
+        ("?limit=x", "limit", "got 'x'"),
+        ("?after_id=nope", "after_id", "after_id 'nope' is not a model /v1/models lists"),
+        ("?after_id=m1&before_id=m3", "before_id", "give after_id or before_id, not both"),
+    ],
+)
+async def test_a_bad_page_is_a_400_naming_the_parameter(
+    app_client: AppClient, query: str, param: str, said: str
+) -> None:
+    """A limit out of range, an id not listed, or both directions at once: a 400 naming it."""
+    client = app_client(settings=settings_from(FIVE_MODELS), key=None)
+    response = await client.get(f"/v1/models{query}")
+    assert response.status_code == 400
+    assert error_of(response)["param"] == param
+    assert said in error_of(response)["message"]
+
+
 async def test_health_never_needs_a_key(app_client: AppClient) -> None:
     """Liveness and readiness answer without auth and without calling a model."""
     fake = ScriptedProvider([json_response("x")])
