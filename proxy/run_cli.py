@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -36,6 +37,8 @@ READY_SECONDS = 60.0
 NO_KEY = "overspill"
 """The key an agent is given for an open gateway (agents want one; overspill takes any)."""
 EXIT_NOT_STARTED = 3
+EXIT_NOT_FOUND = 127
+"""The command is not on PATH (a shell's status for it); overspill is not started."""
 
 
 def add_parser(commands: Any) -> None:
@@ -71,6 +74,9 @@ def run(args: argparse.Namespace) -> int:
         for problem in exc.problems:
             print(f"{exc.path}: {problem}", file=sys.stderr)
         return 2
+    if shutil.which(command[0]) is None:  # before overspill is started for nothing
+        print(f"overspill run: command not found: {command[0]}", file=sys.stderr)
+        return EXIT_NOT_FOUND
     general = loaded.settings.general_settings
     url = base_url(general, args.port)
     server: subprocess.Popen[bytes] | None = None
@@ -85,9 +91,9 @@ def run(args: argparse.Namespace) -> int:
             return EXIT_NOT_STARTED
     try:
         return subprocess.call(command, env=agent_env(os.environ, url, key_of(args.key, general)))
-    except FileNotFoundError:
+    except FileNotFoundError:  # gone since it was found
         print(f"overspill run: command not found: {command[0]}", file=sys.stderr)
-        return 127
+        return EXIT_NOT_FOUND
     finally:
         if server is not None:
             stop(server)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import orjson
 
-from proxy.run_cli import EXIT_NOT_STARTED
+from proxy.run_cli import EXIT_NOT_FOUND, EXIT_NOT_STARTED
 from tests.e2e.conftest import (
     PortTaken,
     free_port,
@@ -114,3 +114,18 @@ def test_run_says_why_overspill_did_not_start(tmp_path: Path) -> None:
     assert done.returncode == EXIT_NOT_STARTED
     assert "address already in use" in done.stderr.splitlines()[-1]
     assert not (tmp_path / "seen.json").exists()
+
+
+def test_a_command_not_on_path_starts_nothing(tmp_path: Path) -> None:
+    """A command that is not on PATH is status 127 and said at once, before any overspill is
+    started for it (it started one, waited for it to be ready, then stopped it)."""
+    port = free_port()
+    path = tmp_path / "config.yaml"
+    path.write_text(config(port))
+    done = subprocess.run(
+        [sys.executable, "-m", "proxy", "run", "--config", str(path), "--", "no-such-agent-x"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == EXIT_NOT_FOUND
+    assert done.stderr == "overspill run: command not found: no-such-agent-x\n"
+    assert not listening(port)
