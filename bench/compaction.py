@@ -54,6 +54,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 
 from kernel.store import DiskHistoryStore  # noqa: E402
+from tests.ports import free_port  # noqa: E402
 
 WAVE1 = "2a57f59"
 KEY = "sk-bench"
@@ -153,15 +154,6 @@ def conversation(turns: int) -> tuple[list[list[dict[str, Any]]], list[Fact]]:
                 facts.append(Fact(f"Which pier does {name} sail from in turn {t}?", str(t + 100)))
         added.append(step)
     return added, facts
-
-
-def free_port() -> int:
-    """A free loopback port."""
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: float = 180) -> None:

@@ -37,7 +37,6 @@ import asyncio
 import contextlib
 import itertools
 import os
-import socket
 import sys
 import tempfile
 import time
@@ -47,6 +46,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
+from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -111,14 +112,6 @@ def resident(pid: int) -> dict[str, int]:
         if name in kinds:
             found[kinds[name]] = int(line.split()[1]) * 1024
     return found
-
-
-def free_port() -> int:
-    """A port nobody listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 async def upstream() -> None:

@@ -31,6 +31,7 @@ from providers.failures import classify_failure
 from providers.fake import ScriptedProvider, Step, json_response
 from proxy.app import create_app
 from proxy.system import build_system
+from tests.ports import free_port
 
 OVERFLOW = (
     "This model's maximum context length is 2048 tokens. However, your messages resulted in "
@@ -53,12 +54,6 @@ def conversation(turns: int = 12) -> list[dict[str, Any]]:
         messages.append({"role": "assistant", "content": f"reply {turn} " + "word " * 60})
     messages.append({"role": "user", "content": "What did we plan?"})
     return messages
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def timed(url: str, requests: int, fault: str, server: subprocess.Popen[bytes]) -> float:

@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.gateway import bodies, load, tools, wire
-from bench.gateway.processes import Monitor, Server, free_port
+from bench.gateway.processes import Monitor, Server
+from tests.ports import free_port
 
 MASTER_KEY = "sk-bench-workers"
 

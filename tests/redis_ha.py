@@ -27,7 +27,7 @@ import pytest
 import redis
 import redis.cluster
 
-from tests.e2e.conftest import free_port
+from tests.ports import free_port
 from tests.redis_server import port_of, redis_process, retried, wait_until_logged
 
 DEADLINE_SECONDS = 60.0

@@ -13,7 +13,8 @@ from typing import IO, TypeVar
 
 import pytest
 
-from tests.e2e.conftest import PortTaken, free_port, started
+from tests.e2e.conftest import PortTaken, started
+from tests.ports import free_port
 
 
 @pytest.fixture(scope="session")

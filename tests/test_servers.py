@@ -13,7 +13,8 @@ import pytest
 
 from tests import redis_server
 from tests.e2e import conftest
-from tests.e2e.conftest import PortTaken, free_port, start_overspill, stop
+from tests.e2e.conftest import PortTaken, start_overspill, stop
+from tests.ports import free_port
 from tests.redis_server import port_of, redis_process, retried
 
 

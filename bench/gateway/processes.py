@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -21,13 +20,6 @@ from pathlib import Path
 from types import TracebackType
 
 import psutil
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def post(url: str, body: bytes, headers: dict[str, str], timeout: float = 30) -> tuple[int, bytes]:

@@ -24,9 +24,10 @@ from typing import Any
 import psutil
 
 from bench.gateway import bodies, load, tools, wire
-from bench.gateway.processes import Monitor, Server, free_port, post, settle, tree_usage
+from bench.gateway.processes import Monitor, Server, post, settle, tree_usage
 from bench.gateway.scenarios import Scenario
 from bench.gateway.targets import Setting, Target
+from tests.ports import free_port
 
 
 class Run:

@@ -10,7 +10,6 @@ import contextlib
 import functools
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ import pytest
 
 from kernel.config import GeneralSettings
 from tests.e2e.relay import Recorded, recording_relay
+from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 MASTER_KEY = "sk-e2e-master"
@@ -88,13 +88,6 @@ class Served:
             if line.startswith(name + "{") or line.startswith(name + " "):
                 total += float(line.rsplit(" ", 1)[1])
         return total
-
-
-def free_port() -> int:
-    """A loopback port nobody listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 T = TypeVar("T")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
@@ -20,17 +19,11 @@ from kernel.config import StoreSettings
 from kernel.store import StoreError
 from kernel.store_redis import RedisHistoryStore, open_redis_store, redact
 from tests.kernel.store_contract import CONTRACT, Check, contract_id, make_batches, make_entry
+from tests.ports import free_port
 
 LONG_TTL = 3600.0
 SHORT_SECONDS = 0.2
 POLL_LIMIT_SECONDS = 5.0
-
-
-def free_port() -> int:
-    """A loopback port nobody listens on (the kernel's pick, released at once)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 StoreFactory = Callable[..., RedisHistoryStore]

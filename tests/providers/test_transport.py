@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import pytest
 
 from providers.transport import TransportError, TransportTimeout, Upstream, upstream_client
-from tests.e2e.conftest import free_port
+from tests.ports import free_port
 
 Script = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 

@@ -12,7 +12,8 @@ import pytest
 
 from proxy.exposure import is_loopback, open_gateway_refusal
 from tests.conftest import settings_from
-from tests.e2e.conftest import free_port, start_overspill
+from tests.e2e.conftest import start_overspill
+from tests.ports import free_port
 
 MODELS = "model_list:\n  - model_name: local\n    litellm_params: {model: openai/x, api_base: http://127.0.0.1:9/v1}\n"
 

@@ -14,12 +14,12 @@ import orjson
 from proxy.run_cli import EXIT_NOT_FOUND, EXIT_NOT_STARTED
 from tests.e2e.conftest import (
     PortTaken,
-    free_port,
     on_a_free_port,
     port_taken,
     start_overspill,
     stop,
 )
+from tests.ports import free_port
 
 AGENT = """
 import json, os, sys, urllib.request

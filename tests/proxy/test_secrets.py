@@ -22,7 +22,7 @@ from proxy.live import LiveApp, build_from
 from proxy.logs import JsonFormatter
 from proxy.system import build_system
 from tests.conftest import settings_from
-from tests.e2e.conftest import free_port
+from tests.ports import free_port
 from tests.proxy.test_tracing import spans
 
 __all__ = ["spans"]  # the tracing fixture, used here too
