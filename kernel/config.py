@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import (
     BaseModel,
@@ -117,6 +118,21 @@ class LitellmParams(BaseModel):
     def extras(self) -> dict[str, Any]:
         """The extra litellm params (anything not declared above)."""
         return dict(self.__pydantic_extra__ or {})
+
+    @property
+    def api_base_problem(self) -> str | None:
+        """Why `api_base` cannot be called (it is no http(s) URL with a host: "not a url",
+        `localhost:11434` without its scheme, a placeholder copied from documentation), or
+        None. Said without the value, which may come from a variable or hold a password."""
+        if self.api_base is None:
+            return None
+        parts = urlsplit(self.api_base)
+        if parts.scheme in ("http", "https") and parts.hostname:
+            return None
+        return (
+            "litellm_params.api_base is not an http(s) URL with a host "
+            "(write it as http://host:port/v1)"
+        )
 
 
 OLLAMA_PREFIXES = ("ollama_chat/", "ollama/")

@@ -16,7 +16,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import yaml
 from pydantic import ValidationError
@@ -97,21 +96,13 @@ def api_base_problems(settings: Settings) -> list[str]:
     `localhost:11434` without its scheme, a documentation placeholder such as
     `<your-azure-endpoint>`): each of its requests fails, as a connection error that names no
     setting. A warning, not an error, as for an unset variable: LiteLLM loads such a config,
-    and the other deployments keep working. The value is not repeated: it may come from a
-    variable, or hold a password."""
-    found: list[str] = []
-    for index, entry in enumerate(settings.model_list):
-        base = entry.litellm_params.api_base
-        if base is None or entry.missing_env:
-            continue
-        parts = urlsplit(base)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            found.append(
-                f"model_list[{index}] ({entry.model_name}): litellm_params.api_base is not "
-                "an http(s) URL with a host (write it as http://host:port/v1); requests to "
-                "this deployment will fail until it is"
-            )
-    return found
+    and the other deployments keep working (that one answers 503 naming the setting)."""
+    return [
+        f"model_list[{index}] ({entry.model_name}): {problem}; requests to this deployment "
+        "are refused until it is one"
+        for index, entry in enumerate(settings.model_list)
+        if not entry.missing_env and (problem := entry.litellm_params.api_base_problem)
+    ]
 
 
 def _check_client_keys(

@@ -196,12 +196,17 @@ class System:
         matched = self.wildcards.match(name)
         if not matched:
             return None
-        usable = [entry for entry in matched if not entry.missing_env]
+        usable = [
+            entry
+            for entry in matched
+            if not entry.missing_env and not entry.litellm_params.api_base_problem
+        ]
         if usable:
             self.router.add(name, [self.provider_for(entry) for entry in usable])
-        else:
-            unset = sorted({var for entry in matched for var in entry.missing_env})
+        elif unset := sorted({var for entry in matched for var in entry.missing_env}):
             self.unavailable[name] = "environment variable(s) unset: " + ", ".join(unset)
+        else:
+            self.unavailable[name] = str(matched[0].litellm_params.api_base_problem)
         self.entries[name] = matched[0]
         self.windows.add(matched[0])
         self._expanded[name] = None
@@ -374,11 +379,15 @@ def build_providers(
     cannot be used."""
     groups: dict[str, list[Provider]] = {}
     missing: dict[str, list[str]] = {}
+    unreachable: dict[str, str] = {}
     for entry in settings.model_list:
         if is_wildcard(entry.model_name):
             continue  # served per requested name (System.expand)
         if entry.missing_env:
             missing.setdefault(entry.model_name, []).extend(entry.missing_env)
+            continue
+        if problem := entry.litellm_params.api_base_problem:
+            unreachable[entry.model_name] = problem
             continue
         groups.setdefault(entry.model_name, []).append(make(entry))
     unavailable = {
@@ -386,6 +395,9 @@ def build_providers(
         for name, vars_ in missing.items()
         if name not in groups
     }
+    for name, problem in unreachable.items():
+        if name not in groups:
+            unavailable.setdefault(name, problem)
     return groups, unavailable
 
 

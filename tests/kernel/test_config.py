@@ -163,7 +163,7 @@ def test_an_api_base_that_is_no_http_url_is_a_warning_naming_its_path(base: str)
     loaded = parse_config(text, "c", {})
     assert loaded.warnings == [
         "model_list[1] (b): litellm_params.api_base is not an http(s) URL with a host (write "
-        "it as http://host:port/v1); requests to this deployment will fail until it is"
+        "it as http://host:port/v1); requests to this deployment are refused until it is one"
     ]
 
 

@@ -192,6 +192,29 @@ async def test_unset_secret_makes_only_that_model_unavailable(store: DiskHistory
         assert ready["unavailable_models"] == {"keyless": "environment variable(s) unset: B_KEY"}
 
 
+async def test_an_api_base_that_is_no_url_makes_only_that_model_unavailable(
+    store: DiskHistoryStore,
+) -> None:
+    """A model whose api_base is no http(s) URL answers 503 naming the setting (it was a
+    "cannot reach upstream" naming none), and readiness lists it; the others still work."""
+    text = (
+        "model_list:\n"
+        "  - {model_name: ok, litellm_params: {model: openai/a, api_base: 'http://a.test/v1'}}\n"
+        "  - {model_name: bare, litellm_params: {model: openai/b, api_base: 'localhost:11434'}}\n"
+    )
+    app = create_app(build_system(settings_from(text), store=store))
+    said = "litellm_params.api_base is not an http(s) URL with a host"
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://t"
+    ) as client:
+        response = await client.post("/v1/chat/completions", json={**CHAT, "model": "bare"})
+        assert (response.status_code, error_of(response)["code"]) == (503, "model_unavailable")
+        assert said in error_of(response)["message"]
+        ready = (await client.get("/health/readiness")).json()
+        assert list(ready["unavailable_models"]) == ["bare"]
+        assert said in ready["unavailable_models"]["bare"]
+
+
 async def test_models_lists_names_and_windows(app_client: AppClient) -> None:
     """/v1/models is OpenAI's list format with each model's context window."""
     client = app_client({"local": [ScriptedProvider([json_response("x")])]})
