@@ -94,9 +94,10 @@ def parse_config(
 def api_base_problems(settings: Settings) -> list[str]:
     """A warning per deployment whose `api_base` is no http(s) URL with a host ("not a url",
     `localhost:11434` without its scheme, a documentation placeholder such as
-    `<your-azure-endpoint>`): each of its requests fails, as a connection error that names no
-    setting. A warning, not an error, as for an unset variable: LiteLLM loads such a config,
-    and the other deployments keep working (that one answers 503 naming the setting)."""
+    `<your-azure-endpoint>`): sent, each of its requests would fail as a connection error that
+    names no setting, so that deployment answers 503 naming the setting instead. A warning,
+    not an error, as for an unset variable: LiteLLM loads such a config, and the other
+    deployments keep working."""
     return [
         f"model_list[{index}] ({entry.model_name}): {problem}; requests to this deployment "
         "are refused until it is one"
