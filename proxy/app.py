@@ -27,7 +27,7 @@ from kernel.types import RequestContext
 from kernel.usage import UsageLedger
 from proxy.admin import admin_routes, require_master
 from proxy.endpoint import AppState, serve, traced_serve
-from proxy.keys import Caller, Keyring
+from proxy.keys import Keyring
 from proxy.metrics import metrics_route
 from proxy.models import model_body, models_body
 from proxy.responses import JSON_TYPE, error_response, request_id
@@ -96,21 +96,14 @@ def routes(state: AppState) -> list[Route]:
     embeddings = endpoint(RouteSurface("embeddings"))
     completions = endpoint(RouteSurface("completions"))
 
-    def caller_of(request: Request) -> Caller:
-        """The caller, by its `Authorization: Bearer` key or its `x-api-key` (Anthropic's
-        SDK lists models with the same header it sends messages with)."""
-        return state.keys.caller(
-            request.headers.get("authorization"), request.headers.get("x-api-key")
-        )
-
     async def models(request: Request) -> Response:
-        caller = caller_of(request)
+        caller = state.keys.caller_of(request.headers)
         allows = caller.allows if caller.access else None
         body = await models_body(system, allows, request.query_params)
         return Response(body, media_type=JSON_TYPE)
 
     async def model(request: Request) -> Response:
-        caller = caller_of(request)
+        caller = state.keys.caller_of(request.headers)
         name = request.path_params["model"]
         if not name:  # "/v1/models/": the 404 that says to drop the slash
             raise HTTPException(404)

@@ -78,9 +78,7 @@ async def serve(
     watch: DisconnectWatch | None = None
     system = state.system
     try:
-        caller = state.keys.caller(
-            request.headers.get("authorization"), request.headers.get("x-api-key")
-        )
+        caller = state.keys.caller_of(request.headers)
         ctx.tenant = caller.tenant
         raw = await _read_body(request, system.settings.general_settings.max_body_bytes)
         turn, ctx = await surface.open(raw, request.headers, ctx, system)

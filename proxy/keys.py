@@ -122,6 +122,11 @@ class Keyring:
             raise AuthError("invalid API key")
         return found
 
+    def caller_of(self, headers: Mapping[str, str]) -> Caller:
+        """The caller a request's headers name (`caller` of its `Authorization` and
+        `x-api-key`): what every API route, the model listing too, reads its key from."""
+        return self.caller(headers.get("authorization"), headers.get("x-api-key"))
+
     def require_admin(self, authorization: str | None) -> None:
         """Admin endpoints: the master key only (403 for a client key, 401 for no key)."""
         if self.master_key is None:
