@@ -33,19 +33,19 @@ def stored_response_routes(state: AppState) -> list[Route]:
     """The routes over stored responses, with and without the `/v1` prefix."""
 
     async def get_one(request: Request) -> Response:
-        tenant = state.keys.caller(request.headers.get("authorization")).tenant
+        tenant = state.keys.caller_of(request.headers).tenant
         found = await chains_of(state.system).response(tenant, request.path_params["id"])
         return Response(orjson.dumps(found.response), media_type=JSON_TYPE)
 
     async def delete_one(request: Request) -> Response:
-        tenant = state.keys.caller(request.headers.get("authorization")).tenant
+        tenant = state.keys.caller_of(request.headers).tenant
         response_id = request.path_params["id"]
         await chains_of(state.system).delete(tenant, response_id)
         gone = {"id": response_id, "object": "response.deleted", "deleted": True}
         return Response(orjson.dumps(gone), media_type=JSON_TYPE)
 
     async def input_items(request: Request) -> Response:
-        tenant = state.keys.caller(request.headers.get("authorization")).tenant
+        tenant = state.keys.caller_of(request.headers).tenant
         found = await chains_of(state.system).response(tenant, request.path_params["id"])
         page = items_page(found, request.query_params)
         return Response(orjson.dumps(page), media_type=JSON_TYPE)

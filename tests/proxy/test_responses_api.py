@@ -228,6 +228,32 @@ async def test_stored_responses_belong_to_their_key(store: DiskHistoryStore) -> 
     await http.aclose()
 
 
+async def test_stored_responses_read_the_key_as_they_were_made(store: DiskHistoryStore) -> None:
+    """A response made with the key in x-api-key is read, listed and deleted with it too."""
+    provider = ScriptedProvider([json_response("kept")])
+    app = create_app(
+        build_system(settings_from(TENANTS), providers={"local": [provider]}, store=store)
+    )
+    http = httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://overspill.test"
+    )
+    key = {"x-api-key": "sk-alice"}
+    made = await http.post("/v1/responses", json={"model": "local", "input": "hi"}, headers=key)
+    assert made.status_code == 200, made.text
+    response_id = made.json()["id"]
+    read = await http.get(f"/v1/responses/{response_id}", headers=key)
+    assert read.status_code == 200, read.text
+    assert read.json()["output"][0]["content"][0]["text"] == "kept"
+    items = await http.get(f"/v1/responses/{response_id}/input_items", headers=key)
+    assert [item["type"] for item in items.json()["data"]] == ["message"]
+    other = await http.get(f"/v1/responses/{response_id}", headers={"x-api-key": "sk-bob"})
+    assert other.status_code == 404
+    gone = await http.delete(f"/v1/responses/{response_id}", headers=key)
+    assert gone.json()["deleted"] is True
+    assert (await http.get(f"/v1/responses/{response_id}", headers=key)).status_code == 404
+    await http.aclose()
+
+
 async def test_store_false_keeps_nothing(app_client: AppClient) -> None:
     """A response made with store: false cannot be read or continued."""
     client = sdk(app_client({"local": [ScriptedProvider([json_response("x")])]}))
