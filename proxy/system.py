@@ -196,17 +196,11 @@ class System:
         matched = self.wildcards.match(name)
         if not matched:
             return None
-        usable = [
-            entry
-            for entry in matched
-            if not entry.missing_env and not entry.litellm_params.api_base_problem
-        ]
+        usable = [entry for entry in matched if _usable(entry)]
         if usable:
             self.router.add(name, [self.provider_for(entry) for entry in usable])
-        elif unset := sorted({var for entry in matched for var in entry.missing_env}):
-            self.unavailable[name] = "environment variable(s) unset: " + ", ".join(unset)
         else:
-            self.unavailable[name] = str(matched[0].litellm_params.api_base_problem)
+            self.unavailable[name] = _why_unusable(matched)
         self.entries[name] = matched[0]
         self.windows.add(matched[0])
         self._expanded[name] = None
@@ -378,27 +372,31 @@ def build_providers(
     """A provider per usable deployment (`make` builds one), and why each unusable model
     cannot be used."""
     groups: dict[str, list[Provider]] = {}
-    missing: dict[str, list[str]] = {}
-    unreachable: dict[str, str] = {}
+    unusable: dict[str, list[ModelEntry]] = {}
     for entry in settings.model_list:
         if is_wildcard(entry.model_name):
             continue  # served per requested name (System.expand)
-        if entry.missing_env:
-            missing.setdefault(entry.model_name, []).extend(entry.missing_env)
-            continue
-        if problem := entry.litellm_params.api_base_problem:
-            unreachable[entry.model_name] = problem
-            continue
-        groups.setdefault(entry.model_name, []).append(make(entry))
+        if _usable(entry):
+            groups.setdefault(entry.model_name, []).append(make(entry))
+        else:
+            unusable.setdefault(entry.model_name, []).append(entry)
     unavailable = {
-        name: "environment variable(s) unset: " + ", ".join(sorted(set(vars_)))
-        for name, vars_ in missing.items()
-        if name not in groups
+        name: _why_unusable(entries) for name, entries in unusable.items() if name not in groups
     }
-    for name, problem in unreachable.items():
-        if name not in groups:
-            unavailable.setdefault(name, problem)
     return groups, unavailable
+
+
+def _usable(entry: ModelEntry) -> bool:
+    """Whether a deployment can be called: every variable it names set, its api_base a URL."""
+    return not entry.missing_env and not entry.litellm_params.api_base_problem
+
+
+def _why_unusable(entries: Sequence[ModelEntry]) -> str:
+    """Why none of one model name's deployments (`entries`, none `_usable`) can serve it:
+    the variables they name that are unset, else the first one's api_base problem."""
+    if unset := sorted({var for entry in entries for var in entry.missing_env}):
+        return "environment variable(s) unset: " + ", ".join(unset)
+    return next(problem for entry in entries if (problem := entry.litellm_params.api_base_problem))
 
 
 OWN_TRANSLATIONS: tuple[tuple[Callable[[ModelEntry], bool], type[Roads]], ...] = (
