@@ -60,6 +60,8 @@ ANTHROPIC_FIELDS = {
 }
 """Request fields only Anthropic's API serves, and why."""
 TOOL_CHOICES = ("auto", "any", "tool", "none")
+MIN_THINKING_BUDGET = 1024
+"""The least `thinking.budget_tokens` Anthropic's API takes."""
 ROLES = ("user", "assistant", "system")
 
 
@@ -512,6 +514,7 @@ def _params(
     metadata = body.get("metadata")
     if metadata is not None and not isinstance(metadata, dict):
         raise wrong("metadata", metadata, "an object")
+    _thinking(body.get("thinking"))
     chat_tools = [*tools, *(deferred[name] for name in loaded)]
     choice = _tool_choice(body.get("tool_choice"))
     if chat_tools:
@@ -528,6 +531,24 @@ def _params(
         params["stream"] = True
         params["stream_options"] = {"include_usage": True}
     return params
+
+
+def _thinking(value: Any) -> None:
+    """Checks `thinking` as Anthropic's API does (an object with a `type`; `enabled` with a
+    `budget_tokens` of at least `MIN_THINKING_BUDGET`), so a request a chat upstream would
+    serve without thinking is not one Anthropic refuses. Not passed on: no chat upstream
+    takes it. A type newer than this list passes (the Messages API adds them)."""
+    if value is None:
+        return
+    if not isinstance(value, dict) or not isinstance(value.get("type"), str):
+        raise wrong("thinking", value, "an object whose type is enabled, adaptive or disabled")
+    budget = value.get("budget_tokens")
+    if value["type"] == "enabled" and (
+        not isinstance(budget, int) or isinstance(budget, bool) or budget < MIN_THINKING_BUDGET
+    ):
+        raise wrong(
+            "thinking.budget_tokens", budget, f"an integer of at least {MIN_THINKING_BUDGET}"
+        )
 
 
 def _tool_choice(choice: Any) -> tuple[Any, bool | None] | None:

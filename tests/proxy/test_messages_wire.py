@@ -161,6 +161,9 @@ def test_a_result_without_its_call_is_refused() -> None:
         ({"tool_choice": {"type": "sometimes"}}, "tool_choice"),
         ({"stop_sequences": "END"}, "stop_sequences"),
         ({"temperature": "hot"}, "temperature"),
+        ({"thinking": True}, "thinking"),
+        ({"thinking": {"type": "enabled"}}, "thinking.budget_tokens"),
+        ({"thinking": {"type": "enabled", "budget_tokens": 512}}, "thinking.budget_tokens"),
     ],
 )
 def test_bad_fields_are_named(fields: dict[str, Any], param: str) -> None:
@@ -172,6 +175,21 @@ def test_bad_fields_are_named(fields: dict[str, Any], param: str) -> None:
     with pytest.raises(InvalidChatRequest) as caught:
         read_request(given, native=False)
     assert caught.value.param == param
+
+
+@pytest.mark.parametrize(
+    "thinking",
+    [
+        {"type": "enabled", "budget_tokens": 1024},
+        {"type": "adaptive", "display": "omitted"},
+        {"type": "disabled"},
+        {"type": "between_tools"},
+    ],
+)
+def test_thinking_anthropic_takes_is_taken_and_not_sent_to_chat(thinking: dict[str, Any]) -> None:
+    """Each thinking setting Anthropic's API takes is taken; a chat upstream is sent none."""
+    read = read_request(body([{"role": "user", "content": "hi"}], thinking=thinking), native=False)
+    assert "thinking" not in read.params
 
 
 def test_what_only_anthropic_runs_is_refused_for_other_models() -> None:
