@@ -47,6 +47,7 @@ from kernel.records import StoreError
 from kernel.store import DiskHistoryStore
 from kernel.tokens import count_messages
 from middleware.condensing.budget import budget_for
+from proxy.arguments import not_negative, positive
 
 _Name = TypeVar("_Name", bound=str)
 LOCOMO_CONDITIONS: tuple[ConditionName, ...] = tuple(
@@ -124,29 +125,6 @@ def add_parser(commands: Any) -> None:
         "the probes both answered: answer in view and right before and after, each probe "
         "won and lost, and a sign test of the two",
     )  # fmt: skip
-
-
-def positive(text: str) -> int:
-    """A whole number above 0 (argparse's type: its error names the option)."""
-    number = _whole(text)
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"{number} is not above 0")
-    return number
-
-
-def not_negative(text: str) -> int:
-    """A whole number, 0 or more (argparse's type: its error names the option)."""
-    number = _whole(text)
-    if number < 0:
-        raise argparse.ArgumentTypeError(f"{number} is below 0")
-    return number
-
-
-def _whole(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
 
 
 def add_templates_argument(parser: argparse.ArgumentParser) -> None:

@@ -17,6 +17,7 @@ from types import FrameType
 from typing import Any
 
 from kernel.config_loading import ConfigError, LoadedConfig, load_config
+from proxy.arguments import port, positive
 from proxy.exposure import HOST_ENV, open_gateway_refusal
 
 CONFIG_ENV = "OVERSPILL_CONFIG"
@@ -65,8 +66,8 @@ def parser(*more: Callable[[Any], None]) -> argparse.ArgumentParser:
     serve_cmd = commands.add_parser("serve", help="run the proxy")
     serve_cmd.add_argument("--config", default=os.environ.get(CONFIG_ENV, "config.yaml"))
     serve_cmd.add_argument("--host", help="bind address (default: general_settings.host)")
-    serve_cmd.add_argument("--port", type=int, help="port (default: general_settings.port)")
-    serve_cmd.add_argument("--workers", type=int, default=1, help="worker processes")
+    serve_cmd.add_argument("--port", type=port, help="port (default: general_settings.port)")
+    serve_cmd.add_argument("--workers", type=positive, default=1, help="worker processes")
     check = commands.add_parser("check-config", help="validate a config file and exit")
     check.add_argument("config", nargs="?", default=os.environ.get(CONFIG_ENV, "config.yaml"))
     from proxy import conversations_cli

@@ -31,6 +31,7 @@ import orjson
 
 from kernel.config import GeneralSettings
 from kernel.config_loading import ConfigError, load_config
+from proxy.arguments import port
 
 READY_SECONDS = 60.0
 """How long a started overspill may take to answer its readiness probe."""
@@ -51,7 +52,7 @@ def add_parser(commands: Any) -> None:
     )
     parser.add_argument("--config", default=os.environ.get("OVERSPILL_CONFIG", "config.yaml"))
     parser.add_argument(
-        "--port", type=int, help="overspill's port (default: general_settings.port)"
+        "--port", type=port, help="overspill's port (default: general_settings.port)"
     )
     parser.add_argument("--key", default=os.environ.get("OVERSPILL_API_KEY"), help="overspill key")
     parser.add_argument("agent", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
