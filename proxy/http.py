@@ -214,32 +214,39 @@ def _extensions(body: Mapping[str, Any]) -> dict[str, Any]:
     return extensions
 
 
-def field_problem(name: str, value: Any, expected: str) -> str:
-    """What is wrong with a body field: missing (`value` None), or not what was `expected`."""
+def field_problem(name: str, value: Any, expected: str, quote: bool = False) -> str:
+    """What is wrong with a body field: missing (`value` None), or not what was `expected`
+    (the value said back, `said_back`)."""
     if value is None:
         return f"{name!r} is required: expected {expected}"
-    return f"{name!r} must be {expected}, got {_json_type(value)}"
+    return f"{name!r} must be {expected}, got {said_back(value, quote)}"
 
 
 _TOKEN = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,23}")
 """A short word a field of set values is given (a role, a mode): said back in a field's
 problem, as OpenAI's and Anthropic's errors do. Longer strings (a key pasted into the wrong
 field) are only named as strings."""
+SAID_NUMBER_CHARS = 24
+"""A number this long or shorter is said back (`got -1`, `got 1.5`); a longer one is named."""
+QUOTED_CHARS = 100
+"""How much of a string a problem quoting it (`quote`: a URL, a type name) says back."""
 
 
-def _json_type(value: Any) -> str:
-    if isinstance(value, bool):
-        return "a boolean"
+def said_back(value: Any, quote: bool = False) -> str:
+    """How a field's problem names the value it was given: a boolean, a number and null as
+    JSON writes them (`true`, `-1`, `1.5`), a short word quoted (`'robot'`), any string
+    quoted when `quote` (its first `QUOTED_CHARS`), other values by their JSON kind
+    (`an array`, `a string`): "got a number" told a client that sent 0 nothing it knew."""
+    if value is None or isinstance(value, bool):
+        return orjson.dumps(value).decode()
     if isinstance(value, int | float):
-        return "a number"
+        number = orjson.dumps(value).decode() if isinstance(value, float) else str(value)
+        return number if len(number) <= SAID_NUMBER_CHARS else "a number"
     if isinstance(value, str):
-        # a token such as a role or a mode is said back ("got 'robot'"); other text is not
-        return f"{value!r}" if _TOKEN.fullmatch(value) else "a string"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, dict):
-        return "an object"
-    return "null"
+        if quote and len(value) > QUOTED_CHARS:
+            return f"{value[:QUOTED_CHARS]!r}…"
+        return f"{value!r}" if quote or _TOKEN.fullmatch(value) else "a string"
+    return "an array" if isinstance(value, list) else "an object"
 
 
 @functools.lru_cache(maxsize=4096)

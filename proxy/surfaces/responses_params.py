@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kernel.errors import InvalidChatRequest, UnsupportedTool
+from proxy.http import field_problem
 
 EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 SUMMARIES = ("auto", "concise", "detailed")
@@ -220,17 +221,6 @@ def check_strings(
 
 
 def wrong(where: str, value: Any, expected: str, quote: bool = False) -> InvalidChatRequest:
-    """The error for a field that is missing or of the wrong kind, naming what it must be."""
-    if value is None:
-        return InvalidChatRequest(f"{where!r} is required: expected {expected}", param=where)
-    got = repr(value) if quote and isinstance(value, str) else _json_kind(value)
-    return InvalidChatRequest(f"{where!r} must be {expected}, got {got}", param=where)
-
-
-def _json_kind(value: Any) -> str:
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    kinds = {str: "a string", list: "an array", dict: "an object"}
-    return next((name for kind, name in kinds.items() if isinstance(value, kind)), "null")
+    """The error for a field that is missing or of the wrong kind, naming what it must be and
+    saying back what it was given (`field_problem`; `quote`: any string, not only a word)."""
+    return InvalidChatRequest(field_problem(where, value, expected, quote), param=where)

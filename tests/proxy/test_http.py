@@ -33,7 +33,7 @@ def refusal(raw: bytes) -> InvalidChatRequest:
         (orjson.dumps({"messages": [USER]}), "'model' is required: expected a model name", "model"),
         (
             orjson.dumps({"model": 3, "messages": [USER]}),
-            "'model' must be a model name, got a number",
+            "'model' must be a model name, got 3",
             "model",
         ),
         (orjson.dumps({"model": "m"}), "'messages' is required", "messages"),

@@ -120,7 +120,7 @@ async def test_an_over_long_prompt_is_context_length_exceeded(app_client: AppCli
 
 BAD_BODIES = [
     ("embeddings", {"model": "embed"}, "input", "'input' is required"),
-    ("embeddings", {"model": "embed", "input": 3}, "input", "got a number"),
+    ("embeddings", {"model": "embed", "input": 3}, "input", "got 3"),
     ("embeddings", {"model": "embed", "input": []}, "input", "(not empty)"),
     ("embeddings", {"model": "embed", "input": ["a", 1]}, "input", "'input[1]' must be a string like the items before it"),
     ("embeddings", {"model": "embed", "input": [1, -2]}, "input", "'input[1]' must be a token id"),
@@ -135,7 +135,7 @@ BAD_BODIES = [
     ("completions", {"model": "local"}, "prompt", "'prompt' is required"),
     ("completions", {"model": "local", "prompt": {"text": "a"}}, "prompt", "got an object"),
     ("completions", {"model": "local", "prompt": "a", "max_tokens": -1}, "max_tokens", "an integer of 0 or more"),
-    ("completions", {"model": "local", "prompt": "a", "max_tokens": 1.5}, "max_tokens", "got a number"),
+    ("completions", {"model": "local", "prompt": "a", "max_tokens": 1.5}, "max_tokens", "got 1.5"),
     ("completions", {"model": "local", "prompt": "a", "stream": "yes"}, "stream", "true or false"),
     ("completions", {"model": "local", "prompt": "a", "echo": 1}, "echo", "true or false"),
     ("completions", {"model": "local", "prompt": "a", "logprobs": True}, "logprobs", "an integer"),

@@ -74,9 +74,9 @@ def test_the_path_names_where_the_input_came_from() -> None:
 
 
 BAD_INPUTS: list[tuple[Any, str, str]] = [
-    (5, "input", "a string or an array of input items, got a number"),
+    (5, "input", "a string or an array of input items, got 5"),
     (None, "input", "'input' is required"),
-    ([5], "input[0]", "an input item (an object), got a number"),
+    ([5], "input[0]", "an input item (an object), got 5"),
     ([{"content": "x"}], "input[0].type", "needs a 'type' (one of message, function_call"),
     ([{"type": "bogus"}], "input[0].type", "got 'bogus'"),
     ([{"type": 5}], "input[0].type", "web_search_call"),
