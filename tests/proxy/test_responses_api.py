@@ -198,15 +198,20 @@ async def test_a_stream_that_breaks_ends_with_response_failed(app_client: AppCli
     assert "upstream went away" in events[-1]["message"]
 
 
-async def test_stored_responses_belong_to_their_key(store: DiskHistoryStore) -> None:
-    """Another key can neither read, continue, list nor delete a response: each is a 404."""
-    provider = ScriptedProvider([json_response("secret")])
+def keyed_client(provider: ScriptedProvider, store: DiskHistoryStore) -> httpx.AsyncClient:
+    """A client of an app whose config gives each tenant its own key (`TENANTS`)."""
     app = create_app(
         build_system(settings_from(TENANTS), providers={"local": [provider]}, store=store)
     )
-    http = httpx.AsyncClient(
+    return httpx.AsyncClient(
         transport=httpx.ASGITransport(app=app), base_url="http://overspill.test"
     )
+
+
+async def test_stored_responses_belong_to_their_key(store: DiskHistoryStore) -> None:
+    """Another key can neither read, continue, list nor delete a response: each is a 404."""
+    provider = ScriptedProvider([json_response("secret")])
+    http = keyed_client(provider, store)
     alice, bob = sdk(http, "sk-alice"), sdk(http, "sk-bob")
     made = await alice.responses.create(model="local", input="my password is hunter2")
     assert (await alice.responses.retrieve(made.id)).output_text == "secret"
@@ -231,12 +236,7 @@ async def test_stored_responses_belong_to_their_key(store: DiskHistoryStore) -> 
 async def test_stored_responses_read_the_key_as_they_were_made(store: DiskHistoryStore) -> None:
     """A response made with the key in x-api-key is read, listed and deleted with it too."""
     provider = ScriptedProvider([json_response("kept")])
-    app = create_app(
-        build_system(settings_from(TENANTS), providers={"local": [provider]}, store=store)
-    )
-    http = httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://overspill.test"
-    )
+    http = keyed_client(provider, store)
     key = {"x-api-key": "sk-alice"}
     made = await http.post("/v1/responses", json={"model": "local", "input": "hi"}, headers=key)
     assert made.status_code == 200, made.text
