@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kernel.errors import ForbiddenParameter, InvalidChatRequest
-from proxy.http import edge_context, parse_chat_request, tenant_of
+from proxy.http import edge_context, parse_chat_request, said_back, tenant_of
 
 USER = {"role": "user", "content": "hi"}
 
@@ -249,3 +249,23 @@ def test_a_field_says_back_a_short_word_but_not_longer_text() -> None:
     pasted = refusal(body(stream="sk-1234567890abcdefghijklmnopqrstuv"))
     assert str(pasted.message).endswith("got a string")
     assert "sk-" not in str(pasted.message)
+
+
+@pytest.mark.parametrize(
+    ("value", "quote", "said"),
+    [
+        (0, False, "0"),
+        (-1.5, False, "-1.5"),
+        (1e308, False, "1e+308"),
+        (10**30, False, "a number"),
+        (True, False, "true"),
+        ([1], False, "an array"),
+        ({"a": 1}, False, "an object"),
+        ("x.png", True, "'x.png'"),
+        ("data:" + "A" * 500, True, "'data:" + "A" * 95 + "'…"),
+    ],
+)
+def test_a_value_is_said_back_as_json_writes_it(value: object, quote: bool, said: str) -> None:
+    """Numbers and booleans are said back as sent, a number too long to read is named, and
+    a quoted string is cut to its first hundred characters."""
+    assert said_back(value, quote) == said
