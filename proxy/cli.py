@@ -18,7 +18,7 @@ from typing import Any
 
 from kernel.config_loading import ConfigError, LoadedConfig, load_config
 from proxy.arguments import port, positive
-from proxy.exposure import HOST_ENV, open_gateway_refusal
+from proxy.exposure import HOST_ENV, address_problem, open_gateway_refusal
 
 CONFIG_ENV = "OVERSPILL_CONFIG"
 WORKERS_ENV = "OVERSPILL_WORKERS"
@@ -199,7 +199,10 @@ def serve(args: argparse.Namespace) -> int:
         log.warning(warning)
     log.info(layers_line(loaded))
     host = args.host or general.host
-    refusal = open_gateway_refusal(loaded.settings, host, loaded.warnings)
+    port = args.port or general.port
+    refusal = address_problem(host, port) or open_gateway_refusal(
+        loaded.settings, host, loaded.warnings
+    )
     if refusal:
         print(f"{args.config}: {refusal}", file=sys.stderr)
         return EXIT_BAD_CONFIG
@@ -223,7 +226,7 @@ def serve(args: argparse.Namespace) -> int:
             "proxy.server:app_from_env",
             factory=True,
             host=host,
-            port=args.port or general.port,
+            port=port,
             workers=args.workers,
             access_log=False,
             log_config=None,

@@ -16,6 +16,7 @@ config it was given.
 from __future__ import annotations
 
 import ipaddress
+import socket
 from collections.abc import Sequence
 
 from kernel.config import Settings
@@ -64,3 +65,19 @@ def open_gateway_refusal(settings: Settings, host: str, warnings: Sequence[str] 
         "OVERSPILL_MASTER_KEY exported (or client_keys for each app); or serve on 127.0.0.1; "
         "or set general_settings.allow_unauthenticated: true to serve open on purpose"
     )
+
+
+def address_problem(host: str, port: int) -> str | None:
+    """Why `host` is no address to serve on (a name that does not resolve: uvicorn's own
+    message, "[Errno -2] Name or service not known", names neither the host nor the
+    setting), or None."""
+    try:
+        socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as exc:
+        reason = exc.args[-1] if isinstance(exc, socket.gaierror) else str(exc)
+        return (
+            f"cannot serve on {host!r}: {reason}; give --host or general_settings.host an "
+            "address of this machine (127.0.0.1 for this machine only, 0.0.0.0 for every "
+            "interface)"
+        )
+    return None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from proxy.exposure import is_loopback, open_gateway_refusal
+from proxy.exposure import address_problem, is_loopback, open_gateway_refusal
 from tests.conftest import settings_from
 from tests.e2e.conftest import start_overspill
 from tests.ports import free_port
@@ -82,3 +83,24 @@ def test_serve_refuses_an_unset_master_key_on_every_address(tmp_path: Path) -> N
     finally:
         served.terminate()
         served.wait(timeout=30)
+
+
+def test_a_host_that_is_no_address_is_refused_naming_it_and_the_setting(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A host name that does not resolve, or cannot be one, is refused before uvicorn starts,
+    naming the host and where it was set; this machine's addresses are taken."""
+    assert address_problem("127.0.0.1", 4000) is None
+    assert address_problem("localhost", 4000) is None
+    said = address_problem("a..b", 4000)
+    assert said is not None
+    assert said.startswith("cannot serve on 'a..b':")
+
+    def unknown(*args: object, **kwargs: object) -> None:
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    monkeypatch.setattr(socket, "getaddrinfo", unknown)
+    said = address_problem("0.0.0.O", 4000)
+    assert said is not None
+    assert said.startswith("cannot serve on '0.0.0.O': Name or service not known;")
+    assert "--host or general_settings.host" in said
