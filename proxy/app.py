@@ -144,6 +144,9 @@ def routes(state: AppState) -> list[Route]:
         Route("/v1/models/{model:path}", model, methods=["GET"]),
         Route("/models/{model:path}", model, methods=["GET"]),
         Route("/health/liveness", liveness, methods=["GET"]),
+        # LiteLLM's name for it, which its Kubernetes examples probe: a deployment moved
+        # over from LiteLLM keeps its manifests
+        Route("/health/liveliness", liveness, methods=["GET"]),
         Route("/health/readiness", readiness, methods=["GET"]),
         *admin_routes(system.store, state.keys),
         *usage_routes(system.ledger or UsageLedger(system.store, system.settings), state.keys),

@@ -277,10 +277,12 @@ async def test_a_bad_page_is_a_400_naming_the_parameter(
 
 
 async def test_health_never_needs_a_key(app_client: AppClient) -> None:
-    """Liveness and readiness answer without auth and without calling a model."""
+    """Liveness (under LiteLLM's name too) and readiness answer without auth and without
+    calling a model."""
     fake = ScriptedProvider([json_response("x")])
     client = app_client({"local": [fake]}, key=None)
     assert (await client.get("/health/liveness")).json() == {"status": "alive"}
+    assert (await client.get("/health/liveliness")).json() == {"status": "alive"}  # LiteLLM's
     ready = await client.get("/health/readiness")
     assert ready.json()["status"] == "ready"
     assert fake.requests == []
