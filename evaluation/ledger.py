@@ -62,6 +62,7 @@ from middleware.condensing.ledger.records import MERGED_ROLE
 from middleware.condensing.prompt import render_transcript
 from middleware.condensing.relevance import passages, pick, quoted
 from middleware.condensing.split import split_history
+from proxy.arguments import positive
 
 
 def tail_start(messages: Sequence[Message], tail: int) -> int:
@@ -364,7 +365,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     locomo.add_arguments(parser)
     taubench.add_arguments(parser)
-    parser.add_argument("--window", type=int, default=4096, help="with --locomo or --taubench")
+    parser.add_argument("--window", type=positive, default=4096, help="with --locomo or --taubench")
     parser.add_argument(
         "--relevant-share",
         type=float,
@@ -374,9 +375,9 @@ def main() -> None:
     parser.add_argument("--seeds", default="1-8,1000-1007")
     add_templates_argument(parser)
     parser.add_argument("--fillers", default="24,60")
-    parser.add_argument("--target", type=int, default=480)
-    parser.add_argument("--tail", type=int, default=1100)
-    parser.add_argument("--step", type=int, default=12)
+    parser.add_argument("--target", type=positive, default=480)
+    parser.add_argument("--tail", type=positive, default=1100)
+    parser.add_argument("--step", type=positive, default=12)
     parser.add_argument(
         "--notes", default="0",
         help="tokens of notes (holding no fact) beside the ledger, as a model's take room; "

@@ -35,6 +35,7 @@ from middleware.condensing.ledger import Fact
 from middleware.condensing.ledger.records import settles
 from middleware.condensing.ledger.select import confirms
 from middleware.condensing.split import context_message
+from proxy.arguments import not_negative
 
 USER, REPLY = "- user: ", "- assistant: "
 
@@ -92,7 +93,7 @@ def main() -> None:
     parser.add_argument("--url", default="http://127.0.0.1:8089/v1")
     parser.add_argument("--model", default="qwen")
     parser.add_argument("--kind", default="decision")
-    parser.add_argument("--fillers", type=int, default=40, help="as the run had them")
+    parser.add_argument("--fillers", type=not_negative, default=40, help="as the run had them")
     parser.add_argument(
         "--rerender", action="store_true", help="decisions as this code renders them"
     )
