@@ -429,6 +429,28 @@ LoggerLevel = Annotated[
 """A logging level, in any case (`DEBUG` or `debug`)."""
 
 
+def origin_problem(entry: str) -> str | None:
+    """Why `entry` of `allowed_origins` is not an origin a browser sends (`*`, or a scheme
+    and host with an optional port, `https://chat.example.com`, and nothing after them but a
+    slash), or None."""
+    if entry == "*":
+        return None
+    parts = urlsplit(entry)
+    plain = not (parts.query or parts.fragment or parts.username)
+    if parts.scheme and parts.hostname and parts.path in ("", "/") and plain:
+        try:
+            parts.port  # noqa: B018 - raises on a port that is not one
+        except ValueError:
+            pass
+        else:
+            return None
+    return (
+        f"{entry!r} is not an origin: write the scheme, host and port a browser shows for the "
+        "page, with nothing after them (https://chat.example.com, http://localhost:3000), "
+        "or '*' for any page"
+    )
+
+
 class GeneralSettings(_Frozen):
     """Server-wide settings. LiteLLM's other keys here (`database_url`, `alerting`, ...) are
     warned about by name and ignored."""
@@ -487,6 +509,12 @@ class GeneralSettings(_Frozen):
     allow_unauthenticated: bool = False
     """Serve on an address other than loopback with neither a master key nor client keys
     (anyone who can reach it may spend its upstream keys). False: `serve` refuses to start."""
+    allowed_origins: tuple[str, ...] = ()
+    """The web pages (origins, `https://chat.example.com`) whose scripts may call overspill
+    from a browser, besides pages served from this machine (`http://localhost:3000`); `*`
+    for any. A request a page elsewhere sends (its `Origin` header) is a 403: a site the user
+    visits could otherwise spend a keyless gateway's upstream keys through their browser.
+    Clients that are not browsers send no `Origin` and are never affected."""
     usage: UsageSettings = Field(default_factory=UsageSettings)
     """What overspill's own calls may spend per tenant and period (docs/operations/budgets.md)."""
     max_background_jobs: int = Field(default=4, ge=1)
@@ -503,6 +531,15 @@ class GeneralSettings(_Frozen):
                 "general_settings.master_key, or require_master_key: false"
             )
         return self
+
+    @field_validator("allowed_origins")
+    @classmethod
+    def _origins_are_origins(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        """Each entry is `*` or a scheme, host and port, as a browser's `Origin` header says."""
+        for entry in value:
+            if problem := origin_problem(entry):
+                raise ValueError(problem)
+        return value
 
     @field_validator("log_level", mode="before")
     @classmethod

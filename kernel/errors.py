@@ -180,6 +180,14 @@ class AdminDisabled(OverspillError):
     code = "admin_disabled"
 
 
+class ForbiddenOrigin(OverspillError):
+    """A web page's request (its `Origin` header) from a site `allowed_origins` does not list."""
+
+    status = 403
+    type = "permission_error"
+    code = "origin_not_allowed"
+
+
 class AdminOnly(OverspillError):
     """A client key (a tenant's, not the master key) called an admin endpoint."""
 

@@ -10,6 +10,7 @@ from typing import Any
 import orjson
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
@@ -30,6 +31,7 @@ from proxy.endpoint import AppState, serve, traced_serve
 from proxy.keys import Keyring
 from proxy.metrics import metrics_route
 from proxy.models import model_body, models_body
+from proxy.origins import CrossOrigin, Origins
 from proxy.responses import JSON_TYPE, error_response, request_id
 from proxy.stored_responses import stored_response_routes
 from proxy.surfaces.chat import ChatSurface
@@ -49,7 +51,8 @@ Reload = Callable[[], Awaitable[dict[str, Any]]]
 def create_app(system: System, reload: Reload | None = None) -> Starlette:
     """The ASGI app over a built system (proxy/system.py wires it); it closes the system.
     With `reload`, `POST /overspill/config/reload` (master key) calls it."""
-    state = AppState(system, Keyring.of(system.settings))
+    general = system.settings.general_settings
+    state = AppState(system, Keyring.of(system.settings), Origins(general.allowed_origins))
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -65,6 +68,7 @@ def create_app(system: System, reload: Reload | None = None) -> Starlette:
     app = Starlette(
         routes=[*routes(state), *reload_routes(state, reload)],
         exception_handlers=handlers,
+        middleware=[Middleware(CrossOrigin, origins=state.origins)],
         lifespan=lifespan,
     )
     # A path with a trailing slash is a 404, never a redirect: Starlette's redirect would point

@@ -12,7 +12,7 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.requests import ClientDisconnect, Request
@@ -37,6 +37,7 @@ from kernel.records import StoreError
 from kernel.types import ChatResponse, RequestContext
 from providers.model_info import apis_served, route_refusal
 from proxy.keys import Keyring
+from proxy.origins import Origins
 from proxy.responses import JSON_TYPE, context_headers, request_id
 from proxy.surfaces.surface import Surface, Turn
 from proxy.system import System
@@ -51,6 +52,8 @@ class AppState:
     system: System
     keys: Keyring
     """The config's master and client keys: who a request's key is (proxy/keys.py)."""
+    origins: Origins = field(default_factory=Origins)
+    """The web pages whose requests are served (proxy/origins.py)."""
 
 
 async def traced_serve(
@@ -78,6 +81,7 @@ async def serve(
     watch: DisconnectWatch | None = None
     system = state.system
     try:
+        state.origins.check(request.headers.get("origin"))
         caller = state.keys.caller_of(request.headers)
         ctx.tenant = caller.tenant
         raw = await _read_body(request, system.settings.general_settings.max_body_bytes)

@@ -10,7 +10,8 @@ A reload that would open a gateway serving a non-loopback address is refused the
 (`HOST_ENV` carries the address `serve` bound to its workers).
 
 LiteLLM's proxy serves open in that case; this is one place overspill is stricter than the
-config it was given.
+config it was given. On loopback a web page the user opens could still reach it through the
+browser: proxy/origins.py refuses pages that are not this machine's or listed.
 """
 
 from __future__ import annotations
