@@ -7,12 +7,12 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 export NO_MKDOCS_2_WARNING := 1   # mkdocs-material's banner about its successor, on every build
 
-.PHONY: run test lint types unit reliability docs docs-build install model redis claude codex bench bench-litellm bench-micro clean
+.PHONY: run test lint types unit reliability docs docs-build install model redis chromium claude codex bench bench-litellm bench-micro clean
 
 run: install model   ## start the local model and overspill on :4000 with config.yaml
 	scripts/run-local.sh
 
-test: install model redis claude codex   ## lint, types, and every test (end-to-end against the real local model)
+test: install model redis chromium claude codex   ## lint, types, and every test (end-to-end against the real local model)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
@@ -49,6 +49,9 @@ $(STAMP): pyproject.toml
 
 redis:   ## Debian's redis-server, for the shared-store tests
 	scripts/ensure-redis.sh
+
+chromium:   ## Debian's Chromium, for the browser end-to-end test (a page calling overspill)
+	scripts/ensure-chromium.sh
 
 claude:   ## Claude Code (npm, pinned) in var/node, for its end-to-end tests (Node from Debian if missing)
 	scripts/claude-code.sh > /dev/null
