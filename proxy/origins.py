@@ -22,14 +22,13 @@ serving open on a network (proxy/exposure.py).
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Sequence
 from urllib.parse import urlsplit
 
-import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kernel.errors import ForbiddenOrigin
+from proxy.exposure import is_loopback
 
 METHODS = b"GET, POST, DELETE, OPTIONS"
 MAX_AGE = b"600"
@@ -52,17 +51,6 @@ def _normal(origin: str) -> str:
     return shown if port is None or DEFAULT_PORTS.get(scheme) == port else f"{shown}:{port}"
 
 
-def _on_this_machine(origin: str) -> bool:
-    """Whether a page at `origin` is served from this machine (localhost or loopback)."""
-    host = (urlsplit(origin).hostname or "").lower()
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 class Origins:
     """The pages whose requests overspill serves (`allows`)."""
 
@@ -72,7 +60,11 @@ class Origins:
 
     def allows(self, origin: str) -> bool:
         """Whether a request from a page at `origin` (its `Origin` header) is served."""
-        return self.any or _normal(origin) in self.listed or _on_this_machine(origin)
+        return (
+            self.any
+            or _normal(origin) in self.listed
+            or is_loopback(urlsplit(origin).hostname or "")
+        )
 
     def check(self, origin: str | None) -> None:
         """Raises ForbiddenOrigin for a page `allows` does not allow (None: not a browser)."""
@@ -102,18 +94,20 @@ class CrossOrigin:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        origin = asked = None
+        origin = asked = asked_headers = None
         for name, value in scope["headers"]:
             if name == b"origin":
                 origin = value
             elif name == b"access-control-request-method":
                 asked = value
+            elif name == b"access-control-request-headers":
+                asked_headers = value
         if origin is None:
             await self.app(scope, receive, send)
             return
         allowed = self.origins.allows(origin.decode("latin-1"))
         if scope["method"] == "OPTIONS" and asked is not None:
-            await _preflight(scope, send, origin, allowed)
+            await _preflight(send, origin, asked_headers, allowed)
             return
         if not allowed:  # the API routes refuse it in their own shape (proxy/endpoint.py)
             await self.app(scope, receive, send)
@@ -136,23 +130,21 @@ def _readable(origin: bytes) -> list[tuple[bytes, bytes]]:
     ]
 
 
-async def _preflight(scope: Scope, send: Send, origin: bytes, allowed: bool) -> None:
-    """The answer to a browser's preflight: 204 with what the page may send, or a 403 (the
-    browser then sends nothing)."""
+async def _preflight(send: Send, origin: bytes, headers: bytes | None, allowed: bool) -> None:
+    """The answer to a browser's preflight: 204 with what the page may send (the `headers`
+    it asked to, else any), or the 403 (the browser then sends nothing)."""
     if allowed:
-        asked = next(
-            (v for n, v in scope["headers"] if n == b"access-control-request-headers"), b""
-        )
-        headers = [
+        answer = [
             *_readable(origin),
             (b"access-control-allow-methods", METHODS),
-            (b"access-control-allow-headers", asked or b"*"),
+            (b"access-control-allow-headers", headers or b"*"),
             (b"access-control-max-age", MAX_AGE),
         ]
-        await send({"type": "http.response.start", "status": 204, "headers": headers})
+        await send({"type": "http.response.start", "status": 204, "headers": answer})
         await send({"type": "http.response.body", "body": b""})
         return
-    body = orjson.dumps(refusal(origin.decode("latin-1")).body())
-    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
-    await send({"type": "http.response.start", "status": 403, "headers": headers})
+    refused = refusal(origin.decode("latin-1"))
+    body = refused.body_bytes()
+    answer = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+    await send({"type": "http.response.start", "status": refused.http_status(), "headers": answer})
     await send({"type": "http.response.body", "body": body})
