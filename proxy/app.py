@@ -240,6 +240,12 @@ def _no_route(method: str, path: str, served: str) -> str:
     shown = path if len(path) <= 200 else path[:200] + "..."
     if len(path) > 1 and path.endswith("/"):
         return f"no route {method} {shown}: drop the trailing slash ({shown.rstrip('/')})"
+    if path == "/health" or path.startswith("/health/"):
+        return (
+            f"no route {method} {shown}: overspill's health routes are GET /health/liveness "
+            "(the process is up; also /health/liveliness, LiteLLM's name) and GET "
+            "/health/readiness (the config and store; never calls a model)"
+        )
     api = path.removeprefix("/v1/").lstrip("/").partition("/")[0]
     if api in OPENAI_APIS_NOT_SERVED:
         return (

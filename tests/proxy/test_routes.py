@@ -405,6 +405,20 @@ async def test_any_unknown_path_names_the_served_routes(app_client: AppClient) -
     assert "(each also without /v1)" in error_of(response)["message"]
 
 
+@pytest.mark.parametrize("path", ["/health", "/health/live", "/health/readiness/details"])
+async def test_a_health_path_not_served_names_the_health_routes(
+    app_client: AppClient, path: str
+) -> None:
+    """LiteLLM's /health (which calls every model) and other health paths are a 404 naming
+    the health routes overspill serves, not its API routes."""
+    response = await client_for(app_client).get(path)
+    assert response.status_code == 404
+    message = error_of(response)["message"]
+    assert "GET /health/liveness" in message
+    assert "GET /health/readiness" in message
+    assert "chat/completions" not in message
+
+
 async def test_a_route_request_keeps_the_fields_it_was_sent_with() -> None:
     """RouteRequest renders the client's bytes for the same model, a rewrite for another."""
     request = RouteRequest("embeddings", "m", False, {"model": "m", "input": "a"}, b"RAW")
