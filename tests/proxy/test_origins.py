@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kernel.config_loading import ConfigError
-from providers.fake import ScriptedProvider, json_response
+from providers.fake import ScriptedProvider, json_response, sse_events, stream_response
 from proxy.origins import Origins
 from tests.conftest import AppClient, settings_from
 
@@ -136,3 +136,18 @@ def test_an_entry_that_is_no_origin_is_refused_at_its_yaml_path() -> None:
     said = "\n".join(caught.value.problems)
     assert "general_settings.allowed_origins" in said
     assert "'https://chat.example.com/app' is not an origin" in said
+
+
+async def test_an_allowed_page_reads_a_stream(app_client: AppClient) -> None:
+    """A streamed answer to a page on this machine carries the header that lets it read the
+    events as they come."""
+    provider = ScriptedProvider([stream_response(sse_events(["Hel", "lo"]))])
+    client = app_client({"local": [provider]}, settings=settings_from(OPEN), key=None)
+    page = {"origin": "http://localhost:5173"}
+    async with client.stream(
+        "POST", "/v1/chat/completions", json={**CHAT, "stream": True}, headers=page
+    ) as answer:
+        body = b"".join([chunk async for chunk in answer.aiter_bytes()])
+    assert answer.headers["access-control-allow-origin"] == "http://localhost:5173"
+    assert answer.headers["content-type"].startswith("text/event-stream")
+    assert b"Hel" in body
