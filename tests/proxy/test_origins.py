@@ -151,3 +151,26 @@ async def test_an_allowed_page_reads_a_stream(app_client: AppClient) -> None:
     assert answer.headers["access-control-allow-origin"] == "http://localhost:5173"
     assert answer.headers["content-type"].startswith("text/event-stream")
     assert b"Hel" in body
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/v1/responses", {"model": "local", "input": "hi"}),
+        ("/v1/responses/input_tokens", {"model": "local", "input": "hi"}),
+        ("/v1/embeddings", {"model": "local", "input": "hi"}),
+        ("/v1/completions", {"model": "local", "prompt": "hi"}),
+        ("/v1/messages/count_tokens", {"model": "local", "messages": MESSAGES["messages"]}),
+        ("/chat/completions", CHAT),
+    ],
+)
+async def test_every_api_route_refuses_a_page_elsewhere(
+    app_client: AppClient, path: str, body: dict[str, object]
+) -> None:
+    """Each API route, with or without /v1, refuses the page before it calls anything."""
+    provider = ScriptedProvider([json_response("spent")])
+    client = app_client({"local": [provider]}, settings=settings_from(OPEN), key=None)
+    refused = await client.post(path, json=body, headers={**EVIL, "content-type": "text/plain"})
+    assert refused.status_code == 403, refused.text
+    assert "general_settings.allowed_origins" in refused.text
+    assert provider.requests == []
