@@ -34,6 +34,7 @@ from proxy.models import model_body, models_body
 from proxy.origins import CrossOrigin, Origins
 from proxy.responses import JSON_TYPE, error_response, request_id
 from proxy.stored_responses import stored_response_routes
+from proxy.surfaces import messages
 from proxy.surfaces.chat import ChatSurface
 from proxy.surfaces.compaction import CompactSurface
 from proxy.surfaces.messages import CountTokensSurface, MessagesSurface
@@ -189,10 +190,25 @@ async def _readiness(system: System) -> Response:
     return Response(orjson.dumps(body), media_type=JSON_TYPE)
 
 
+ANTHROPIC_PATHS = ("/v1/messages", "/messages")
+"""Where Anthropic's API is served: errors there are in its shape."""
+
+
+def _in_shape(
+    request: Request, error: OverspillError, ctx: RequestContext | None = None
+) -> Response:
+    """An error no API route rendered (an unknown path, a wrong method, a refusal before any
+    route), in the shape of the API its path belongs to: Anthropic's, else OpenAI's."""
+    ctx = ctx or RequestContext(request_id=request_id(request), tenant="anonymous")
+    path: str = request.scope.get("path", "")
+    if any(path == api or path.startswith(api + "/") for api in ANTHROPIC_PATHS):
+        return messages.error_response(error, ctx)
+    return error_response(error, ctx)
+
+
 async def _overspill_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, OverspillError)
-    ctx = RequestContext(request_id=request_id(request), tenant="anonymous")
-    return error_response(exc, ctx)
+    return _in_shape(request, exc)
 
 
 async def _store_error(request: Request, exc: Exception) -> Response:
@@ -202,8 +218,7 @@ async def _store_error(request: Request, exc: Exception) -> Response:
         f"the history store is unavailable, try again shortly ({exc}); "
         "see GET /health/readiness and general_settings.store"
     )
-    ctx = RequestContext(request_id=request_id(request), tenant="anonymous")
-    return error_response(error, ctx)
+    return _in_shape(request, error)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -216,15 +231,14 @@ async def _http_error(request: Request, exc: Exception) -> Response:
         error = NotFound(_no_route(request.method, path, _api_routes(request.app.routes)))
     else:
         error = InvalidChatRequest(f"{request.method} {request.scope.get('path')}: {exc.detail}")
-    ctx = RequestContext(request_id=request_id(request), tenant="anonymous")
-    return error_response(error, ctx)
+    return _in_shape(request, error)
 
 
 async def _internal_error(request: Request, exc: Exception) -> Response:
-    """A route's unexpected failure, in the OpenAI error shape (the traceback goes to the log)."""
+    """A route's unexpected failure, in its API's error shape (the traceback goes to the log)."""
     ctx = RequestContext(request_id=request_id(request), tenant="anonymous")
     error = OverspillError(f"internal error in overspill (request id {ctx.request_id})")
-    return error_response(error, ctx)
+    return _in_shape(request, error, ctx)
 
 
 OPENAI_APIS_NOT_SERVED = (

@@ -762,3 +762,22 @@ async def test_a_spliced_request_to_anthropic_keeps_the_clients_blocks(
         {"role": "user", "content": [{"type": "text", "text": "new"}]},
     ]
     await system.aclose()
+
+
+async def test_a_messages_path_not_served_answers_in_anthropics_shape(
+    store: DiskHistoryStore,
+) -> None:
+    """Message batches (not served) are a 404 and `GET /v1/messages` a 405, each in
+    Anthropic's error shape, so the SDK raises its own error with overspill's message."""
+    async with served(store) as (sdk, http, _system):
+        with pytest.raises(anthropic.NotFoundError) as caught:
+            await sdk.messages.batches.create(requests=[])
+        wrong = await http.get("/v1/messages", headers={"x-api-key": "sk-master"})
+    body = caught.value.body
+    assert isinstance(body, dict)
+    assert body["type"] == "error"
+    assert body["error"]["type"] == "not_found_error"
+    assert "no route POST /v1/messages/batches" in body["error"]["message"]
+    assert wrong.status_code == 405
+    assert wrong.json()["type"] == "error"
+    assert wrong.json()["error"]["type"] == "invalid_request_error"
