@@ -12,6 +12,9 @@ Reading the file is `kernel/config_loading.py`'s; making LiteLLM's format fit th
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
+import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
@@ -451,6 +454,27 @@ def origin_problem(entry: str) -> str | None:
     )
 
 
+_HOST_NAME = re.compile(
+    r"\.?(?:[a-z0-9_](?:[a-z0-9_-]*[a-z0-9_])?\.)*[a-z0-9_](?:[a-z0-9_-]*[a-z0-9_])?\.?"
+)
+
+
+def host_problem(entry: str) -> str | None:
+    """Why `entry` of `allowed_hosts` is not a name a request's `Host` carries (`*`, a name
+    such as `overspill.example.com`, or `.example.com` for it and every name under it), or
+    None. An address needs no entry: any is served."""
+    if entry == "*" or _HOST_NAME.fullmatch(entry.lower()):
+        return None
+    with contextlib.suppress(ValueError):
+        ipaddress.ip_address(entry.strip("[]"))
+        return None
+    return (
+        f"{entry!r} is not a host name: write the name clients put in the URL, without scheme, "
+        "port or path (overspill.example.com), '.example.com' for that name and every name "
+        "under it, or '*' for any"
+    )
+
+
 class GeneralSettings(_Frozen):
     """Server-wide settings. LiteLLM's other keys here (`database_url`, `alerting`, ...) are
     warned about by name and ignored."""
@@ -515,6 +539,13 @@ class GeneralSettings(_Frozen):
     for any. A request a page elsewhere sends (its `Origin` header) is a 403: a site the user
     visits could otherwise spend a keyless gateway's upstream keys through their browser.
     Clients that are not browsers send no `Origin` and are never affected."""
+    allowed_hosts: tuple[str, ...] = ()
+    """On a gateway served on loopback, the names a request may be addressed to (its `Host`)
+    besides this machine's (`localhost`, an IP address, the machine's name, `*.localhost`,
+    `*.local`, `*.internal`): `.example.com` for a domain and its subdomains, `*` for any.
+    Another name is a 403: it is how a web page whose name was re-resolved to 127.0.0.1 (DNS
+    rebinding) reaches overspill. List the name a reverse proxy on this machine forwards
+    (`proxy_set_header Host $host`). Not checked on other addresses, where keys guard."""
     usage: UsageSettings = Field(default_factory=UsageSettings)
     """What overspill's own calls may spend per tenant and period (docs/operations/budgets.md)."""
     max_background_jobs: int = Field(default=4, ge=1)
@@ -538,6 +569,15 @@ class GeneralSettings(_Frozen):
         """Each entry is `*` or a scheme, host and port, as a browser's `Origin` header says."""
         for entry in value:
             if problem := origin_problem(entry):
+                raise ValueError(problem)
+        return value
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _hosts_are_names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        """Each entry is `*`, a host name, or `.` and a domain."""
+        for entry in value:
+            if problem := host_problem(entry):
                 raise ValueError(problem)
         return value
 

@@ -15,6 +15,9 @@
     ├── AuthError                       401  missing or wrong key
     ├── AdminDisabled                   403  admin endpoints need a master key; none is set
     ├── AdminOnly                       403  a client key on an admin endpoint
+    ├── ForbiddenOrigin                 403  code=origin_not_allowed: a web page elsewhere
+    ├── ForbiddenHost                   403  code=host_not_allowed: a name not this machine's,
+    │                                        on loopback (a page's DNS rebound to it)
     ├── ModelNotAllowed                 403  code=model_not_allowed: the key's `models` lack it
     ├── NotFound                        404  unknown route
     │   └── ResponseNotFound            404  no stored response with that id for this key
@@ -186,6 +189,15 @@ class ForbiddenOrigin(OverspillError):
     status = 403
     type = "permission_error"
     code = "origin_not_allowed"
+
+
+class ForbiddenHost(OverspillError):
+    """A request, on a gateway served on loopback, addressed (its `Host` header) to a name that
+    is not this machine's and not in `allowed_hosts`: what a page whose DNS was rebound sends."""
+
+    status = 403
+    type = "permission_error"
+    code = "host_not_allowed"
 
 
 class AdminOnly(OverspillError):

@@ -27,11 +27,13 @@ from kernel.store import StoreError
 from kernel.types import RequestContext
 from kernel.usage import UsageLedger
 from proxy.admin import admin_routes, require_master
+from proxy.browsers import Browsers
 from proxy.endpoint import AppState, serve, traced_serve
+from proxy.hosts import Hosts
 from proxy.keys import Keyring
 from proxy.metrics import metrics_route
 from proxy.models import model_body, models_body
-from proxy.origins import CrossOrigin, Origins
+from proxy.origins import Origins
 from proxy.responses import JSON_TYPE, error_response, request_id
 from proxy.stored_responses import stored_response_routes
 from proxy.surfaces import messages
@@ -49,11 +51,15 @@ Reload = Callable[[], Awaitable[dict[str, Any]]]
 """Re-reads the config and swaps it in (proxy/live.py); raises InvalidConfig."""
 
 
-def create_app(system: System, reload: Reload | None = None) -> Starlette:
+def create_app(
+    system: System, reload: Reload | None = None, served_on: str | None = None
+) -> Starlette:
     """The ASGI app over a built system (proxy/system.py wires it); it closes the system.
-    With `reload`, `POST /overspill/config/reload` (master key) calls it."""
+    With `reload`, `POST /overspill/config/reload` (master key) calls it. `served_on` is the
+    address it is served on: on loopback, a request's `Host` is checked (proxy/hosts.py)."""
     general = system.settings.general_settings
     state = AppState(system, Keyring.of(system.settings), Origins(general.allowed_origins))
+    hosts = Hosts(general.allowed_hosts, served_on)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -69,7 +75,9 @@ def create_app(system: System, reload: Reload | None = None) -> Starlette:
     app = Starlette(
         routes=[*routes(state), *reload_routes(state, reload)],
         exception_handlers=handlers,
-        middleware=[Middleware(CrossOrigin, origins=state.origins)],
+        middleware=[
+            Middleware(Browsers, origins=state.origins, hosts=hosts, refuse=_overspill_error)
+        ],
         lifespan=lifespan,
     )
     # A path with a trailing slash is a 404, never a redirect: Starlette's redirect would point

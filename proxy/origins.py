@@ -10,7 +10,7 @@ could so spend the upstream keys in the config. Every request from a page carrie
 So a request with an `Origin` is served only when the page is this machine's (`localhost`,
 `127.0.0.0/8`, `[::1]`, any scheme and port: a web app in development) or listed in
 `allowed_origins` (`*`: any); any other is refused with a 403 naming the setting, on every
-API route, in that API's shape (proxy/endpoint.py). For the pages it serves, `CrossOrigin`
+API route, in that API's shape (proxy/endpoint.py). For the pages it serves, proxy/browsers.py
 answers the browser's preflight (`OPTIONS`, which a JSON body or an `Authorization` header
 makes the browser send first) and lets the page read the answer (`Access-Control-Allow-
 Origin`); for other pages it refuses the preflight, so their requests are never sent. No
@@ -25,14 +25,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from urllib.parse import urlsplit
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
-
 from kernel.errors import ForbiddenOrigin
 from proxy.exposure import is_loopback
 
-METHODS = b"GET, POST, DELETE, OPTIONS"
-MAX_AGE = b"600"
-"""Seconds a browser may keep a preflight's answer."""
 DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
@@ -80,71 +75,3 @@ def refusal(origin: str) -> ForbiddenOrigin:
         "knowing. To let a browser app at that address call overspill, list it in "
         "general_settings.allowed_origins"
     )
-
-
-class CrossOrigin:
-    """ASGI middleware: the browser's side of `Origins` (preflights, and the header that lets
-    an allowed page read an answer). A request with no `Origin` passes untouched."""
-
-    def __init__(self, app: ASGIApp, origins: Origins) -> None:
-        self.app = app
-        self.origins = origins
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        origin = asked = asked_headers = None
-        for name, value in scope["headers"]:
-            if name == b"origin":
-                origin = value
-            elif name == b"access-control-request-method":
-                asked = value
-            elif name == b"access-control-request-headers":
-                asked_headers = value
-        if origin is None:
-            await self.app(scope, receive, send)
-            return
-        allowed = self.origins.allows(origin.decode("latin-1"))
-        if scope["method"] == "OPTIONS" and asked is not None:
-            await _preflight(send, origin, asked_headers, allowed)
-            return
-        if not allowed:  # the API routes refuse it in their own shape (proxy/endpoint.py)
-            await self.app(scope, receive, send)
-            return
-
-        async def with_origin(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", ()), *_readable(origin)]
-            await send(message)
-
-        await self.app(scope, receive, with_origin)
-
-
-def _readable(origin: bytes) -> list[tuple[bytes, bytes]]:
-    """The headers that let the page at `origin` read an answer, and its headers."""
-    return [
-        (b"access-control-allow-origin", origin),
-        (b"access-control-expose-headers", b"*"),
-        (b"vary", b"origin"),
-    ]
-
-
-async def _preflight(send: Send, origin: bytes, headers: bytes | None, allowed: bool) -> None:
-    """The answer to a browser's preflight: 204 with what the page may send (the `headers`
-    it asked to, else any), or the 403 (the browser then sends nothing)."""
-    if allowed:
-        answer = [
-            *_readable(origin),
-            (b"access-control-allow-methods", METHODS),
-            (b"access-control-allow-headers", headers or b"*"),
-            (b"access-control-max-age", MAX_AGE),
-        ]
-        await send({"type": "http.response.start", "status": 204, "headers": answer})
-        await send({"type": "http.response.body", "body": b""})
-        return
-    refused = refusal(origin.decode("latin-1"))
-    body = refused.body_bytes()
-    answer = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
-    await send({"type": "http.response.start", "status": refused.http_status(), "headers": answer})
-    await send({"type": "http.response.body", "body": body})

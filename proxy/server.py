@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import logging
 import os
+from functools import partial
 from typing import NoReturn
 
 from kernel.config_loading import ConfigError, LoadedConfig, load_config
@@ -14,6 +15,7 @@ from providers import deferred
 from proxy import logs, tracing
 from proxy.app import create_app
 from proxy.cli import CONFIG_ENV, EXIT_BAD_CONFIG
+from proxy.exposure import HOST_ENV
 from proxy.live import LiveApp, build_from
 
 log = logging.getLogger("overspill")
@@ -32,7 +34,10 @@ def app_from_env() -> LiveApp:
         general = loaded.settings.general_settings
         logs.configure(general.log_level, general.log_levels)
         tracing.configure()  # OTEL_* variables; before the app is built, once per worker
-        app = LiveApp.start(path, build_from(loaded, path), create_app)
+        served_on = os.environ.get(HOST_ENV)  # the address `serve` bound: loopback checks Host
+        app = LiveApp.start(
+            path, build_from(loaded, path), partial(create_app, served_on=served_on)
+        )
     except ConfigError as exc:
         _refuse(path, exc.problems)
     except (StoreError, MiddlewareError) as exc:

@@ -127,6 +127,7 @@ async def app_client(store: DiskHistoryStore) -> AsyncIterator[AppClient]:
         settings: Settings | None = None,
         registry: Mapping[str, LayerFactory] | None = None,
         key: str | None = "sk-master",
+        served_on: str | None = None,
     ) -> httpx.AsyncClient:
         app = create_app(
             build_system(
@@ -135,7 +136,8 @@ async def app_client(store: DiskHistoryStore) -> AsyncIterator[AppClient]:
                 registry=registry or LAYERS,
                 client=upstream,
                 store=store,
-            )
+            ),
+            served_on=served_on,
         )
         headers = {"authorization": f"Bearer {key}"} if key else {}
         client = httpx.AsyncClient(

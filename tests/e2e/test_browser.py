@@ -1,5 +1,6 @@
 """A web page calling overspill from real Chromium: a page elsewhere cannot make the browser
-spend a keyless gateway's model, a listed page can use it as a browser app.
+spend a keyless gateway's model, a listed page can use it as a browser app, and a site whose
+name resolves to this machine (DNS rebinding) reads nothing.
 
 The page is served on loopback and opened under two names the browser resolves to it
 (`--host-resolver-rules`), so its origin is a site's, not this machine's; overspill (real
@@ -66,7 +67,12 @@ def page_server(calls: dict[str, str]) -> Iterator[int]:
 
 
 def opened(url: str) -> str:
-    """What the page wrote once its script ran, opened in headless Chromium (no network but
+    """What the page wrote once its script ran."""
+    return dom(url).split('<pre id="out">', 1)[-1].split("</pre>", 1)[0]
+
+
+def dom(url: str) -> str:
+    """The document at `url` once its scripts ran, opened in headless Chromium (no network but
     loopback: its own background traffic off; `*.test` names resolved to this machine)."""
     chromium = shutil.which("chromium")
     if chromium is None:
@@ -80,7 +86,7 @@ def opened(url: str) -> str:
              "--dump-dom", url],
             capture_output=True, text=True, timeout=BROWSER_SECONDS, check=True,
         ).stdout  # fmt: skip
-    return shown.split('<pre id="out">', 1)[-1].split("</pre>", 1)[0]
+    return shown
 
 
 def test_a_page_elsewhere_spends_nothing_and_a_listed_page_is_answered(
@@ -112,3 +118,31 @@ def test_a_page_elsewhere_spends_nothing_and_a_listed_page_is_answered(
     assert '"status":403' in log.read_text()
     assert "json: 200 answered" in listed, listed
     assert len(recorded.bodies()) == before + 2
+
+
+def test_a_site_rebound_to_this_machine_reads_nothing(
+    relay: tuple[str, Recorded], tmp_path: Path
+) -> None:
+    """Chromium opening the keyless gateway under a site's name that resolves to 127.0.0.1
+    (what a rebound page's own-origin GET is) gets the 403 naming the setting, not the
+    models; under this machine's address, and under a listed name, it reads them."""
+    upstream, _recorded = relay
+    config = (
+        "model_list:\n  - model_name: local\n"
+        f"    litellm_params: {{model: openai/local, api_base: {upstream}, timeout: 300}}\n"
+        "general_settings:\n  allowed_hosts: [gateway.test]\n"
+        "middleware: []\n"
+    )
+    process, url, _log = start_overspill(config, tmp_path)
+    port = url.removesuffix("/v1").rsplit(":", 1)[1]
+    try:
+        rebound = dom(f"http://evil.test:{port}/v1/models")
+        local = dom(f"http://127.0.0.1:{port}/v1/models")
+        listed = dom(f"http://gateway.test:{port}/v1/models")
+    finally:
+        stop(process)
+    assert "host_not_allowed" in rebound, rebound
+    assert "general_settings.allowed_hosts" in rebound
+    assert '"id":"local"' not in rebound
+    assert '"id":"local"' in local, local
+    assert '"id":"local"' in listed, listed

@@ -38,6 +38,7 @@ general_settings:
   client_header_timeout: 0.5
   client_body_timeout: 0.5
   keep_alive_timeout: 1
+  allowed_hosts: [gateway.example.com]
   store: {{path: store}}
 middleware: []
 """
@@ -326,11 +327,21 @@ def test_pipelined_requests_are_answered_in_order(server: tuple[str, int]) -> No
 def test_a_trailing_slash_is_a_404_never_a_redirect_to_the_clients_host(
     server: tuple[str, int],
 ) -> None:
-    """POST /v1/chat/completions/ with a foreign Host: a JSON 404 naming the route, no Location."""
-    data = b"POST /v1/chat/completions/ HTTP/1.1\r\nHost: evil.example\r\n" + AUTH
+    """POST /v1/chat/completions/ addressed to the public name a reverse proxy passes: a JSON
+    404 naming the route, no Location."""
+    data = b"POST /v1/chat/completions/ HTTP/1.1\r\nHost: gateway.example.com\r\n" + AUTH
     data += b"Content-Length: %d\r\n\r\n" % len(CHAT) + CHAT
     message = refused(exchange(server, data), 404, "not_found")
     assert "drop the trailing slash" in message
+
+
+@pytest.mark.reliability("protocol")
+def test_a_request_addressed_to_a_site_is_refused_on_loopback(server: tuple[str, int]) -> None:
+    """`overspill serve` on 127.0.0.1 answers a request whose Host is a site's name (a page
+    whose DNS was rebound) with a 403 naming general_settings.allowed_hosts."""
+    data = request(headers=b"", path=b"/v1/models").replace(b"Host: t", b"Host: evil.example")
+    message = refused(exchange(server, data), 403, "host_not_allowed")
+    assert "general_settings.allowed_hosts" in message
 
 
 @pytest.mark.reliability("protocol")
