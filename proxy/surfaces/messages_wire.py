@@ -29,7 +29,7 @@ the Messages API itself (`native`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -491,6 +491,14 @@ def _tools(value: Any, native: bool) -> tuple[list[dict[str, Any]], dict[str, di
     return tools, deferred
 
 
+SAMPLING: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "temperature": (lambda v: _is_number(v) and 0 <= v <= 1, "a number from 0 to 1"),
+    "top_p": (lambda v: _is_number(v) and 0 <= v <= 1, "a number from 0 to 1"),
+    "top_k": (lambda v: _is_int(v) and v >= 0, "a whole number, 0 or more"),
+}
+"""Anthropic's sampling fields and the values its API takes (refused as it refuses them)."""
+
+
 def _params(
     body: Mapping[str, Any],
     tools: list[dict[str, Any]],
@@ -499,11 +507,11 @@ def _params(
 ) -> dict[str, Any]:
     """The chat parameters of a Messages body."""
     params: dict[str, Any] = {"max_tokens": body["max_tokens"]}
-    for name in ("temperature", "top_p", "top_k"):
+    for name, (check, expected) in SAMPLING.items():
         value = body.get(name)
         if value is not None:
-            if not _is_number(value):
-                raise wrong(name, value, "a number")
+            if not check(value):
+                raise wrong(name, value, expected)
             params[name] = value
     stops = body.get("stop_sequences")
     if stops is not None:

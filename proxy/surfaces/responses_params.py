@@ -62,8 +62,8 @@ def chat_params(body: Mapping[str, Any]) -> dict[str, Any]:
 
 CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "max_output_tokens": (lambda v: _is_int(v) and v > 0, "a positive integer"),
-    "temperature": (lambda v: _is_number(v), "a number"),
-    "top_p": (lambda v: _is_number(v), "a number"),
+    "temperature": (lambda v: _is_number(v) and 0 <= v <= 2, "a number from 0 to 2"),
+    "top_p": (lambda v: _is_number(v) and 0 <= v <= 1, "a number from 0 to 1"),
     "user": (lambda v: isinstance(v, str), "a string"),
     "parallel_tool_calls": (lambda v: isinstance(v, bool), "true or false"),
     "stream": (lambda v: isinstance(v, bool), "true or false"),

@@ -273,6 +273,8 @@ async def test_store_false_keeps_nothing(app_client: AppClient) -> None:
         ({"model": "local", "input": "x", "background": True}, "background"),
         ({"model": "local", "input": "x", "truncation": "sometimes"}, "truncation"),
         ({"model": "local", "input": "x", "store": "yes"}, "store"),
+        ({"model": "local", "input": "x", "temperature": 5}, "temperature"),
+        ({"model": "local", "input": "x", "top_p": 1.5}, "top_p"),
         ({"model": "local", "input": "x", "api_base": "http://evil"}, "api_base"),
         (
             {"model": "local", "input": "x", "context_management": [{"type": "x"}]},

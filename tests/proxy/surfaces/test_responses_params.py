@@ -186,7 +186,7 @@ def test_include_of_logprobs_asks_for_logprobs() -> None:
 ILL_TYPED: list[tuple[dict[str, Any], str, str]] = [
     ({"max_output_tokens": 0}, "max_output_tokens", "a positive integer"),
     ({"max_output_tokens": "5"}, "max_output_tokens", "got a string"),
-    ({"temperature": True}, "temperature", "a number, got true"),
+    ({"temperature": True}, "temperature", "a number from 0 to 2, got true"),
     ({"top_p": "x"}, "top_p", "a number"),
     ({"user": 5}, "user", "a string"),
     ({"tools": [TOOL], "parallel_tool_calls": "yes"}, "parallel_tool_calls", "true or false"),
