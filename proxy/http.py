@@ -236,7 +236,8 @@ def said_back(value: Any, quote: bool = False) -> str:
     """How a field's problem names the value it was given: a boolean, a number and null as
     JSON writes them (`true`, `-1`, `1.5`), a short word quoted (`'robot'`), any string
     quoted when `quote` (its first `QUOTED_CHARS`), other values by their JSON kind
-    (`an array`, `a string`): "got a number" told a client that sent 0 nothing it knew."""
+    (`an array`, `an empty array`, `a string`): "got a number" told a client that sent 0
+    nothing it knew, "must be a non-empty array, got an array" one that sent []."""
     if value is None or isinstance(value, bool):
         return orjson.dumps(value).decode()
     if isinstance(value, int | float):
@@ -246,7 +247,9 @@ def said_back(value: Any, quote: bool = False) -> str:
         if quote and len(value) > QUOTED_CHARS:
             return f"{value[:QUOTED_CHARS]!r}…"
         return f"{value!r}" if quote or _TOKEN.fullmatch(value) else "a string"
-    return "an array" if isinstance(value, list) else "an object"
+    if isinstance(value, list):
+        return "an array" if value else "an empty array"
+    return "an object" if value else "an empty object"
 
 
 @functools.lru_cache(maxsize=4096)

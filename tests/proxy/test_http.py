@@ -261,11 +261,14 @@ def test_a_field_says_back_a_short_word_but_not_longer_text() -> None:
         (True, False, "true"),
         ([1], False, "an array"),
         ({"a": 1}, False, "an object"),
+        ([], False, "an empty array"),
+        ({}, False, "an empty object"),
         ("x.png", True, "'x.png'"),
         ("data:" + "A" * 500, True, "'data:" + "A" * 95 + "'…"),
     ],
 )
 def test_a_value_is_said_back_as_json_writes_it(value: object, quote: bool, said: str) -> None:
-    """Numbers and booleans are said back as sent, a number too long to read is named, and
-    a quoted string is cut to its first hundred characters."""
+    """Numbers and booleans are said back as sent, a number too long to read is named, an
+    empty array or object is said to be empty, and a quoted string is cut to its first
+    hundred characters."""
     assert said_back(value, quote) == said
