@@ -25,6 +25,7 @@ from pydantic import (
     ConfigDict,
     Field,
     SecretStr,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -563,21 +564,16 @@ class GeneralSettings(_Frozen):
             )
         return self
 
-    @field_validator("allowed_origins")
+    @field_validator("allowed_origins", "allowed_hosts")
     @classmethod
-    def _origins_are_origins(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        """Each entry is `*` or a scheme, host and port, as a browser's `Origin` header says."""
+    def _entries_are_what_browsers_send(
+        cls, value: tuple[str, ...], info: ValidationInfo
+    ) -> tuple[str, ...]:
+        """Each origin is `*` or a scheme, host and port, as a browser's `Origin` header says;
+        each host `*`, a host name, or `.` and a domain."""
+        problem_of = origin_problem if info.field_name == "allowed_origins" else host_problem
         for entry in value:
-            if problem := origin_problem(entry):
-                raise ValueError(problem)
-        return value
-
-    @field_validator("allowed_hosts")
-    @classmethod
-    def _hosts_are_names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        """Each entry is `*`, a host name, or `.` and a domain."""
-        for entry in value:
-            if problem := host_problem(entry):
+            if problem := problem_of(entry):
                 raise ValueError(problem)
         return value
 

@@ -10,14 +10,8 @@ from kernel.config_loading import ConfigError
 from providers.fake import ScriptedProvider, json_response
 from proxy.hosts import Hosts, host_name
 from tests.conftest import AppClient, settings_from
+from tests.proxy.test_origins import CHAT, MESSAGES, OPEN
 
-OPEN = """
-model_list:
-  - model_name: local
-    litellm_params: {model: openai/x, api_base: "http://upstream.test/v1"}
-"""
-CHAT = {"model": "local", "messages": [{"role": "user", "content": "hi"}]}
-MESSAGES = {"model": "local", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}
 REBOUND = {"host": "evil.example:4000"}
 
 
