@@ -73,11 +73,6 @@ class Hosts:
             or _is_address(name)
         )
 
-    def check(self, header: str | None) -> None:
-        """Raises ForbiddenHost for a `Host` `allows` does not allow (None: no header)."""
-        if header is not None and not self.allows(header):
-            raise refusal(host_name(header))
-
 
 def refusal(name: str) -> ForbiddenHost:
     """The 403 for a request addressed to `name` on loopback."""
