@@ -55,14 +55,11 @@ class Browsers:
                 asked = value
             elif name == b"access-control-request-headers":
                 asked_headers = value
-        if (
-            self.hosts.checked
-            and host is not None
-            and not self.hosts.allows(host.decode("latin-1"))
-        ):
-            name = hosts.host_name(host.decode("latin-1"))
-            await self._refused(hosts.refusal(name), scope, receive, send)
-            return
+        if self.hosts.checked and host is not None:
+            named = host.decode("latin-1")
+            if not self.hosts.allows(named):
+                await self._refused(hosts.refusal(hosts.host_name(named)), scope, receive, send)
+                return
         if origin is None:
             await self.app(scope, receive, send)
             return

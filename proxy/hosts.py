@@ -11,10 +11,10 @@ So on a gateway served on loopback (the sidecar default) a request is served onl
 and `*.localhost`, a name without a dot (the machine's own, an `/etc/hosts` alias: a public
 site's name has one), `*.local` (mDNS) and `*.internal` (reserved for private networks), or a
 name listed in `allowed_hosts` (a reverse proxy on this machine that forwards the public
-name). Others get a 403 naming the setting. Off loopback nothing is
-checked: a gateway there needs a key (proxy/exposure.py), which a rebound page does not
-have. Ollama applies the same rule to the same attack; a request with no `Host` (HTTP/1.0)
-is served.
+name). Others get a 403 naming the setting; a request with no `Host` (HTTP/1.0) is served.
+Off loopback nothing is checked: a gateway there needs a key (proxy/exposure.py), which a
+rebound page does not have. Ollama refuses the same requests by a stricter list (its own
+host name alone among dotless names).
 """
 
 from __future__ import annotations
