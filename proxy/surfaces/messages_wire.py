@@ -36,6 +36,7 @@ from typing import Any
 import orjson
 
 from kernel.errors import InvalidChatRequest, UnsupportedItem, UnsupportedTool
+from proxy.http import is_int, is_number
 from proxy.surfaces.responses_params import wrong
 
 TOOL_ERROR = "[tool error] "
@@ -492,9 +493,9 @@ def _tools(value: Any, native: bool) -> tuple[list[dict[str, Any]], dict[str, di
 
 
 SAMPLING: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "temperature": (lambda v: _is_number(v) and 0 <= v <= 1, "a number from 0 to 1"),
-    "top_p": (lambda v: _is_number(v) and 0 <= v <= 1, "a number from 0 to 1"),
-    "top_k": (lambda v: _is_int(v) and v >= 0, "a whole number, 0 or more"),
+    "temperature": (lambda v: is_number(v) and 0 <= v <= 1, "a number from 0 to 1"),
+    "top_p": (lambda v: is_number(v) and 0 <= v <= 1, "a number from 0 to 1"),
+    "top_k": (lambda v: is_int(v) and v >= 0, "a whole number, 0 or more"),
 }
 """Anthropic's sampling fields and the values its API takes (refused as it refuses them)."""
 
@@ -551,9 +552,7 @@ def _thinking(value: Any) -> None:
     if not isinstance(value, dict) or not isinstance(value.get("type"), str):
         raise wrong("thinking", value, "an object whose type is enabled, adaptive or disabled")
     budget = value.get("budget_tokens")
-    if value["type"] == "enabled" and (
-        not isinstance(budget, int) or isinstance(budget, bool) or budget < MIN_THINKING_BUDGET
-    ):
+    if value["type"] == "enabled" and not (is_int(budget) and budget >= MIN_THINKING_BUDGET):
         raise wrong(
             "thinking.budget_tokens", budget, f"an integer of at least {MIN_THINKING_BUDGET}"
         )
@@ -605,11 +604,3 @@ def _string(holder: Mapping[str, Any], name: str, where: str) -> None:
 
 def _json(value: Any) -> str:
     return orjson.dumps(value).decode()
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kernel.errors import InvalidChatRequest, UnsupportedTool
-from proxy.http import field_problem
+from proxy.http import field_problem, is_int, is_number
 
 EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 SUMMARIES = ("auto", "concise", "detailed")
@@ -61,9 +61,9 @@ def chat_params(body: Mapping[str, Any]) -> dict[str, Any]:
 
 
 CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "max_output_tokens": (lambda v: _is_int(v) and v > 0, "a positive integer"),
-    "temperature": (lambda v: _is_number(v) and 0 <= v <= 2, "a number from 0 to 2"),
-    "top_p": (lambda v: _is_number(v) and 0 <= v <= 1, "a number from 0 to 1"),
+    "max_output_tokens": (lambda v: is_int(v) and v > 0, "a positive integer"),
+    "temperature": (lambda v: is_number(v) and 0 <= v <= 2, "a number from 0 to 2"),
+    "top_p": (lambda v: is_number(v) and 0 <= v <= 1, "a number from 0 to 1"),
     "user": (lambda v: isinstance(v, str), "a string"),
     "parallel_tool_calls": (lambda v: isinstance(v, bool), "true or false"),
     "stream": (lambda v: isinstance(v, bool), "true or false"),
@@ -71,7 +71,7 @@ CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "instructions": (lambda v: isinstance(v, str), "a string"),
     "previous_response_id": (lambda v: isinstance(v, str), "a string"),
     "truncation": (lambda v: v in ("auto", "disabled"), "'auto' or 'disabled'"),
-    "top_logprobs": (lambda v: _is_int(v) and 0 <= v <= 20, "an integer from 0 to 20"),
+    "top_logprobs": (lambda v: is_int(v) and 0 <= v <= 20, "an integer from 0 to 20"),
     "metadata": (
         lambda v: isinstance(v, dict) and all(isinstance(x, str) for x in v.values()),
         "an object of strings",
@@ -91,14 +91,6 @@ def _checked(body: Mapping[str, Any], name: str) -> Any:
     if value is not None and not check(value):
         raise wrong(name, value, expected)
     return value
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _chat_tools(tools: Any) -> list[dict[str, Any]]:
