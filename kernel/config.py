@@ -542,11 +542,11 @@ class GeneralSettings(_Frozen):
     Clients that are not browsers send no `Origin` and are never affected."""
     allowed_hosts: tuple[str, ...] = ()
     """On a gateway served on loopback, the names a request may be addressed to (its `Host`)
-    besides this machine's (`localhost`, an IP address, the machine's name, `*.localhost`,
-    `*.local`, `*.internal`): `.example.com` for a domain and its subdomains, `*` for any.
+    besides this machine's (an IP address, `localhost` and `*.localhost`, a name without a
+    dot, `*.local`, `*.internal`): `.example.com` for a domain and its subdomains, `*` for any.
     Another name is a 403: it is how a web page whose name was re-resolved to 127.0.0.1 (DNS
     rebinding) reaches overspill. List the name a reverse proxy on this machine forwards
-    (`proxy_set_header Host $host`). Not checked on other addresses, where keys guard."""
+    (Caddy and Traefik by default). Not checked on other addresses, where keys guard."""
     usage: UsageSettings = Field(default_factory=UsageSettings)
     """What overspill's own calls may spend per tenant and period (docs/operations/budgets.md)."""
     max_background_jobs: int = Field(default=4, ge=1)
