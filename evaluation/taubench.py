@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluation.datasets import json_files
+from kernel.json_values import is_int
 from kernel.types import Message
 
 MIN_VALUE_CHARS = 3
@@ -138,9 +139,7 @@ def _run(item: Any, name: str) -> Trajectory:
         if not isinstance(message, dict) or message.get("role") not in _ROLES:
             raise ValueError(f"{name}: traj[{index}] is not a chat message with a known role")
     task = item.get("task_id")
-    return Trajectory(
-        name, tuple(traj), task if isinstance(task, int) and not isinstance(task, bool) else 0
-    )
+    return Trajectory(name, tuple(traj), task if is_int(task) else 0)
 
 
 _ROLES = frozenset({"system", "user", "assistant", "tool"})

@@ -66,6 +66,7 @@ import diskcache
 import orjson
 
 from kernel.flight_file import FlightFile
+from kernel.json_values import is_int, is_number
 from kernel.records import (
     CALIBRATION,
     CALIBRATION_SAMPLES,
@@ -579,11 +580,7 @@ def usage_counts(raw: object) -> list[tuple[str, Tally]]:
         return []
     rows = []
     for model, counts in found.items():
-        if (
-            isinstance(counts, list)
-            and len(counts) == 4
-            and all(isinstance(n, int) and not isinstance(n, bool) for n in counts)
-        ):
+        if isinstance(counts, list) and len(counts) == 4 and all(is_int(n) for n in counts):
             rows.append((str(model), Tally(*counts)))
     return rows
 
@@ -598,4 +595,4 @@ def _samples(raw: object) -> tuple[float, ...]:
         return ()
     if not isinstance(found, list):
         return ()
-    return tuple(float(x) for x in found if isinstance(x, int | float) and not isinstance(x, bool))
+    return tuple(float(x) for x in found if is_number(x))

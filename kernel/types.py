@@ -24,6 +24,7 @@ import orjson
 from kernel.config import ModelEntry
 from kernel.conversation import derived_id
 from kernel.errors import RouteNotServed, too_deep
+from kernel.json_values import is_int
 from kernel.spending import Spend
 from kernel.tracing import Span
 
@@ -185,7 +186,7 @@ def prompt_tokens_of(payload: object) -> int | None:
     if not isinstance(usage, dict):
         return None
     value = usage.get("prompt_tokens", usage.get("input_tokens"))
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return value if is_int(value) else None
 
 
 @dataclass(frozen=True, slots=True)

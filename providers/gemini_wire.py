@@ -26,6 +26,7 @@ from typing import Any
 import orjson
 
 from kernel.errors import InvalidChatRequest
+from kernel.json_values import is_int
 from providers.openai_params import OPENAI_CHAT_PARAMS
 from providers.translation import (
     UnsupportedParameter,
@@ -875,7 +876,7 @@ def usage_of(usage: Mapping[str, Any]) -> dict[str, Any]:
 
 def _tokens(usage: Mapping[str, Any], key: str) -> int:
     value = usage.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+    return value if is_int(value) else 0
 
 
 def _str(value: object) -> str | None:

@@ -28,6 +28,7 @@ import httpx
 
 from kernel import metrics
 from kernel.config import ModelEntry
+from kernel.json_values import is_int
 
 log = logging.getLogger("overspill.ollama")
 
@@ -151,7 +152,7 @@ def parse_parameters(text: str | list[str] | None) -> Parameters:
 
 
 def _positive(value: object) -> int | None:
-    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+    if is_int(value) and value > 0:
         return value
     return None
 

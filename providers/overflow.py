@@ -37,6 +37,8 @@ from dataclasses import dataclass
 from itertools import compress, islice
 from typing import NamedTuple
 
+from kernel.json_values import is_int
+
 __all__ = ["NOT_OVERFLOW", "Overflow", "detect_overflow"]
 
 
@@ -446,7 +448,7 @@ def _fragments(root: object) -> list[str]:
         key, value, depth = stack.pop()
         if isinstance(value, str):
             out.append(f'"{key}": {value[:_MAX_CHARS]}' if key else value[:_MAX_CHARS])
-        elif isinstance(value, int) and not isinstance(value, bool) and abs(value) < 10**18:
+        elif is_int(value) and abs(value) < 10**18:
             out.append(f'"{key}": {value}')
         elif isinstance(value, dict) and depth < _MAX_DEPTH:
             items = islice(value.items(), _MAX_NODES)

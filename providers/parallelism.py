@@ -36,6 +36,7 @@ import orjson
 
 from kernel import metrics
 from kernel.config import ModelEntry, is_ollama
+from kernel.json_values import is_int
 from providers.model_info import self_hosted
 from providers.ollama import api_base_of
 
@@ -171,6 +172,6 @@ def total_slots(body: bytes) -> int | None:
     except orjson.JSONDecodeError:
         return None
     value = found.get("total_slots") if isinstance(found, dict) else None
-    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+    if is_int(value) and value > 0:
         return value
     return None

@@ -37,6 +37,7 @@ from kernel.errors import (
     UpstreamError,
     UpstreamRejected,
 )
+from kernel.json_values import is_int
 from kernel.types import (
     ChatRequest,
     ChatResponse,
@@ -250,4 +251,4 @@ def _usage(response: ChatResponse) -> dict[str, int]:
         "gen_ai.usage.input_tokens": usage.get("prompt_tokens"),
         "gen_ai.usage.output_tokens": usage.get("completion_tokens"),
     }
-    return {k: v for k, v in found.items() if isinstance(v, int) and not isinstance(v, bool)}
+    return {k: v for k, v in found.items() if is_int(v)}

@@ -13,7 +13,7 @@ import functools
 import hashlib
 import re
 from collections.abc import Mapping
-from typing import Any, TypeGuard
+from typing import Any
 
 import orjson
 
@@ -212,16 +212,6 @@ def _extensions(body: Mapping[str, Any]) -> dict[str, Any]:
                 raise InvalidChatRequest(field_problem(key, value, expected), param=key)
             extensions[key] = value
     return extensions
-
-
-def is_int(value: Any) -> TypeGuard[int]:
-    """Whether a JSON value is an integer (JSON's `true` is not one, though Python's is)."""
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def is_number(value: Any) -> TypeGuard[int | float]:
-    """Whether a JSON value is a number (not a boolean)."""
-    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def field_problem(name: str, value: Any, expected: str, quote: bool = False) -> str:

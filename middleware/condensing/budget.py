@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kernel.config import ModelEntry, is_ollama
+from kernel.json_values import is_int
 
 DEFAULT_OUTPUT_RESERVE = 1024
 
@@ -52,7 +53,7 @@ def requested_output(body: Mapping[str, Any]) -> int | None:
     """The request's own output cap (`max_completion_tokens`, else `max_tokens`)."""
     for key in ("max_completion_tokens", "max_tokens"):
         value = body.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        if is_int(value) and value > 0:
             return value
     return None
 

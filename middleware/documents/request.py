@@ -26,6 +26,7 @@ from pydantic_core import ErrorDetails, PydanticCustomError
 
 from kernel.documents_config import ANY_LANGUAGE, known_languages, normalize_language
 from kernel.errors import InvalidChatRequest
+from kernel.json_values import is_int
 
 
 def _non_blank(value: str) -> str:
@@ -67,7 +68,7 @@ def _unknown_language(name: str, known: str) -> PydanticCustomError:
 
 def _int_as_text(value: object) -> object:
     """Integer ids are accepted and kept as their decimal text (booleans are not integers)."""
-    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+    return str(value) if is_int(value) else value
 
 
 OneLine = Annotated[str, AfterValidator(_one_line)]

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kernel.errors import InvalidChatRequest
+from kernel.json_values import is_int
 from kernel.types import Cleared, ToolClearing
 from proxy.surfaces.responses_params import wrong
 
@@ -153,7 +154,7 @@ def _counted(value: Any, kind: str, where: str, least: int, default: int | None 
 
 def _count(value: Mapping[str, Any], where: str, least: int) -> int:
     count = value.get("value")
-    if not isinstance(count, int) or isinstance(count, bool) or count < least:
+    if not is_int(count) or count < least:
         raise InvalidChatRequest(
             f"{where}.value must be an integer of at least {least}", param=f"{where}.value"
         )

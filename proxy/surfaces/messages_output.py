@@ -29,6 +29,7 @@ from typing import Any
 
 import orjson
 
+from kernel.json_values import is_int
 from proxy.surfaces.responses_events import parse_chunk, payloads
 from proxy.surfaces.responses_output import reasoning_of
 
@@ -158,7 +159,7 @@ def usage_of(usage: Any) -> dict[str, Any]:
 
 def _count(holder: Any, name: str) -> int:
     value = holder.get(name) if isinstance(holder, dict) else None
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+    return value if is_int(value) else 0
 
 
 def _text_of(content: Any) -> str:

@@ -36,7 +36,7 @@ from typing import Any
 import orjson
 
 from kernel.errors import InvalidChatRequest, UnsupportedItem, UnsupportedTool
-from proxy.http import is_int, is_number
+from kernel.json_values import is_int, is_number
 from proxy.surfaces.responses_params import wrong
 
 TOOL_ERROR = "[tool error] "
@@ -99,7 +99,7 @@ def read_request(body: Mapping[str, Any], *, native: bool) -> Conversation:
     the deployment speaks the Messages API itself, so what only Anthropic runs may pass.
     Raises InvalidChatRequest (UnsupportedItem, UnsupportedTool) naming the field's path."""
     max_tokens = body.get("max_tokens")
-    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+    if not is_int(max_tokens) or max_tokens < 1:
         raise wrong("max_tokens", max_tokens, "a positive integer (the answer's length cap)")
     if not native:
         for name, why in ANTHROPIC_FIELDS.items():

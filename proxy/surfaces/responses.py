@@ -34,6 +34,7 @@ from starlette.responses import Response
 
 from kernel.conversation import given_id
 from kernel.errors import InvalidChatRequest, OverspillError, too_deep
+from kernel.json_values import is_int
 from kernel.records import StoreError
 from kernel.response_chains import NO_CHAIN, Chain, ResponseChains
 from kernel.types import ChatRequest, ChatResponse, Message, RequestContext
@@ -425,9 +426,7 @@ def _compact_threshold(value: Any) -> int | None:
                 param=where,
             )
         found = edit.get("compact_threshold")
-        if found is not None and (
-            not isinstance(found, int) or isinstance(found, bool) or found < 1
-        ):
+        if found is not None and (not is_int(found) or found < 1):
             raise InvalidChatRequest(
                 f"{where}.compact_threshold must be a positive number of tokens", param=where
             )

@@ -17,6 +17,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from kernel.json_values import is_int
+
 INCOMPLETE = {"length": "max_output_tokens", "content_filter": "content_filter"}
 """A chat `finish_reason` that ends a response as incomplete → `incomplete_details.reason`."""
 
@@ -135,7 +137,7 @@ def usage_of(usage: Any) -> dict[str, Any] | None:
 
 def _count(holder: Any, name: str) -> int:
     value = holder.get(name) if isinstance(holder, dict) else None
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+    return value if is_int(value) else 0
 
 
 def reasoning_of(delta: Mapping[str, Any]) -> str:

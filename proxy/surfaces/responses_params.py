@@ -14,7 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kernel.errors import InvalidChatRequest, UnsupportedTool
-from proxy.http import field_problem, is_int, is_number
+from kernel.json_values import is_int, is_number
+from proxy.http import field_problem
 
 EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 SUMMARIES = ("auto", "concise", "detailed")
