@@ -112,9 +112,9 @@ async def model_body(
     system: System, name: str, allows: Callable[[str], bool] | None = None
 ) -> bytes:
     """The `/v1/models/{model}` answer: the listed model called `name` (ModelNotFound when
-    none is, or the client's key may not use it)."""
-    for item in await listed(system, allows):
-        if item["id"] == name:
+    none is, or the client's key may not use it), no other model's window looked up."""
+    if allows is None or allows(name):
+        for item in await listed(system, allows, only=name):
             return orjson.dumps(item)
     raise ModelNotFound(
         f"model {name!r} is not listed by overspill: GET /v1/models lists the models this key "
@@ -124,20 +124,26 @@ async def model_body(
 
 
 async def listed(
-    system: System, allows: Callable[[str], bool] | None = None
+    system: System, allows: Callable[[str], bool] | None = None, only: str | None = None
 ) -> list[dict[str, Any]]:
-    """Every model `/v1/models` lists (those `allows` allows)."""
+    """Every model `/v1/models` lists (those `allows` allows); with `only`, the first of them
+    called that, if any, for which only that name's window is looked up (a window can take
+    a call to an Ollama server)."""
     created = STARTED
     settings = system.settings
     windows: dict[str, int | None] = {}
     routes: dict[str, list[str]] = {}
     for name in settings.model_names():
+        if only is not None and name != only:
+            continue
         entry = None if is_wildcard(name) else system.entries.get(name)
         window = await system.windows.of(entry) if entry else None
         windows[name] = window.tokens if window else None
         routes[name] = routes_served(entry) if entry else list(API_ROUTES.values())
     for alias, item in settings.router_settings.model_group_alias.items():
         entry = system.entries.get(alias)
+        if only is not None and alias != only:
+            continue
         if not item.hidden and alias not in windows and entry is not None:
             window = await system.windows.of(entry)
             windows[alias] = window.tokens if window else None
@@ -145,6 +151,8 @@ async def listed(
     for entry in settings.model_list:
         if is_wildcard(entry.model_name):
             for name in wildcard_models(entry):
+                if only is not None and name != only:
+                    continue
                 windows.setdefault(name, known_window(name))
                 routes.setdefault(name, routes_served(entry, name))
     data: list[dict[str, Any]] = [
@@ -159,11 +167,13 @@ async def listed(
         for name, tokens in windows.items()
     ]
     for entry in settings.model_list:
+        if only is not None and data:
+            break
         if entry.ollama.list_local_models and not entry.missing_env:
-            data += await local_ollama_models(system.ollama, entry)
+            data += await local_ollama_models(system.ollama, entry, only)
     if allows is not None:
         data = [item for item in data if allows(item["id"])]
-    return [_both_shapes(item) for item in data]
+    return [_both_shapes(item) for item in data[: 1 if only is not None else None]]
 
 
 def _both_shapes(item: dict[str, Any]) -> dict[str, Any]:
@@ -180,8 +190,11 @@ def _both_shapes(item: dict[str, Any]) -> dict[str, Any]:
     return {**item, **anthropic}
 
 
-async def local_ollama_models(ollama: OllamaWindows, entry: ModelEntry) -> list[dict[str, Any]]:
-    """An Ollama server's local models (`/api/tags`) with their windows, for /v1/models."""
+async def local_ollama_models(
+    ollama: OllamaWindows, entry: ModelEntry, only: str | None = None
+) -> list[dict[str, Any]]:
+    """An Ollama server's local models (`/api/tags`) with their windows, for /v1/models; with
+    `only`, just the one called that (no other's window asked for)."""
     base = api_base_of(entry)
     try:
         local = await ollama.local_models(base)
@@ -192,6 +205,8 @@ async def local_ollama_models(ollama: OllamaWindows, entry: ModelEntry) -> list[
         return []
     listed = []
     for model in local:
+        if only is not None and model.name != only:
+            continue
         params = entry.litellm_params.model_copy(update={"model": f"ollama_chat/{model.name}"})
         one = entry.model_copy(update={"litellm_params": params})
         window = await ollama.window(one)

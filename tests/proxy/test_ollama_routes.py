@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import httpx
+import orjson
 import pytest
 
 from kernel.store import DiskHistoryStore
@@ -25,14 +26,26 @@ general_settings: {master_key: sk-master}
 
 
 @pytest.fixture
-async def client(store: DiskHistoryStore) -> AsyncIterator[httpx.AsyncClient]:
+def asked() -> list[str]:
+    """What overspill asked the Ollama server: each request's path, and the model it named."""
+    return []
+
+
+@pytest.fixture
+async def client(store: DiskHistoryStore, asked: list[str]) -> AsyncIterator[httpx.AsyncClient]:
+    async def record(request: httpx.Request) -> None:
+        named = orjson.loads(request.content).get("model", "") if request.content else ""
+        asked.append(f"{request.url.path} {named}".strip())
+
     fake = FakeOllama(
         [
             FakeModel("smollm2:latest", loaded_ctx=2048),
             FakeModel("qwen:0.5b", modelfile_num_ctx=8192, trained_ctx=32768),
         ]
     )
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=fake.app)) as to_ollama:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=fake.app), event_hooks={"request": [record]}
+    ) as to_ollama:
         windows = OllamaWindows(to_ollama)
         app = create_app(
             build_system(
@@ -59,6 +72,19 @@ async def test_local_models_are_listed_with_their_windows(client: httpx.AsyncCli
     }
     assert listed == {"smollm2:latest": (2048, "ps"), "qwen:0.5b": (8192, "modelfile")}
     assert data[0]["id"] == "llama"
+
+
+async def test_one_local_model_is_retrieved_asking_only_about_it(
+    client: httpx.AsyncClient, asked: list[str]
+) -> None:
+    """`GET /v1/models/{model}` answers a local model as listed, asking Ollama about no other."""
+    listed = (await client.get("/v1/models")).json()["data"]
+    await client.post("/overspill/ollama/refresh")
+    asked.clear()
+    one = (await client.get("/v1/models/qwen:0.5b")).json()
+    assert one == next(m for m in listed if m["id"] == "qwen:0.5b")
+    assert "/api/tags" in asked
+    assert [a for a in asked if a.startswith("/api/show")] == ["/api/show qwen:0.5b"]
 
 
 async def test_window_refresh_needs_the_master_key(client: httpx.AsyncClient) -> None:
