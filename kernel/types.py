@@ -278,6 +278,9 @@ class RequestContext:
     own: bool = False
     """One of overspill's own calls (extraction, condensing, warm-up), not a client's: it waits
     for a slot of the deployment's parallelism (providers/parallelism.py)."""
+    deployment: int | None = None
+    """The call goes to this one of the model's deployments (their order in `model_list`),
+    none other tried (a health check names each one); None: the router picks and fails over."""
     outer_replaces: str | None = None
     """An outer layer placed content without knowing the window and places it again once an
     overflow states one (`documents`): overflow_recovery lets that first overflow through."""

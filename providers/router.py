@@ -2,7 +2,8 @@
 
 Deployments sharing a `model_name` take turns (round robin). When one fails in a way another
 may not (unreachable, timed out, rate limited, 5xx), the next is tried, each at most once per
-request. Errors that another deployment would repeat (the request is invalid, the context
+request. A call that names its deployment (`RequestContext.deployment`, a health check's) goes
+to that one alone. Errors that another deployment would repeat (the request is invalid, the context
 window is exceeded) are raised at once. Streams are primed by the providers, so a failover
 never happens after content has reached the client.
 
@@ -100,6 +101,12 @@ class Router:
         if not group:
             raise ModelNotFound(f"no deployment serves model {model!r}", param="model")
         measure = self._measured if tracing.tracer is None else self._traced
+        if ctx.deployment is not None:
+            if not 0 <= ctx.deployment < len(group):
+                raise ModelNotFound(
+                    f"model {model!r} has no deployment {ctx.deployment}", param="model"
+                )
+            return await measure(group[ctx.deployment], model, ctx, call)
         if len(group) == 1:
             return await measure(group[0], model, ctx, call)
         turns = self._turns.get(model) or self._turns.setdefault(model, itertools.count())

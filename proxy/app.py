@@ -29,6 +29,7 @@ from kernel.usage import UsageLedger
 from proxy.admin import admin_routes, require_master
 from proxy.browsers import Browsers
 from proxy.endpoint import AppState, serve, traced_serve
+from proxy.health import health_body
 from proxy.hosts import Hosts
 from proxy.keys import Keyring
 from proxy.metrics import metrics_route
@@ -129,6 +130,13 @@ def routes(state: AppState) -> list[Route]:
     async def readiness(request: Request) -> Response:
         return await _readiness(system)
 
+    async def health(request: Request) -> Response:
+        caller = state.keys.caller_of(request.headers)
+        admin = caller.admin or not state.keys.closed
+        only = request.query_params.get("model") or None
+        status, body = await health_body(system, caller, admin, only)
+        return Response(body, status, media_type=JSON_TYPE)
+
     async def refresh_ollama(request: Request) -> Response:
         require_master(request, state.keys)
         dropped = system.ollama.refresh()
@@ -161,6 +169,7 @@ def routes(state: AppState) -> list[Route]:
         # over from LiteLLM keeps its manifests
         Route("/health/liveliness", liveness, methods=["GET"]),
         Route("/health/readiness", readiness, methods=["GET"]),
+        Route("/health", health, methods=["GET"]),
         *admin_routes(system.store, state.keys),
         *usage_routes(system.ledger or UsageLedger(system.store, system.settings), state.keys),
         Route("/overspill/ollama/refresh", refresh_ollama, methods=["POST"]),
@@ -265,8 +274,9 @@ def _no_route(method: str, path: str, served: str) -> str:
     if path == "/health" or path.startswith("/health/"):
         return (
             f"no route {method} {shown}: overspill's health routes are GET /health/liveness "
-            "(the process is up; also /health/liveliness, LiteLLM's name) and GET "
-            "/health/readiness (the config and store; never calls a model)"
+            "(the process is up; also /health/liveliness, LiteLLM's name), GET "
+            "/health/readiness (the config and store; never calls a model) and GET /health "
+            "(each model deployment asked for one token; ?model=NAME for one model's)"
         )
     api = path.removeprefix("/v1/").lstrip("/").partition("/")[0]
     if api in OPENAI_APIS_NOT_SERVED:

@@ -83,13 +83,7 @@ class InternalCalls:
         spend = spend or Spend("internal")
 
         async def complete(messages: Sequence[Message], *, max_tokens: int) -> Completion:
-            body: dict[str, Any] = {
-                "model": model,
-                "messages": list(messages),
-                "max_tokens": max_tokens,
-                "temperature": 0,
-            }
-            request = ChatRequest(model, tuple(messages), False, body)
+            request = _own_request(model, messages, max_tokens)
             pipeline, ctx = self._route("internal", entry, spend)
             if tracing.tracer is None:
                 return await _measured(pipeline, request, ctx)
@@ -98,8 +92,24 @@ class InternalCalls:
         upstream = entry.litellm_params.upstream_model
         return counted(complete, model, upstream, spend, self.ledger)
 
-    def _route(self, kind: str, entry: ModelEntry, spend: Spend) -> tuple[Next, RequestContext]:
-        """The model pipeline and a fresh context for one own call of `kind` to `entry`."""
+    def probe(self, model: str, deployment: int, entry: ModelEntry, spend: Spend) -> Complete:
+        """A health check's call to `model`'s `deployment`-th deployment (`entry`) alone:
+        through the model layers as every own call, counted in `spend`'s tenant's usage, and
+        not in the metrics of compaction's calls."""
+
+        async def complete(messages: Sequence[Message], *, max_tokens: int) -> Completion:
+            request = _own_request(model, messages, max_tokens)
+            pipeline, ctx = self._route("health", entry, spend, deployment)
+            return completion_of(await pipeline(request, ctx))
+
+        upstream = entry.litellm_params.upstream_model
+        return counted(complete, model, upstream, spend, self.ledger)
+
+    def _route(
+        self, kind: str, entry: ModelEntry, spend: Spend, deployment: int | None = None
+    ) -> tuple[Next, RequestContext]:
+        """The model pipeline and a fresh context for one own call of `kind` to `entry` (to
+        the model's `deployment`-th deployment alone, when given)."""
         if self._pipeline is None:
             raise RuntimeError("overspill's own calls are used before the layers are built")
         ctx = RequestContext(
@@ -108,6 +118,7 @@ class InternalCalls:
             model=entry,
             spend=spend,
             own=True,
+            deployment=deployment,
         )
         return self._pipeline, ctx
 
@@ -196,11 +207,11 @@ class System:
         matched = self.wildcards.match(name)
         if not matched:
             return None
-        usable = [entry for entry in matched if _usable(entry)]
-        if usable:
-            self.router.add(name, [self.provider_for(entry) for entry in usable])
+        ready = [entry for entry in matched if usable(entry)]
+        if ready:
+            self.router.add(name, [self.provider_for(entry) for entry in ready])
         else:
-            self.unavailable[name] = _why_unusable(matched)
+            self.unavailable[name] = why_unusable(matched)
         self.entries[name] = matched[0]
         self.windows.add(matched[0])
         self._expanded[name] = None
@@ -316,6 +327,17 @@ def _add_aliases(system: System) -> None:
         system._expanded.pop(target, None)  # an alias's target is never forgotten
 
 
+def _own_request(model: str, messages: Sequence[Message], max_tokens: int) -> ChatRequest:
+    """One of overspill's own chat calls: deterministic, not streamed."""
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": list(messages),
+        "max_tokens": max_tokens,
+        "temperature": 0,
+    }
+    return ChatRequest(model, tuple(messages), False, body)
+
+
 async def _measured(pipeline: Next, request: ChatRequest, ctx: RequestContext) -> Completion:
     """One of overspill's own calls, counted with its time and the upstream's token counts."""
     started = perf_counter()
@@ -376,23 +398,23 @@ def build_providers(
     for entry in settings.model_list:
         if is_wildcard(entry.model_name):
             continue  # served per requested name (System.expand)
-        if _usable(entry):
+        if usable(entry):
             groups.setdefault(entry.model_name, []).append(make(entry))
         else:
             unusable.setdefault(entry.model_name, []).append(entry)
     unavailable = {
-        name: _why_unusable(entries) for name, entries in unusable.items() if name not in groups
+        name: why_unusable(entries) for name, entries in unusable.items() if name not in groups
     }
     return groups, unavailable
 
 
-def _usable(entry: ModelEntry) -> bool:
+def usable(entry: ModelEntry) -> bool:
     """Whether a deployment can be called: every variable it names set, its api_base a URL."""
     return not entry.missing_env and not entry.litellm_params.api_base_problem
 
 
-def _why_unusable(entries: Sequence[ModelEntry]) -> str:
-    """Why none of one model name's deployments (`entries`, none `_usable`) can serve it:
+def why_unusable(entries: Sequence[ModelEntry]) -> str:
+    """Why none of one model name's deployments (`entries`, none `usable`) can serve it:
     the variables they name that are unset, else the first one's api_base problem."""
     if unset := sorted({var for entry in entries for var in entry.missing_env}):
         return "environment variable(s) unset: " + ", ".join(unset)

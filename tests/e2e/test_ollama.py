@@ -165,3 +165,20 @@ def test_without_the_preflight_ollama_refuses_and_overspill_recovers(no_prefligh
     assert all(c["truncate"] is False for c in chats)
     assert all(c["dropped_messages"] == 0 and not c["shifted"] for c in chats)
     assert chats[-1]["status"] == 200
+
+
+def test_a_health_check_asks_ollama_with_the_window_it_runs(behind_ollama: Served) -> None:
+    """`GET /health` asks the Ollama deployment for one token with the num_ctx it runs with,
+    so the check never makes Ollama reload the model at another window."""
+    before = stats(behind_ollama)["chats"]
+    answer = httpx.get(
+        behind_ollama.base_url + "/health",
+        headers={"authorization": f"Bearer {MASTER_KEY}"},
+        timeout=180,
+    )
+    assert answer.status_code == 200
+    (healthy,) = answer.json()["healthy_endpoints"]
+    assert (healthy["model_name"], healthy["api_base"]) == ("local", behind_ollama.upstream)
+    asked = stats(behind_ollama)["requests"][before:]  # background work may ask too
+    assert [r["options"]["num_predict"] for r in asked].count(1) >= 1
+    assert {r["options"].get("num_ctx") for r in asked} == {WINDOW}

@@ -405,17 +405,18 @@ async def test_any_unknown_path_names_the_served_routes(app_client: AppClient) -
     assert "(each also without /v1)" in error_of(response)["message"]
 
 
-@pytest.mark.parametrize("path", ["/health", "/health/live", "/health/readiness/details"])
+@pytest.mark.parametrize("path", ["/health/live", "/health/readiness/details", "/health/services"])
 async def test_a_health_path_not_served_names_the_health_routes(
     app_client: AppClient, path: str
 ) -> None:
-    """LiteLLM's /health (which calls every model) and other health paths are a 404 naming
-    the health routes overspill serves, not its API routes."""
+    """A health path not served is a 404 naming the health routes overspill serves, not its
+    API routes."""
     response = await client_for(app_client).get(path)
     assert response.status_code == 404
     message = error_of(response)["message"]
     assert "GET /health/liveness" in message
     assert "GET /health/readiness" in message
+    assert "GET /health (each model deployment" in message
     assert "chat/completions" not in message
 
 
