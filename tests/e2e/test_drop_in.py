@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+import httpx
 import openai
 import orjson
 import pytest
 from openai.types.chat import ChatCompletionMessageParam
 
-from tests.e2e.conftest import WINDOW, Served
+from tests.e2e.conftest import MASTER_KEY, WINDOW, Served
 
 pytestmark = pytest.mark.e2e
 
@@ -98,6 +99,19 @@ def test_models_lists_local_with_its_window(overspill: Served) -> None:
         "/v1/chat/completions", "/v1/responses", "/v1/messages", "/v1/completions",
         "/v1/embeddings",
     ]  # fmt: skip
+
+
+def test_health_asks_the_real_model(overspill: Served) -> None:
+    """`GET /health` calls the real llama-server behind `local` and finds it healthy."""
+    answer = httpx.get(
+        overspill.base_url + "/health",
+        headers={"authorization": f"Bearer {MASTER_KEY}"},
+        timeout=180,
+    )
+    assert answer.status_code == 200
+    (healthy,) = answer.json()["healthy_endpoints"]
+    assert (healthy["model_name"], healthy["api_base"]) == ("local", overspill.upstream)
+    assert answer.json()["unhealthy_count"] == 0
 
 
 def test_wrong_key_is_401(overspill: Served) -> None:
