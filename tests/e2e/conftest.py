@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+import httpx
 import openai
 import pytest
 
@@ -75,6 +76,14 @@ class Served:
                 if status:
                     found.append(int(status.group(1)))
         return found
+
+    def health(self) -> httpx.Response:
+        """overspill's `GET /health` (every deployment asked for one token), as the master."""
+        return httpx.get(
+            self.base_url + "/health",
+            headers={"authorization": f"Bearer {MASTER_KEY}"},
+            timeout=180,
+        )
 
     def metric(self, name: str) -> float:
         """The sum of a metric's samples on overspill's /metrics now."""

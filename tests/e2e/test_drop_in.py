@@ -5,13 +5,12 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-import httpx
 import openai
 import orjson
 import pytest
 from openai.types.chat import ChatCompletionMessageParam
 
-from tests.e2e.conftest import MASTER_KEY, WINDOW, Served
+from tests.e2e.conftest import WINDOW, Served
 
 pytestmark = pytest.mark.e2e
 
@@ -103,11 +102,7 @@ def test_models_lists_local_with_its_window(overspill: Served) -> None:
 
 def test_health_asks_the_real_model(overspill: Served) -> None:
     """`GET /health` calls the real llama-server behind `local` and finds it healthy."""
-    answer = httpx.get(
-        overspill.base_url + "/health",
-        headers={"authorization": f"Bearer {MASTER_KEY}"},
-        timeout=180,
-    )
+    answer = overspill.health()
     assert answer.status_code == 200
     (healthy,) = answer.json()["healthy_endpoints"]
     assert (healthy["model_name"], healthy["api_base"]) == ("local", overspill.upstream)

@@ -171,11 +171,7 @@ def test_a_health_check_asks_ollama_with_the_window_it_runs(behind_ollama: Serve
     """`GET /health` asks the Ollama deployment for one token with the num_ctx it runs with,
     so the check never makes Ollama reload the model at another window."""
     before = stats(behind_ollama)["chats"]
-    answer = httpx.get(
-        behind_ollama.base_url + "/health",
-        headers={"authorization": f"Bearer {MASTER_KEY}"},
-        timeout=180,
-    )
+    answer = behind_ollama.health()
     assert answer.status_code == 200
     (healthy,) = answer.json()["healthy_endpoints"]
     assert (healthy["model_name"], healthy["api_base"]) == ("local", behind_ollama.upstream)
