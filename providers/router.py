@@ -2,10 +2,10 @@
 
 Deployments sharing a `model_name` take turns (round robin). When one fails in a way another
 may not (unreachable, timed out, rate limited, 5xx), the next is tried, each at most once per
-request. A call that names its deployment (`RequestContext.deployment`, a health check's) goes
-to that one alone. Errors that another deployment would repeat (the request is invalid, the context
+request. Errors that another deployment would repeat (the request is invalid, the context
 window is exceeded) are raised at once. Streams are primed by the providers, so a failover
-never happens after content has reached the client.
+never happens after content has reached the client. A call that names its deployment
+(`RequestContext.deployment`: a health check's) goes to that one alone.
 
 Names that no deployment group spells out (a wildcard `model_name` serves them) are built on
 first use by the `expand` callback the shell gives, and added as a group of their own.
