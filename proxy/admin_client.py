@@ -1,5 +1,6 @@
 """The command line's calls to a running overspill (`conversations`, `usage` and `ollama
-refresh` with `--url`): one request, its JSON answer, or an error that says what went wrong.
+refresh` with `--url`, and `health`): one request, its JSON answer, or an error that says what
+went wrong.
 
 Each command used to read the answer as JSON whatever came back, so an address that is not
 overspill's (another server's HTML 404, a reverse proxy's 502 page) ended in a traceback, and
@@ -8,7 +9,7 @@ a refused connection printed as a bare ``[Errno 111] Connection refused``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 import httpx
@@ -24,14 +25,22 @@ def call(
     path: str,
     key: str | None,
     params: Mapping[str, str] | None = None,
+    *,
+    answers: Collection[int] = (),
+    seconds: float = 5.0,
 ) -> dict[str, Any]:
     """The JSON object `method url+path` answers; AdminCallError when the server cannot be
-    reached, answers an error (overspill's own message when it sent one), or answers
-    something that is not a JSON object (not overspill's address)."""
+    reached (within `seconds`), answers an error (overspill's own message when it sent one;
+    a status in `answers` is an answer, as `/health`'s 503), or answers something that is not
+    a JSON object (not overspill's address)."""
     headers = {"authorization": f"Bearer {key}"} if key else {}
     try:
         response = httpx.request(
-            method, url.rstrip("/") + path, params=dict(params or {}), headers=headers
+            method,
+            url.rstrip("/") + path,
+            params=dict(params or {}),
+            headers=headers,
+            timeout=seconds,
         )
     except (httpx.HTTPError, httpx.InvalidURL) as exc:
         raise AdminCallError(f"cannot reach {url}: {exc}") from None
@@ -40,7 +49,7 @@ def call(
     except ValueError:
         body = None
     status = f"{response.status_code} {response.reason_phrase}".rstrip()
-    if response.status_code >= 400:
+    if response.status_code >= 400 and response.status_code not in answers:
         error = body.get("error") if isinstance(body, dict) else None
         message = error.get("message") if isinstance(error, dict) else None
         if isinstance(message, str):

@@ -52,6 +52,10 @@ def run(args: argparse.Namespace) -> int:
         from proxy import usage
 
         return usage.run(args)
+    if args.command == "health":
+        from proxy import health_cli
+
+        return health_cli.run(args)
     return serve(args)
 
 
@@ -79,6 +83,9 @@ def parser(*more: Callable[[Any], None]) -> argparse.ArgumentParser:
     from proxy import usage
 
     usage.add_parser(commands)
+    from proxy import health_cli
+
+    health_cli.add_parser(commands)
     ollama = commands.add_parser("ollama", help="forget the Ollama windows a running server cached")
     ollama.add_argument("action", choices=["refresh"])
     ollama.add_argument("--url", default="http://127.0.0.1:4000", help="the running overspill")

@@ -10,7 +10,8 @@ import orjson
 import pytest
 from openai.types.chat import ChatCompletionMessageParam
 
-from tests.e2e.conftest import WINDOW, Served
+from cli.main import main
+from tests.e2e.conftest import MASTER_KEY, WINDOW, Served
 
 pytestmark = pytest.mark.e2e
 
@@ -107,6 +108,16 @@ def test_health_asks_the_real_model(overspill: Served) -> None:
     (healthy,) = answer.json()["healthy_endpoints"]
     assert (healthy["model_name"], healthy["api_base"]) == ("local", overspill.upstream)
     assert answer.json()["unhealthy_count"] == 0
+
+
+def test_the_health_command_reads_the_real_model_healthy(
+    overspill: Served, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`overspill health` against the running server prints `local` healthy and exits 0."""
+    assert main(["health", "--url", overspill.base_url, "--key", MASTER_KEY]) == 0
+    (line, counts) = capsys.readouterr().out.splitlines()
+    assert line.startswith(f"healthy    local (openai/smollm2-135m at {overspill.upstream}): ")
+    assert counts == "1 healthy, 0 unhealthy, 0 unchecked"
 
 
 def test_wrong_key_is_401(overspill: Served) -> None:

@@ -17,6 +17,15 @@ ANSWERS: Mapping[str, tuple[int, str, bytes]] = {
     "/overspill/ollama/refresh": (200, "application/json", b"[1, 2]"),
     "/denied": (401, "application/json", b'{"error": {"message": "invalid key"}}'),
     "/fine": (200, "application/json", b'{"data": []}'),
+    "/health": (
+        503,
+        "application/json",
+        b'{"healthy_endpoints": [], "unhealthy_endpoints": [{"model_name": "local", '
+        b'"model": "openai/smollm2", "api_base": "http://127.0.0.1:8081/v1", '
+        b'"error": "cannot reach upstream", "status": 502, "seconds": 0.01}], '
+        b'"unchecked_endpoints": [{"model_name": "openai/*", "model": "openai/*", '
+        b'"reason": "a wildcard"}], "healthy_count": 0, "unhealthy_count": 1}',
+    ),
 }
 """What the scripted server answers on each path: (status, content type, body)."""
 
@@ -98,3 +107,16 @@ def test_each_command_says_it_in_one_line_and_exits_1(
     assert err.startswith(said.format(url=scripted))
     assert "Traceback" not in err
     assert err.count("\n") == 1
+
+
+def test_health_prints_each_deployment_and_exits_1_when_one_is_unhealthy(
+    scripted: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`overspill health` reads /health's 503 as its answer, prints a line per deployment
+    and the counts, and exits 1 since a deployment is unhealthy."""
+    assert main(["health", "--url", scripted, "--model", "local"]) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        "unhealthy  local (openai/smollm2 at http://127.0.0.1:8081/v1): 502 cannot reach upstream",
+        "unchecked  openai/* (openai/*): a wildcard",
+        "0 healthy, 1 unhealthy, 1 unchecked",
+    ]
