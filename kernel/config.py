@@ -33,6 +33,7 @@ from pydantic.json_schema import SkipJsonSchema
 
 from kernel.client_keys import ClientKey
 from kernel.documents_config import DocumentsSettings
+from kernel.json_values import is_number
 from kernel.model_modes import mode_problem
 from kernel.records import RETAINED
 from kernel.wildcards import is_wildcard
@@ -281,7 +282,9 @@ class ModelEntry(_Frozen):
     litellm_params: LitellmParams
     """Where and how to reach the deployment (LiteLLM's block)."""
     model_info: dict[str, Any] = Field(default_factory=dict)
-    """LiteLLM's block; overspill reads `max_input_tokens` (else `max_tokens`) as the window."""
+    """LiteLLM's block; overspill reads `max_input_tokens` (else `max_tokens`) as the window,
+    `mode`, and for `GET /health` `health_check_timeout` (seconds) and, on a wildcard entry,
+    `health_check_model` (a name it serves, checked in its stead)."""
     context: ContextSettings = Field(default_factory=ContextSettings)
     """overspill's per-model block: the window and when history is condensed."""
     ollama: OllamaSettings = Field(default_factory=OllamaSettings)
@@ -306,10 +309,18 @@ class ModelEntry(_Frozen):
 
     @field_validator("model_info")
     @classmethod
-    def _known_mode(cls, value: dict[str, Any]) -> dict[str, Any]:
+    def _what_overspill_reads(cls, value: dict[str, Any]) -> dict[str, Any]:
         problem = mode_problem(value.get("mode"))
         if problem is not None:
             raise ValueError(f"mode {problem}")
+        seconds = value.get("health_check_timeout")
+        if seconds is not None and not (is_number(seconds) and seconds > 0):
+            raise ValueError(
+                f"health_check_timeout must be a number of seconds above 0, got {seconds!r}"
+            )
+        model = value.get("health_check_model")
+        if model is not None and not (isinstance(model, str) and model.strip()):
+            raise ValueError(f"health_check_model must be a model name, got {model!r}")
         return value
 
     @property

@@ -9,7 +9,9 @@ window it runs with (a call without it would make Ollama reload the model). The 
 LiteLLM's: `healthy_endpoints` and `unhealthy_endpoints` (each with the model's name, its
 upstream model, the seconds it took, and for an unhealthy one the error and the status
 overspill would answer with), their counts, and `unchecked_endpoints` for what no call can
-check (a wildcard entry, a mode overspill serves no API of, a spent own-token budget).
+check (a wildcard entry without LiteLLM's `model_info.health_check_model`, the name a client
+would send that it is checked with; a mode overspill serves no API of; a spent own-token
+budget). A deployment's `model_info.health_check_timeout` bounds its check, as in LiteLLM.
 
 Who may ask: any key the API routes take, for the models that key may use; only the master key
 (or anyone on an open gateway, which serves its own machine) sees each deployment's api_base.
@@ -44,7 +46,8 @@ from proxy.keys import Caller
 from proxy.system import System, usable, why_unusable
 
 CHECK_SECONDS = 60.0
-"""How long one deployment's check may take (LiteLLM's `HEALTH_CHECK_TIMEOUT_SECONDS`)."""
+"""How long one deployment's check may take unless its `model_info.health_check_timeout`
+says (LiteLLM's default, `HEALTH_CHECK_TIMEOUT_SECONDS`)."""
 AT_ONCE = 8
 """How many deployments are checked at a time."""
 PROBE = "ping"
@@ -74,12 +77,9 @@ def planned(
     use, or those serving `only` (ModelNotFound when none does; the caller's refusal when it
     may not use it). `served(name)`: the entries a wildcard serves `name` with."""
     if only is None:
-        return [
-            deployment
-            for name, entries in _groups(settings.model_list).items()
-            if caller.allows(name)
-            for deployment in _checks(name, entries)
-        ]
+        groups = _groups(settings.model_list).items()
+        return [d for name, entries in groups if caller.allows(name)
+                for d in _group_checks(name, entries, served)]  # fmt: skip
     caller.check_model(only)
     target = only
     alias = settings.router_settings.model_group_alias.get(only)
@@ -92,7 +92,14 @@ def planned(
             "key may use",
             param="model",
         )
-    return _checks(target, entries)
+    return _group_checks(target, entries, served)
+
+
+def _group_checks(
+    name: str, entries: Sequence[ModelEntry], served: Callable[[str], Sequence[ModelEntry]]
+) -> list[Deployment]:
+    """The checks of the deployments serving `name`: a wildcard's by its stand-in name."""
+    return _stand_ins(name, entries, served) if is_wildcard(name) else _checks(name, entries)
 
 
 def _groups(model_list: Sequence[ModelEntry]) -> dict[str, list[ModelEntry]]:
@@ -103,16 +110,33 @@ def _groups(model_list: Sequence[ModelEntry]) -> dict[str, list[ModelEntry]]:
     return groups
 
 
+def _stand_ins(
+    name: str, entries: Sequence[ModelEntry], served: Callable[[str], Sequence[ModelEntry]]
+) -> list[Deployment]:
+    """A wildcard's checks: of the name its `model_info.health_check_model` gives (LiteLLM's
+    key), on the deployments serving that name; unchecked without one, or when the wildcard
+    does not serve it."""
+    asked = sorted({str(e.model_info["health_check_model"]) for e in entries
+                    if e.model_info.get("health_check_model") is not None})  # fmt: skip
+    found = [check for model in asked for check in _checks(model, served(model))]
+    if found:
+        return found
+    why = (
+        f"a wildcard: GET /health?model=NAME checks a model {name!r} serves, or set "
+        "model_info.health_check_model to one"
+        if not asked
+        else f"model_info.health_check_model {', '.join(asked)} is not a name {name!r} serves"
+    )
+    return [Deployment(name, entry, None, None, why) for entry in entries]
+
+
 def _checks(name: str, entries: Sequence[ModelEntry]) -> list[Deployment]:
-    """One check per entry serving `name`: the usable ones numbered as the router's group
-    numbers them (build_providers and System.expand keep the usable ones, in order)."""
+    """One check per entry serving `name` (no wildcard): the usable ones numbered as the
+    router's group numbers them (build_providers and System.expand keep the usable ones, in
+    order)."""
     found = []
     index = 0
     for entry in entries:
-        if is_wildcard(name):
-            wildcard = f"a wildcard: GET /health?model=NAME checks a model {name!r} serves"
-            found.append(Deployment(name, entry, None, None, wildcard))
-            continue
         api = probe_api(entry, name)
         if not usable(entry):
             found.append(Deployment(name, entry, api, None, why_unusable([entry])))
@@ -170,15 +194,16 @@ async def _checked(
     if deployment.index is None:
         return "unhealthy", {"error": deployment.why, "status": 503}
     ask = _ask(system, deployment, spend)
+    seconds = float(deployment.entry.model_info.get("health_check_timeout") or CHECK_SECONDS)
     async with gate:
         started = perf_counter()
         try:
             await asyncio.wait_for(ask([{"role": "user", "content": PROBE}], max_tokens=1),
-                                   CHECK_SECONDS)  # fmt: skip
+                                   seconds)  # fmt: skip
         except OverBudget as refused:
             return "unchecked", {"reason": str(refused)}
         except TimeoutError:
-            error = f"no answer within {CHECK_SECONDS:.0f} seconds"
+            error = f"no answer within {seconds:g} seconds"
             return "unhealthy", {"error": error, "status": 504, **_took(started)}
         except OverspillError as failed:
             details = {"error": failed.message, "status": failed.http_status()}

@@ -39,6 +39,24 @@ model_list:
     assert problems(text) == ["model_list[2].litellm_params.model: field required"]
 
 
+def test_health_check_settings_are_checked_at_their_yaml_path() -> None:
+    """LiteLLM's `health_check_timeout` and `health_check_model`, which `GET /health` reads,
+    are refused at startup when they cannot be used."""
+    text = """
+model_list:
+  - model_name: a
+    litellm_params: {model: openai/a}
+    model_info: {health_check_timeout: 0}
+  - model_name: "openai/*"
+    litellm_params: {model: "openai/*"}
+    model_info: {health_check_model: 4}
+"""
+    assert problems(text) == [
+        "model_list[0].model_info: health_check_timeout must be a number of seconds above 0, got 0",
+        "model_list[1].model_info: health_check_model must be a model name, got 4",
+    ]
+
+
 def test_every_problem_is_one_line() -> None:
     """Several mistakes give one line each."""
     text = """

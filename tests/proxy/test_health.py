@@ -4,6 +4,7 @@ checks counted in the caller's usage."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import httpx
@@ -12,7 +13,7 @@ import pytest
 import respx
 
 from kernel.errors import UpstreamError, UpstreamTimeout
-from kernel.types import ChatResponse
+from kernel.types import ChatRequest, ChatResponse, Provider, RequestContext
 from providers.fake import (
     ScriptedProvider,
     completion,
@@ -45,6 +46,12 @@ model_list:
     model_info: {mode: image_generation}
   - model_name: "openai/*"
     litellm_params: {model: "openai/*", api_base: "http://upstream.test/v1"}
+  - model_name: "hosted_vllm/*"
+    litellm_params: {model: "hosted_vllm/*", api_base: "http://vllm.test/v1"}
+    model_info: {health_check_model: hosted_vllm/qwen}
+  - model_name: slow
+    litellm_params: {model: openai/slow, api_base: "http://slow.test/v1"}
+    model_info: {mode: chat, health_check_timeout: 0.05}
 router_settings:
   model_group_alias: {vectors: embed}
 general_settings:
@@ -56,7 +63,7 @@ VECTORS = ChatResponse(body=orjson.dumps(embeddings([[0.5, 1.5]])))
 TEXT = ChatResponse(body=orjson.dumps(text_completion(" pong")))
 
 
-def providers(**given: ScriptedProvider) -> dict[str, list[ScriptedProvider]]:
+def providers(**given: ScriptedProvider) -> dict[str, list[Provider]]:
     """Every model's deployments, `local`'s two from `first` and `second`."""
     return {
         "local": [given.get("first") or ScriptedProvider([json_response("pong")]),
@@ -65,7 +72,21 @@ def providers(**given: ScriptedProvider) -> dict[str, list[ScriptedProvider]]:
         "text": [given.get("text") or ScriptedProvider([TEXT])],
         "hosted": [ScriptedProvider([json_response("never asked")])],
         "images": [ScriptedProvider([json_response("never asked")])],
+        "slow": [Hanging()],
     }  # fmt: skip
+
+
+class Hanging:
+    """A deployment that never answers."""
+
+    name = "hanging"
+
+    async def complete(self, request: ChatRequest, ctx: RequestContext) -> ChatResponse:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    async def aclose(self) -> None:
+        """Nothing to release."""
 
 
 def client(app_client: AppClient, key: str | None = "sk-master", **given: ScriptedProvider) -> Any:
@@ -77,21 +98,33 @@ def by_base(endpoints: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 async def test_every_deployment_is_asked_once_on_its_own_api(app_client: AppClient) -> None:
-    """Each deployment gets one call of its own kind, none failed over to another."""
+    """Each deployment gets one call of its own kind, none failed over to another, within its
+    `health_check_timeout`; a wildcard is checked with its `health_check_model`."""
     first = ScriptedProvider([UpstreamError("connection refused", upstream_status=None)])
     second, embed, text = (ScriptedProvider([json_response("pong")]),
                            ScriptedProvider([VECTORS]), ScriptedProvider([TEXT]))  # fmt: skip
-    response = await client(app_client, first=first, second=second, embed=embed, text=text).get(
-        "/health"
-    )
+    http = client(app_client, first=first, second=second, embed=embed, text=text)
+    with respx.mock() as mock:
+        vllm = mock.post("http://vllm.test/v1/chat/completions").mock(
+            return_value=httpx.Response(200, json=completion("pong"))
+        )
+        response = await http.get("/health")
     assert response.status_code == 200
     body = response.json()
     healthy, unhealthy = by_base(body["healthy_endpoints"]), by_base(body["unhealthy_endpoints"])
-    assert set(healthy) == {"http://second.test/v1", "http://upstream.test/v1"}
-    assert (body["healthy_count"], body["unhealthy_count"]) == (3, 2)
+    assert set(healthy) == {
+        "http://second.test/v1",
+        "http://upstream.test/v1",
+        "http://vllm.test/v1",
+    }
+    assert (body["healthy_count"], body["unhealthy_count"]) == (4, 3)
     assert unhealthy["http://first.test/v1"]["error"] == "connection refused"
     assert unhealthy["http://first.test/v1"]["status"] == 502
     assert unhealthy["hosted"]["error"] == "environment variable(s) unset: HOSTED_KEY"
+    assert unhealthy["http://slow.test/v1"]["error"] == "no answer within 0.05 seconds"
+    assert unhealthy["http://slow.test/v1"]["status"] == 504
+    assert healthy["http://vllm.test/v1"]["model_name"] == "hosted_vllm/qwen"
+    assert orjson.loads(vllm.calls.last.request.content)["model"] == "qwen"
     assert [len(first.requests), len(second.requests)] == [1, 1]
     (asked,) = second.requests
     assert (asked.body["max_tokens"], asked.messages) == (1, ({"role": "user", "content": "ping"},))
