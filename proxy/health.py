@@ -26,7 +26,6 @@ budget bounds what its checks spend.
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from time import perf_counter
@@ -38,8 +37,7 @@ from kernel import redaction
 from kernel.config import ModelEntry, Settings
 from kernel.errors import ModelNotFound, OverspillError
 from kernel.spending import OverBudget, Spend
-from kernel.types import Complete, Completion, Message, RequestContext, RouteRequest
-from kernel.usage import counted
+from kernel.types import Complete
 from kernel.wildcards import is_wildcard
 from providers.model_info import apis_served, mode_of
 from proxy.keys import Caller
@@ -221,29 +219,8 @@ def _took(started: float) -> dict[str, float]:
 
 def _ask(system: System, deployment: Deployment, spend: Spend) -> Complete:
     """The one call that checks `deployment`, counted in `spend`'s tenant's usage."""
-    route, index = deployment.api, deployment.index
-    assert route is not None
-    assert index is not None
-    if route == "chat":
-        return system.internal.probe(deployment.name, index, deployment.entry, spend)
-
-    async def send(messages: Sequence[Message], *, max_tokens: int) -> Completion:
-        body: dict[str, Any] = {"model": deployment.name}
-        if route == "embeddings":
-            body["input"] = PROBE
-        else:
-            body.update(prompt=PROBE, max_tokens=max_tokens)
-        request = RouteRequest(route, deployment.name, False, body, orjson.dumps(body))
-        ctx = RequestContext(
-            request_id=f"health-{uuid.uuid4().hex[:12]}",
-            tenant=spend.tenant,
-            model=deployment.entry,
-            spend=spend,
-            own=True,
-            deployment=index,
-        )
-        usage = (await system.router.send(request, ctx)).json().get("usage") or {}
-        return Completion("", usage.get("prompt_tokens"), usage.get("completion_tokens") or 0)
-
-    upstream = deployment.entry.litellm_params.upstream_model
-    return counted(send, deployment.name, upstream, spend, system.ledger)
+    assert deployment.api is not None
+    assert deployment.index is not None
+    return system.internal.probe(
+        deployment.name, deployment.index, deployment.entry, spend, deployment.api
+    )

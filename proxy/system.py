@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from time import perf_counter
 from typing import Any
 
 import httpx
+import orjson
 
 from kernel import metrics, redaction, tracing
 from kernel.config import ModelEntry, Settings
@@ -39,6 +40,7 @@ from kernel.types import (
     Next,
     Provider,
     RequestContext,
+    RouteRequest,
 )
 from kernel.usage import UsageLedger, counted
 from kernel.wildcards import is_wildcard
@@ -68,9 +70,16 @@ class InternalCalls:
     model layers only (so an Ollama target gets its num_ctx and pre-flight), each counted
     against its request's Spend and in the tenant's usage (kernel/usage.py)."""
 
-    def __init__(self, entries: Mapping[str, ModelEntry], ledger: UsageLedger | None) -> None:
+    def __init__(
+        self,
+        entries: Mapping[str, ModelEntry],
+        ledger: UsageLedger | None,
+        send: Callable[[RouteRequest, RequestContext], Awaitable[ChatResponse]],
+    ) -> None:
         self.entries = entries
         self.ledger = ledger
+        self._send = send
+        """The router's `send`: embeddings and legacy completions, which no layer changes."""
         self._pipeline: Next | None = None
 
     def bind(self, pipeline: Next) -> None:
@@ -92,15 +101,26 @@ class InternalCalls:
         upstream = entry.litellm_params.upstream_model
         return counted(complete, model, upstream, spend, self.ledger)
 
-    def probe(self, model: str, deployment: int, entry: ModelEntry, spend: Spend) -> Complete:
-        """A health check's call to `model`'s `deployment`-th deployment (`entry`) alone:
-        through the model layers as every own call, counted in `spend`'s tenant's usage, and
-        not in the metrics of compaction's calls."""
+    def probe(
+        self, model: str, deployment: int, entry: ModelEntry, spend: Spend, api: str = "chat"
+    ) -> Complete:
+        """A health check's call to `model`'s `deployment`-th deployment (`entry`) alone, on
+        `api`: a chat through the model layers as every own call, an embedding of the
+        messages' text or a legacy completion of it forwarded as a client's; counted in
+        `spend`'s tenant's usage, and not in the metrics of compaction's calls."""
 
         async def complete(messages: Sequence[Message], *, max_tokens: int) -> Completion:
-            request = _own_request(model, messages, max_tokens)
             pipeline, ctx = self._route("health", entry, spend, deployment)
-            return completion_of(await pipeline(request, ctx))
+            if api == "chat":
+                return completion_of(await pipeline(_own_request(model, messages, max_tokens), ctx))
+            text = " ".join(str(message.get("content") or "") for message in messages)
+            body: dict[str, Any] = {"model": model}
+            if api == "embeddings":
+                body["input"] = text
+            else:
+                body.update(prompt=text, max_tokens=max_tokens)
+            request = RouteRequest(api, model, False, body, orjson.dumps(body))
+            return completion_of(await self._send(request, ctx))
 
         upstream = entry.litellm_params.upstream_model
         return counted(complete, model, upstream, spend, self.ledger)
@@ -286,7 +306,7 @@ def build_system(
         e.model_name: e for e in reversed(settings.model_list) if not is_wildcard(e.model_name)
     }
     ledger = UsageLedger(history, settings)
-    internal = InternalCalls(entries, ledger)
+    internal = InternalCalls(entries, ledger, router.send)
     services = Services(
         settings, history, Estimator(history), windows, internal, entries, internal.warm,
         usage=ledger,
